@@ -1,0 +1,23 @@
+"""rnncc: compile stacked recurrent networks to CUDA kernels specialised to the network.
+
+    import rnncc
+    m = rnncc.compile("examples/gnmt_encoder.yaml", target="h100")
+    print(m.plan.explain())           # the decisions and why
+    print(m.kernels[0].source)        # the generated CUDA
+    y, state = m(x)                   # on a GPU: NumPy, PyTorch, CuPy or PyCUDA arrays
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (CompileError, DeviceUnavailable, PlanError, RnnccError,  # noqa: E402
+                     RuntimeCheckError, SpecError)
+from .ir import Model  # noqa: E402
+from .spec import Concat, ModelBuilder, Sum, load  # noqa: E402
+from .weights import from_torch  # noqa: E402
+from .plan import CompileOptions  # noqa: E402
+from .runtime import CompiledModel, compile  # noqa: E402
+from .build import cache_info  # noqa: E402
+
+__all__ = ["compile", "CompiledModel", "CompileOptions", "Model", "ModelBuilder", "Sum",
+           "Concat", "load", "from_torch", "RnnccError", "SpecError", "PlanError",
+           "CompileError", "RuntimeCheckError", "DeviceUnavailable", "cache_info", "__version__"]

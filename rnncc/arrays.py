@@ -1,0 +1,133 @@
+"""Caller arrays on the device: NumPy (copied), PyTorch, CuPy, PyCUDA GPUArray and any
+``__cuda_array_interface__`` object (used in place). Results come back in the kind of
+the input. Only this module knows about the array libraries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DTYPES, storage_numpy_dtype
+from .errors import RuntimeCheckError
+
+_TYPESTR = {"<f4": "float32", "<f2": "float16"}
+
+
+@dataclass
+class DeviceView:
+    """A strided view of device memory: pointer, shape and strides in elements."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+    keep: Any = None   # what keeps the memory alive (caller's array or our allocation)
+
+    def offset(self, elements: int) -> int:
+        return self.ptr + elements * DTYPES[self.dtype].itemsize
+
+
+def kind_of(x: Any) -> str:
+    module = type(x).__module__
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    if module.startswith("torch"):
+        return "torch" if x.is_cuda else "torch-cpu"
+    if module.startswith("cupy"):
+        return "cupy"
+    if module.startswith("pycuda"):
+        return "gpuarray"
+    if hasattr(x, "__cuda_array_interface__"):
+        return "cai"
+    raise RuntimeCheckError(f"got {type(x).__name__}, expected a NumPy array, a PyTorch tensor, "
+                            "a CuPy array, a PyCUDA GPUArray or an object with "
+                            "__cuda_array_interface__")
+
+
+def _torch_dtype_name(t) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def view(x: Any, what: str, dtype: str, device_ordinal: int = 0) -> DeviceView:
+    """A DeviceView of a caller's device array; checks dtype and device, copies nothing."""
+    kind = kind_of(x)
+    if kind == "torch":
+        got = _torch_dtype_name(x)
+        _check_dtype(what, got, dtype)
+        if x.device.index != device_ordinal:
+            raise RuntimeCheckError(f"{what}: on {x.device}, expected cuda:{device_ordinal} "
+                                    "(the device rnncc runs on)")
+        return DeviceView(x.data_ptr(), tuple(x.shape), tuple(x.stride()), dtype, x)
+    if kind in ("cupy", "gpuarray", "cai"):
+        cai = x.__cuda_array_interface__
+        got = _TYPESTR.get(cai["typestr"], cai["typestr"])
+        if dtype == "bfloat16" and cai["typestr"] == "<V2":
+            got = "bfloat16"
+        _check_dtype(what, got, dtype)
+        shape = tuple(cai["shape"])
+        item = DTYPES[dtype].itemsize
+        if cai.get("strides") is None:
+            strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        else:
+            strides = tuple(s // item for s in cai["strides"])
+        return DeviceView(int(cai["data"][0]), shape, strides, dtype, x)
+    raise RuntimeCheckError(f"{what}: {kind} arrays are not device arrays")
+
+
+def _check_dtype(what: str, got: str, expected: str) -> None:
+    if got != expected:
+        raise RuntimeCheckError(f"{what}: dtype {got}, expected {expected} (the model's dtype); "
+                                f"cast it first, e.g. x.to(torch.{expected}) / x.astype('{expected}')")
+
+
+def host_array(x: Any, what: str, dtype: str) -> np.ndarray:
+    """A NumPy input in device storage format (bfloat16 models take float32 NumPy input,
+    since NumPy has no bfloat16)."""
+    if kind_of(x) == "torch-cpu":
+        x = x.detach().float().numpy() if dtype == "bfloat16" else x.detach().numpy()
+    a = np.asarray(x)
+    allowed = {"float32": [np.float32], "float16": [np.float16],
+               "bfloat16": [np.float32]}[dtype]
+    if a.dtype not in allowed:
+        raise RuntimeCheckError(f"{what}: NumPy dtype {a.dtype}, expected "
+                                f"{' or '.join(str(np.dtype(d)) for d in allowed)} for a {dtype} model")
+    from .dtypes import to_storage
+    return np.ascontiguousarray(to_storage(a, dtype) if dtype == "bfloat16" else a)
+
+
+def empty_like_kind(kind: str, like: Any, shape: tuple[int, ...], dtype: str, alloc):
+    """A new array of ``kind`` on the device. ``alloc(nbytes)`` makes raw device memory
+    for kinds without their own allocator (NumPy results are copied back later)."""
+    if kind == "torch":
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    if kind == "cupy" and dtype != "bfloat16":
+        import cupy
+        return cupy.empty(shape, dtype=dtype)
+    if kind == "gpuarray" and dtype != "bfloat16":
+        import pycuda.gpuarray as gpuarray
+        return gpuarray.empty(shape, dtype=np.dtype(dtype))
+    nbytes = int(np.prod(shape)) * DTYPES[dtype].itemsize
+    return alloc(max(nbytes, 1))
+
+
+def to_view(arr: Any, shape: tuple[int, ...], dtype: str) -> DeviceView:
+    """DeviceView of an array made by :func:`empty_like_kind` (contiguous)."""
+    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    if hasattr(arr, "data_ptr"):
+        ptr = arr.data_ptr()
+    elif hasattr(arr, "__cuda_array_interface__"):
+        ptr = int(arr.__cuda_array_interface__["data"][0])
+    else:
+        ptr = int(arr)  # a PyCUDA DeviceAllocation
+    return DeviceView(ptr, shape, strides, dtype, arr)
+
+
+def numpy_result(raw: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        from .dtypes import from_storage
+        return from_storage(raw, dtype)
+    return raw.view(storage_numpy_dtype(dtype))

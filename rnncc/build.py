@@ -1,0 +1,131 @@
+"""nvcc → cubin, with an on-disk cache, so a second compile of the same model runs no nvcc.
+
+A cubin's cache name is readable and exact: ``<kernel>-<arch>-<hash>.cubin`` where the
+hash covers the rendered source, the nvcc flags, the arch and the rnncc version. One file
+lock per entry guards build and write (another process may build the same kernel);
+files are written to a temporary name and renamed into place. This runs without a GPU.
+
+Knobs: ``RNNCC_CACHE_DIR`` (default ``~/.cache/rnncc``), ``RNNCC_NVCC`` (the nvcc to
+use), ``RNNCC_LINEINFO=1`` (adds ``-lineinfo`` for profilers).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from . import __version__
+from .codegen import KernelSource
+from .errors import CompileError
+
+log = logging.getLogger("rnncc.build")
+
+
+def nvcc_path() -> str | None:
+    for candidate in (os.environ.get("RNNCC_NVCC"), shutil.which("nvcc"),
+                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RNNCC_CACHE_DIR", Path.home() / ".cache" / "rnncc"))
+
+
+def nvcc_flags(arch: str) -> list[str]:
+    flags = ["-cubin", f"-arch={arch}", "-O3", "-std=c++17"]
+    if os.environ.get("RNNCC_LINEINFO") == "1":
+        flags.append("-lineinfo")
+    return flags
+
+
+@dataclass
+class CacheInfo:
+    """What the compile cache did in this process (the only global state of rnncc)."""
+
+    hits: int = 0
+    misses: int = 0
+    nvcc_seconds: float = 0.0
+
+
+_info = CacheInfo()
+_info_lock = threading.Lock()
+
+
+def cache_info() -> CacheInfo:
+    with _info_lock:
+        return CacheInfo(_info.hits, _info.misses, _info.nvcc_seconds)
+
+
+def cache_key(kernel: KernelSource, arch: str) -> str:
+    digest = hashlib.sha256("\0".join(
+        [kernel.source, " ".join(nvcc_flags(arch)), __version__]).encode()).hexdigest()[:16]
+    return f"{kernel.name}-{arch}-{digest}"
+
+
+def compile_cubin(kernel: KernelSource, arch: str) -> bytes:
+    """The cubin of ``kernel`` for ``arch``, from the cache or built by nvcc."""
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    key = cache_key(kernel, arch)
+    path = directory / f"{key}.cubin"
+    if path.exists():
+        with _info_lock:
+            _info.hits += 1
+        return path.read_bytes()
+    with open(directory / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():  # another process built it while we waited
+            with _info_lock:
+                _info.hits += 1
+            return path.read_bytes()
+        cubin, seconds = _run_nvcc(kernel, arch)
+        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+        tmp.write_bytes(cubin)
+        os.replace(tmp, path)
+    with _info_lock:
+        _info.misses += 1
+        _info.nvcc_seconds += seconds
+    log.debug("nvcc %s: %.2f s", key, seconds)
+    return cubin
+
+
+def _run_nvcc(kernel: KernelSource, arch: str) -> tuple[bytes, float]:
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise CompileError("nvcc not found: install the CUDA toolkit, put nvcc on PATH or set "
+                           "RNNCC_NVCC; compiling to CUDA source (rnncc compile) needs no nvcc")
+    with tempfile.TemporaryDirectory(prefix="rnncc-") as tmp:
+        src = Path(tmp) / kernel.filename
+        out = Path(tmp) / f"{kernel.name}.cubin"
+        src.write_text(kernel.source)
+        start = time.perf_counter()
+        proc = subprocess.run([nvcc, *nvcc_flags(arch), str(src), "-o", str(out)],
+                              capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise CompileError(f"nvcc failed on generated kernel {kernel.name} ({arch}); this is "
+                               f"a bug in rnncc, please report it with the source.\n{proc.stderr}")
+        return out.read_bytes(), seconds
+
+
+def compile_all(kernels: Iterable[KernelSource], arch: str,
+                jobs: int | None = None) -> dict[str, bytes]:
+    """Cubins of several kernels, distinct ones built by nvcc in parallel."""
+    kernels = list(kernels)
+    jobs = jobs or min(len(kernels), os.cpu_count() or 1) or 1
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        cubins = list(pool.map(lambda k: compile_cubin(k, arch), kernels))
+    return {k.name: c for k, c in zip(kernels, cubins)}

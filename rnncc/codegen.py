@@ -1,0 +1,200 @@
+"""Codegen: the Plan rendered into CUDA source, one template per kernel family.
+
+The renderer knows nothing about devices. Templates receive plain values only. Each
+kernel's parameter list is written here once: the template renders the signature from
+it and the runtime passes arguments by these names.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from . import __version__
+from .dtypes import DTYPES
+from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str   # "ptr" | "i64" | "i32": how the runtime passes it (PyCUDA "P", "q", "i")
+    decl: str   # C declaration
+    doc: str    # shape and meaning, shown next to the declaration
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str                     # unique in the model, e.g. "l1_input_projection"
+    family: str                   # "input_projection" | "recurrent_step" | "merge"
+    owner: str                    # layer or output name
+    entry: str                    # the extern "C" function
+    source: str
+    params: tuple[Param, ...]
+    block: tuple[int, int, int]
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.cu"
+
+
+def templates_dir():
+    """``templates/`` of a source checkout (also what an editable install uses), else the
+    copy installed as the package ``rnncc.templates``."""
+    checkout = Path(__file__).resolve().parent.parent / "templates"
+    if (checkout / "common.cuh.j2").exists():
+        return checkout
+    return importlib.resources.files("rnncc.templates")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The one Jinja environment: templates from :func:`templates_dir`, StrictUndefined."""
+    root = templates_dir()
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: (root / name).read_text()),
+        undefined=jinja2.StrictUndefined, autoescape=False,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _ptr(name: str, ctype: str, doc: str, const: bool = True) -> Param:
+    return Param(name, "ptr", f"{'const ' if const else ''}{ctype}* __restrict__ {name}", doc)
+
+
+def _i64(name: str, doc: str) -> Param:
+    return Param(name, "i64", f"long long {name}", doc)
+
+
+def _i32(name: str, doc: str) -> Param:
+    return Param(name, "i32", f"int {name}", doc)
+
+
+def _source_params(sources) -> list[Param]:
+    out = []
+    for i, s in enumerate(sources):
+        out += [_ptr(f"x{i}", "T", f"source '{s.name}': [S, B, {s.size}], features contiguous"),
+                _i64(f"x{i}_stride_t", f"x{i}: elements between time steps"),
+                _i64(f"x{i}_stride_b", f"x{i}: elements between batch entries")]
+    return out
+
+
+def projection_params(l: LayerPlan) -> tuple[Param, ...]:
+    G, H = l.gates, l.hidden_size
+    y = "[rows, G·H]" if l.layout.value == "xw" else "[G·H, rows]"
+    params = _source_params(l.sources)
+    params.append(_ptr("w_ih", "T", f"[{G}·{H}, {l.input_size}] W_ih, row u·G+g (gate g of unit u)"))
+    if l.bias:
+        params.append(_ptr("bias", "float", "[G·H] b_ih + b_hh folded (GRU: without b_hn), same rows"))
+    params += [_ptr("xproj", "float", f"{y} out: projection of these steps", const=False),
+               _i32("rows", "steps · batch in this launch (row r = step r / batch)"),
+               _i32("batch", "B")]
+    return tuple(params)
+
+
+def step_params(l: LayerPlan) -> tuple[Param, ...]:
+    G, H = l.gates, l.hidden_size
+    params = [_ptr("h_prev", "T", f"[B, {H}] h of the previous step (nullptr: zeros); not aliased by h_out"),
+              _i64("h_prev_stride_b", "h_prev: elements between batch entries"),
+              _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"),
+              _ptr("xproj", "float", "this step's projection: (b, u·G+g) at b·stride_b + (u·G+g)·stride_n"),
+              _i64("xproj_stride_b", "xproj: elements between batch entries"),
+              _i64("xproj_stride_n", "xproj: elements between gate columns")]
+    if l.cell == "gru" and l.bias:
+        params.append(_ptr("bias_hn", "float", f"[{H}] b_hn, applied inside r * (h W_hnᵀ + b_hn)"))
+    if l.cell == "lstm":
+        params += [_ptr("c0", "T", f"[B, {H}] initial cell state read at the first step (nullptr: zeros)"),
+                   _ptr("c", "float", f"[B, {H}] cell state in float32, updated in place", const=False),
+                   _ptr("c_out", "T", f"[B, {H}] out: cell state in storage dtype, or nullptr", const=False)]
+    params += [_ptr("h_out", "T", f"[B, {H}] out: h of this step (the layer's output at t)", const=False),
+               _i64("h_out_stride_b", "h_out: elements between batch entries"),
+               _i32("batch", "B")]
+    if l.cell == "lstm":
+        params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))
+    return tuple(params)
+
+
+def merge_params(o: OutputPlan) -> tuple[Param, ...]:
+    return tuple(_source_params(o.sources) + [
+        _ptr("out", "T", f"[S, B, {o.size}] out: the merged output", const=False),
+        _i64("out_stride_t", "out: elements between time steps"),
+        _i64("out_stride_b", "out: elements between batch entries"),
+        _i32("seq_len", "S"), _i32("batch", "B")])
+
+
+MERGE_THREADS = 256
+
+
+def _header(plan: Plan, what: str, decisions: list[str]) -> dict:
+    return dict(version=__version__, model=plan.model, dtype=plan.dtype, what=what,
+                decisions=decisions)
+
+
+def _layer_decisions(plan: Plan, l: LayerPlan) -> list[str]:
+    lines = [f"target {plan.target} ({plan.arch}); tuned for S={plan.options.seq_len}, "
+             f"B={plan.options.batch}"]
+    for key, d in l.decisions().items():
+        lines.append(f"{key}: {_show(d.value)} -- {d.reason}")
+    return lines
+
+
+def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
+    env = environment()
+    what = f"layer {l.name} ({l.cell}, H={l.hidden_size}, input {l.input_size})"
+    decisions = _layer_decisions(plan, l)
+    common = dict(layer=l.name, dtype=plan.dtype, gates=l.gates, bias=l.bias,
+                  sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in l.sources],
+                  merge=l.merge)
+    out = []
+
+    name = f"{l.name}_input_projection"
+    params = projection_params(l)
+    tile = l.projection_tile.value
+    source = env.get_template("input_projection.cu.j2").render(
+        kernel=_header(plan, what + ", input projection", decisions), entry=f"rnncc_{name}",
+        params=params, K=l.input_size, GH=l.gates * l.hidden_size, tile=tile,
+        layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],
+        operand_a="activations" if l.layout.value == "xw" else "weights",
+        operand_b="weights" if l.layout.value == "xw" else "activations", **common)
+    out.append(KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
+                            (tile["threads"], 1, 1)))
+
+    name = f"{l.name}_recurrent_step"
+    params = step_params(l)
+    tile = l.step_tile.value
+    source = env.get_template("recurrent_step.cu.j2").render(
+        kernel=_header(plan, what + ", recurrent step", decisions), entry=f"rnncc_{name}",
+        params=params, H=l.hidden_size, cell=l.cell, tile=tile, **common)
+    block = (tile["units_per_block"] // tile["units_per_thread"],
+             tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+    out.append(KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params, block))
+    return out
+
+
+def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
+    name = f"{o.name}_merge"
+    params = merge_params(o)
+    decisions = [f"kernel: {o.kernel.value} -- {o.kernel.reason}"]
+    source = environment().get_template("merge.cu.j2").render(
+        kernel=_header(plan, f"output {o.name} ({o.merge} of {len(o.sources)})", decisions),
+        entry=f"rnncc_{name}", params=params, output=o.name, merge=o.merge,
+        source_names=", ".join(s.name for s in o.sources), F=o.size, dtype=plan.dtype,
+        threads=MERGE_THREADS,
+        sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in o.sources])
+    return KernelSource(name, "merge", o.name, f"rnncc_{name}", source, params,
+                        (MERGE_THREADS, 1, 1))
+
+
+def render(plan: Plan) -> tuple[KernelSource, ...]:
+    """Every kernel of the model, in execution order."""
+    kernels: list[KernelSource] = []
+    for l in plan.layers:
+        kernels += render_layer(plan, l)
+    kernels += [render_output(plan, o) for o in plan.outputs if o.kernel is not None]
+    return tuple(kernels)
+
+
+assert set(DTYPES) == {"float32", "float16", "bfloat16"}  # storage() in common.cuh.j2 knows these

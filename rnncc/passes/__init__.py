@@ -1,0 +1,55 @@
+"""Passes: pure functions ``(model, plan, target) -> plan`` run in a fixed order.
+
+Each pass fills one kind of decision in every LayerPlan and gives its reason. The
+driver :func:`build_plan` is the only place the order is written.
+"""
+
+from __future__ import annotations
+
+from ..ir import Model
+from ..plan import CompileOptions, LayerPlan, OutputPlan, Plan, Source
+from ..target import Target
+from .gates import plan_gate_concat
+from .geometry import plan_projection_tile, plan_step_tile
+from .layout import plan_layout
+from .merges import plan_merges
+from .persistence import plan_persistence
+from .unroll import plan_unroll
+from .workspace import plan_workspace
+
+PASSES = (plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_persistence,
+          plan_step_tile, plan_merges, plan_workspace)
+
+
+def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:
+    """The Plan with the model's facts and no decisions yet."""
+    target.check_dtype(model.dtype)
+    outputs = {o.name for o in model.outputs}
+
+    def sources(merge) -> tuple[Source, ...]:
+        out, offset = [], 0
+        for name in merge.sources:
+            size = model.size_of(name)
+            out.append(Source(name, size, offset if merge.mode == "concat" else 0))
+            offset += size
+        return tuple(out)
+
+    layers = tuple(
+        LayerPlan(name=l.name, cell=l.cell, gates=l.gates, hidden_size=l.hidden_size,
+                  input_size=l.input_size, bias=l.bias, merge=l.input.mode,
+                  sources=sources(l.input), is_output=l.name in outputs)
+        for l in model.layers)
+    outs = tuple(OutputPlan(o.name, o.size, o.merge.mode, sources(o.merge))
+                 for o in model.outputs)
+    return Plan(model=model.name, dtype=model.dtype, target=target.name, arch=target.arch,
+                options=options, layers=layers, outputs=outs)
+
+
+def build_plan(model: Model, target: Target, options: CompileOptions | None = None) -> Plan:
+    plan = initial_plan(model, target, options or CompileOptions())
+    for run_pass in PASSES:
+        plan = run_pass(model, plan, target)
+    return plan
+
+
+__all__ = ["build_plan", "initial_plan", "PASSES", "LayerPlan", "OutputPlan"]

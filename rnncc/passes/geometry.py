@@ -1,0 +1,51 @@
+"""Launch geometry: the tile of each kernel family, from the cost model's candidates."""
+
+import math
+from dataclasses import asdict, replace
+
+from ..dtypes import DTYPES
+from ..plan import Decision
+from .cost import PROJECTION_TILES, projection_seconds, step_seconds, step_tiles
+
+
+def plan_projection_tile(model, plan, target):
+    o = plan.options
+    itemsize = DTYPES[plan.dtype].itemsize
+
+    def decide(l):
+        rows, cols = l.unroll.value * o.batch, l.gates * l.hidden_size
+        m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
+        costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
+                 for t in PROJECTION_TILES}
+        best = min(costs, key=lambda t: (round(costs[t] * 1e9), -t.bm))
+        blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
+        value = dict(bm=best.bm, bn=best.bn, bk=best.bk, tm=best.tm, tn=best.tn,
+                     threads=best.threads)
+        reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles: {blocks} blocks of {best.threads} "
+                  f"threads, predicted {costs[best] * 1e6:.1f} µs")
+        return replace(l, projection_tile=Decision(value, reason))
+    return plan.map_layers(decide)
+
+
+def plan_step_tile(model, plan, target):
+    o = plan.options
+    itemsize = DTYPES[plan.dtype].itemsize
+
+    def decide(l):
+        B, H, G = o.batch, l.hidden_size, l.gates
+        fits = [t for t in step_tiles(G)
+                if t.shared_bytes(G, itemsize) <= target.shared_memory_per_block]
+
+        def key(t):
+            padded = (math.ceil(H / t.units_per_block) * t.units_per_block *
+                      math.ceil(B / t.batch_per_block) * t.batch_per_block)
+            return (round(step_seconds(B, H, G, t, target, itemsize) * 1e8), padded, t.threads)
+        best = min(fits, key=key)
+        blocks = math.ceil(H / best.units_per_block) * math.ceil(B / best.batch_per_block)
+        value = asdict(best) | {"threads": best.threads}
+        reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
+                  f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
+                  f"K split {best.k_split}×; predicted "
+                  f"{step_seconds(B, H, G, best, target, itemsize) * 1e6:.1f} µs/step")
+        return replace(l, step_tile=Decision(value, reason))
+    return plan.map_layers(decide)

@@ -1,0 +1,30 @@
+"""Workspace: device memory the runtime allocates besides the caller's arrays.
+
+Layers run one after another, so one projection buffer and one cell-state buffer are
+shared by all layers (sized for the largest); the sequences of layers that are not
+model outputs are kept until the end of the call.
+"""
+
+from dataclasses import replace
+
+from ..dtypes import DTYPES
+from ..plan import Decision
+
+
+def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
+    itemsize = DTYPES[plan.dtype].itemsize
+    proj = max(min(l.unroll.value, seq_len) * batch * l.gates * l.hidden_size * 4
+               for l in plan.layers)
+    cell = max([batch * l.hidden_size * 4 for l in plan.layers if l.cell == "lstm"], default=0)
+    seqs = sum(seq_len * batch * l.hidden_size * itemsize for l in plan.layers if not l.is_output)
+    return {"projection": proj, "cell_state": cell, "layer_sequences": seqs}
+
+
+def plan_workspace(model, plan, target):
+    o = plan.options
+    parts = workspace_bytes(plan, o.seq_len, o.batch)
+    total = sum(parts.values())
+    listed = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items() if v)
+    return replace(plan, workspace=Decision(
+        {"bytes": total}, f"at S={o.seq_len}, B={o.batch}: {listed}; shared across layers "
+                          "where lifetimes allow"))

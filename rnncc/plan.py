@@ -1,0 +1,135 @@
+"""The Plan: every decision the passes made, with its reason, as plain frozen values.
+
+Codegen reads only the Plan (never the Model or the Target), and ``plan.json`` is its
+serialised form. A Decision records where it came from: ``model`` (a rule or the cost
+model), ``user`` (forced by a compile option) or, later, ``measured`` (autotuning).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from . import __version__
+
+LAYOUTS = {
+    "xw": "Y = X·Wᵀ",   # rows = time·batch, columns = gates; A = activations, B = weights
+    "wx": "Yᵀ = W·Xᵀ",  # rows = gates, columns = time·batch; A = weights, B = activations
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    value: Any
+    reason: str
+    source: str = "model"  # "model" | "user" | "measured"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Shape hints the plan is tuned for (any S and B still run) and overrides."""
+
+    seq_len: int = 256           # S the decisions are made for
+    batch: int = 64              # B the decisions are made for
+    workspace_budget: int = 512 * 2**20  # bytes the input-projection buffer may take
+    layout: str | None = None    # force "xw" or "wx" for every layer
+    unroll: int | None = None    # force F (time steps per input-projection launch)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One tensor feeding a merge: the model input or a layer's output."""
+
+    name: str
+    size: int
+    offset: int  # first feature of this source in a concat (0 for sum)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    name: str
+    cell: str
+    gates: int
+    hidden_size: int
+    input_size: int
+    bias: bool
+    merge: str                   # how the sources form the input: "sum" | "concat"
+    sources: tuple[Source, ...]
+    is_output: bool              # its sequence is returned to the caller
+    layout: Decision | None = None
+    gate_concat: Decision | None = None
+    unroll: Decision | None = None
+    persistence: Decision | None = None
+    projection_tile: Decision | None = None
+    step_tile: Decision | None = None
+    merge_fusion: Decision | None = None
+
+    def decisions(self) -> dict[str, Decision]:
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, Decision)}
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    name: str
+    size: int
+    merge: str
+    sources: tuple[Source, ...]
+    kernel: Decision | None = None  # None for a layer's own sequence (no kernel)
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    dtype: str
+    target: str
+    arch: str
+    options: CompileOptions
+    layers: tuple[LayerPlan, ...]
+    outputs: tuple[OutputPlan, ...]
+    workspace: Decision | None = None
+    version: str = field(default=__version__)
+
+    def layer(self, name: str) -> LayerPlan:
+        return next(l for l in self.layers if l.name == name)
+
+    def map_layers(self, fn) -> "Plan":
+        """A new Plan with ``fn(layer_plan)`` applied to every layer (passes use this)."""
+        return replace(self, layers=tuple(fn(l) for l in self.layers))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def explain(self) -> str:
+        """The decisions with their reasons, for people."""
+        o = self.options
+        lines = [f"model {self.model}: dtype {self.dtype}, target {self.target} ({self.arch}), "
+                 f"tuned for S={o.seq_len}, B={o.batch} (any S and B run)"]
+        for l in self.layers:
+            srcs = " + ".join(s.name for s in l.sources) if l.merge == "sum" else \
+                "concat(" + ", ".join(s.name for s in l.sources) + ")"
+            lines.append(f"layer {l.name}: {l.cell} H={l.hidden_size} I={l.input_size} "
+                         f"bias={'yes' if l.bias else 'no'}, input = {srcs}")
+            for key, d in l.decisions().items():
+                lines.append(f"  {key:<16} {_show(d.value):<28} {d.reason}"
+                             + ("" if d.source == "model" else f"  [{d.source}]"))
+        for out in self.outputs:
+            if out.kernel is not None:
+                lines.append(f"output {out.name}: {out.merge} of {', '.join(s.name for s in out.sources)}")
+                lines.append(f"  {'kernel':<16} {_show(out.kernel.value):<28} {out.kernel.reason}")
+            else:
+                lines.append(f"output {out.name}: the sequence of layer {out.name}, no copy")
+        if self.workspace is not None:
+            lines.append(f"workspace: {_show(self.workspace.value)}  {self.workspace.reason}")
+        return "\n".join(lines) + "\n"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, str) and value in LAYOUTS:
+        return LAYOUTS[value]
+    return str(value)

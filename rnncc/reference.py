@@ -1,0 +1,92 @@
+"""NumPy float64 executor of any Model: the oracle every kernel is checked against.
+
+Semantics are exactly PyTorch's (torch.nn.LSTM / GRU / RNN), written once here:
+  LSTM  gates (i, f, g, o) = x W_ihᵀ + b_ih + h W_hhᵀ + b_hh
+        c' = σ(f) c + σ(i) tanh(g);  h' = σ(o) tanh(c')
+  GRU   r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr);  z = σ(... z rows ...)
+        n = tanh(x W_inᵀ + b_in + r ⊙ (h W_hnᵀ + b_hn));  h' = (1 − z) n + z h
+  RNN   h' = tanh or relu(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .ir import INPUT, Layer, Merge, Model
+
+State = Mapping[str, "np.ndarray | tuple[np.ndarray, np.ndarray]"]
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def merge(m: Merge, tensors: Mapping[str, np.ndarray]) -> np.ndarray:
+    parts = [tensors[s] for s in m.sources]
+    if m.mode == "concat":
+        return np.concatenate(parts, axis=-1)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
+              h0: np.ndarray | None = None, c0: np.ndarray | None = None):
+    """One layer over a whole sequence x [S, B, I]. Returns (y [S, B, H], h_n, c_n)."""
+    S, B, _ = x.shape
+    H = layer.hidden_size
+    w = {k: np.asarray(weights[f"{layer.name}.{k}"], dtype=np.float64)
+         for k in ("weight_ih", "weight_hh")}
+    zeros = np.zeros(layer.gates * H)
+    b_ih = np.asarray(weights[f"{layer.name}.bias_ih"], np.float64) if layer.bias else zeros
+    b_hh = np.asarray(weights[f"{layer.name}.bias_hh"], np.float64) if layer.bias else zeros
+    h = np.zeros((B, H)) if h0 is None else np.asarray(h0, dtype=np.float64)
+    c = np.zeros((B, H)) if c0 is None else np.asarray(c0, dtype=np.float64)
+    y = np.empty((S, B, H))
+    for t in range(S):
+        gi = x[t] @ w["weight_ih"].T + b_ih
+        gh = h @ w["weight_hh"].T + b_hh
+        if layer.cell == "lstm":
+            pre = gi + gh
+            i, f, g, o = (pre[:, k * H:(k + 1) * H] for k in range(4))
+            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+            h = _sigmoid(o) * np.tanh(c)
+        elif layer.cell == "gru":
+            r = _sigmoid(gi[:, :H] + gh[:, :H])
+            z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+            n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+            h = (1.0 - z) * n + z * h
+        elif layer.cell == "rnn_tanh":
+            h = np.tanh(gi + gh)
+        else:  # rnn_relu
+            h = np.maximum(gi + gh, 0.0)
+        y[t] = h
+    return y, h, (c if layer.cell == "lstm" else None)
+
+
+def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
+        state: State | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
+    """Run ``model`` on x [S, B, input_size] in float64.
+
+    ``state`` maps a layer name to its initial h [B, H] (GRU/RNN) or (h, c) (LSTM);
+    missing layers start from zeros. Returns (outputs in model order, final state dict
+    of the same form).
+    """
+    state = state or {}
+    tensors: dict[str, np.ndarray] = {INPUT: np.asarray(x, dtype=np.float64)}
+    final: dict[str, object] = {}
+    for layer in model.layers:
+        h0 = c0 = None
+        if layer.name in state:
+            if layer.cell == "lstm":
+                h0, c0 = state[layer.name]
+            else:
+                h0 = state[layer.name]
+        y, h, c = run_layer(layer, weights, merge(layer.input, tensors), h0, c0)
+        tensors[layer.name] = y
+        final[layer.name] = (h, c) if layer.cell == "lstm" else h
+    outputs = tuple(merge(o.merge, tensors) for o in model.outputs)
+    return outputs, final

@@ -1,0 +1,430 @@
+"""Runtime: compile a spec, load the cubins with PyCUDA, run the schedule.
+
+PyCUDA is imported lazily: ``rnncc.compile`` renders source and plan on any machine;
+only calling the model (or ``build()`` for cubins, which needs nvcc) goes further.
+Kernels run on the device's primary context, so PyTorch/CuPy pointers are valid here,
+and on the default (legacy) stream, in order with the caller's default-stream work.
+
+Debug knob: ``RNNCC_DEBUG_POISON=1`` fills every output and workspace buffer with NaN
+bytes before the kernels run, so an element no kernel wrote shows up as NaN.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import arrays, build, codegen, spec as spec_mod, target as target_mod
+from . import weights as weights_mod
+from .dtypes import DTYPES, round_to, to_storage
+from .errors import DeviceUnavailable, RuntimeCheckError, SpecError
+from .ir import INPUT, Model
+from .passes import build_plan
+from .plan import CompileOptions, Plan
+
+log = logging.getLogger("rnncc")
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    device: Any       # pycuda.driver.Device
+    context: Any      # its primary context, pushed on this thread
+    ordinal: int
+
+
+@lru_cache(maxsize=None)
+def device_context(ordinal: int = 0) -> DeviceContext:
+    """PyCUDA on the primary context of GPU ``ordinal`` (shared with PyTorch and CuPy)."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError as exc:
+        raise DeviceUnavailable("running kernels needs PyCUDA: pip install 'rnncc[cuda]' "
+                                f"({exc})") from None
+    try:
+        cuda.init()
+        if cuda.Device.count() <= ordinal:
+            raise DeviceUnavailable(f"no CUDA device {ordinal} ({cuda.Device.count()} found)")
+        device = cuda.Device(ordinal)
+        context = device.retain_primary_context()
+    except cuda.Error as exc:
+        raise DeviceUnavailable(f"CUDA is not usable here: {exc}") from None
+    context.push()
+    atexit.register(_pop_context, context)
+    return DeviceContext(device, context, ordinal)
+
+
+def _pop_context(context) -> None:
+    try:
+        context.pop()
+    except Exception:  # the process is exiting; the driver may be gone already
+        pass
+
+
+class CompiledModel:
+    """A model compiled for a target: plan and CUDA source now, cubins and a callable
+    forward on first use.
+
+    ``y, state = model(x, state=None, batch_first=False)``: x is [S, B, I] (or [B, S, I]);
+    y is one array for one output, a tuple for several; state maps each layer name to
+    h [B, H] (GRU/RNN) or (h, c) (LSTM), both for the initial and the returned state.
+    """
+
+    def __init__(self, model: Model, plan: Plan, target: target_mod.Target,
+                 kernels: tuple[codegen.KernelSource, ...], weights: Mapping[str, Any]):
+        self.model = model
+        self.plan = plan
+        self.target = target
+        self.kernels = kernels
+        self._weights = weights_mod.check(model, weights)
+        self._functions: dict[str, Any] | None = None
+        self._device_weights: dict[str, Any] | None = None
+        self._workspace: dict[str, Any] = {}
+        self._workspace_key: tuple[int, int] | None = None
+
+    # ---- inspection (no GPU) -----------------------------------------------------------
+    def explain(self) -> str:
+        return self.plan.explain()
+
+    def kernel(self, name: str) -> codegen.KernelSource:
+        return next(k for k in self.kernels if k.name == name)
+
+    def write(self, directory: str | os.PathLike) -> list[Path]:
+        """Write one ``.cu`` per kernel and ``plan.json`` (only files whose content changed)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        files = {k.filename: k.source for k in self.kernels}
+        files["plan.json"] = self.plan.to_json()
+        for name, text in files.items():
+            path = directory / name
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
+            written.append(path)
+        return written
+
+    def build(self, jobs: int | None = None) -> dict[str, bytes]:
+        """Cubins of every kernel (nvcc, cached on disk); needs no GPU."""
+        return build.compile_all(self.kernels, self.target.arch, jobs)
+
+    # ---- weights ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Weights as float32 NumPy arrays, named ``<layer>.weight_ih`` etc."""
+        return {k: v.copy() for k, v in self._weights.items()}
+
+    def device_weights(self) -> dict[str, np.ndarray]:
+        """Weights as the device holds them (rounded to the storage dtype), float32."""
+        return {k: round_to(v, self.model.dtype) for k, v in self._weights.items()}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        self._weights = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
+        self._device_weights = None
+
+    # ---- device ----------------------------------------------------------------------
+    def _load(self) -> DeviceContext:
+        ctx = device_context(0)
+        if self._functions is None:
+            import pycuda.driver as cuda
+
+            cubins = self.build()
+            formats = {"ptr": "P", "i64": "q", "i32": "i"}
+            functions = {}
+            for k in self.kernels:
+                module = cuda.module_from_buffer(cubins[k.name])
+                fn = module.get_function(k.entry)
+                fn.prepare("".join(formats[p.kind] for p in k.params))
+                functions[k.name] = (fn, module)
+            self._functions = functions
+        if self._device_weights is None:
+            self._device_weights = self._upload_weights()
+        return ctx
+
+    def _upload_weights(self) -> dict[str, Any]:
+        import pycuda.driver as cuda
+
+        dtype = self.model.dtype
+        out = {}
+        for layer in self.model.layers:
+            packed = weights_mod.pack(layer, self._weights)
+            for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
+                                     ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False)):
+                if arr.size == 0:
+                    continue
+                host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
+                out[f"{layer.name}.{name}"] = cuda.to_device(host)
+        return out
+
+    def _alloc(self, nbytes: int):
+        import pycuda.driver as cuda
+
+        mem = cuda.mem_alloc(nbytes)
+        if os.environ.get("RNNCC_DEBUG_POISON") == "1":
+            cuda.memset_d8(mem, 0xFF, nbytes)
+        return mem
+
+    def _workspace_for(self, seq_len: int, batch: int) -> dict[str, Any]:
+        """Projection buffer, cell state and the sequences of non-output layers; kept
+        between calls and grown when a call needs more."""
+        from .passes.workspace import workspace_bytes
+
+        if self._workspace_key != (seq_len, batch):
+            need = workspace_bytes(self.plan, seq_len, batch)
+            ws: dict[str, Any] = {"projection": self._alloc(max(need["projection"], 4))}
+            if need["cell_state"]:
+                ws["cell_state"] = self._alloc(need["cell_state"])
+            item = DTYPES[self.model.dtype].itemsize
+            for l in self.plan.layers:
+                if not l.is_output:
+                    ws[l.name] = self._alloc(seq_len * batch * l.hidden_size * item)
+            self._workspace, self._workspace_key = ws, (seq_len, batch)
+        return self._workspace
+
+    # ---- forward ---------------------------------------------------------------------
+    def __call__(self, x: Any, state: Mapping[str, Any] | None = None, *,
+                 batch_first: bool = False):
+        dtype = self.model.dtype
+        kind = arrays.kind_of(x)
+        host = kind in ("numpy", "torch-cpu")
+        # Checks first: nothing is launched, allocated or copied for a bad call.
+        shape = tuple(x.shape)
+        if len(shape) != 3 or shape[2] != self.model.input_size:
+            layout = "[B, S, I]" if batch_first else "[S, B, I]"
+            raise RuntimeCheckError(f"input: shape {shape}, expected {layout} with "
+                                    f"I={self.model.input_size}")
+        S, B = (shape[1], shape[0]) if batch_first else (shape[0], shape[1])
+        if S < 1 or B < 1:
+            raise RuntimeCheckError(f"input: shape {shape}, expected S ≥ 1 and B ≥ 1")
+        if host:
+            x_host = arrays.host_array(x, "input", dtype)
+        else:
+            x_view = arrays.view(x, "input", dtype)
+            if x_view.strides[2] != 1:
+                raise RuntimeCheckError("input: features are not contiguous (stride "
+                                        f"{x_view.strides[2]}), expected stride 1; call .contiguous()")
+        state = dict(state or {})
+        for name in state:
+            if name not in {l.name for l in self.model.layers}:
+                raise RuntimeCheckError(f"state: unknown layer '{name}', expected one of "
+                                        f"{', '.join(l.name for l in self.model.layers)}")
+
+        ctx = self._load()
+        import pycuda.driver as cuda
+
+        def make(shape_: tuple[int, ...]) -> tuple[Any, arrays.DeviceView]:
+            arr = arrays.empty_like_kind("numpy" if host else kind, x, shape_, dtype, self._alloc)
+            v = arrays.to_view(arr, shape_, dtype)
+            if os.environ.get("RNNCC_DEBUG_POISON") == "1":
+                cuda.memset_d8(v.ptr, 0xFF, int(np.prod(shape_)) * DTYPES[dtype].itemsize)
+            return arr, v
+
+        if host:
+            x_arr, x_view = make(shape)
+            cuda.memcpy_htod(x_view.ptr, x_host)
+        seq_shape = (lambda H: (B, S, H)) if batch_first else (lambda H: (S, B, H))
+        t_b = (lambda v: (v.strides[1], v.strides[0])) if batch_first else \
+            (lambda v: (v.strides[0], v.strides[1]))
+
+        # Where every tensor lives: (view, stride_t, stride_b).
+        tensors: dict[str, tuple[arrays.DeviceView, int, int]] = {INPUT: (x_view, *t_b(x_view))}
+        ws = self._workspace_for(S, B)
+        results: dict[str, Any] = {}
+        for l in self.plan.layers:
+            if l.is_output:
+                arr, v = make(seq_shape(l.hidden_size))
+                results[l.name] = arr
+                tensors[l.name] = (v, *t_b(v))
+            else:
+                v = arrays.to_view(ws[l.name], (S, B, l.hidden_size), dtype)
+                tensors[l.name] = (v, v.strides[0], v.strides[1])
+
+        final_state: dict[str, Any] = {}
+        for l in self.plan.layers:
+            h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
+            c_arr = c_view = None
+            if l.cell == "lstm":
+                c_arr, c_view = make((B, l.hidden_size))
+            self._run_layer(l, tensors, ws, S, B, h0, c0, c_view)
+            y_view, st, sb = tensors[l.name]
+            h_arr, h_view = make((B, l.hidden_size))
+            _copy_rows(h_view.ptr, y_view.offset((S - 1) * st), sb, B, l.hidden_size, dtype)
+            final_state[l.name] = (h_arr, c_arr) if l.cell == "lstm" else h_arr
+
+        outputs = []
+        for o in self.plan.outputs:
+            if o.kernel is None:
+                outputs.append(results[o.name])
+                continue
+            arr, v = make(seq_shape(o.size))
+            self._run_merge(o, tensors, v, t_b(v), S, B)
+            outputs.append(arr)
+
+        if host:
+            to_host = lambda a, shp: self._to_host(a, shp, kind)  # noqa: E731
+            outputs = [to_host(a, seq_shape(o.size)) for a, o in zip(outputs, self.plan.outputs)]
+            final_state = {
+                name: tuple(to_host(a, (B, self.model.layer(name).hidden_size)) for a in s)
+                if isinstance(s, tuple) else to_host(s, (B, self.model.layer(name).hidden_size))
+                for name, s in final_state.items()}
+        y = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return y, final_state
+
+    def _to_host(self, arr, shape, kind):
+        import pycuda.driver as cuda
+
+        raw = np.empty(shape, dtype=arrays.storage_numpy_dtype(self.model.dtype))
+        cuda.memcpy_dtoh(raw, arr)
+        out = arrays.numpy_result(raw, self.model.dtype)
+        if kind == "torch-cpu":
+            import torch
+            t = torch.from_numpy(np.ascontiguousarray(out))
+            return t.to(getattr(torch, self.model.dtype))
+        return out
+
+    def _initial_state(self, l, given, B, host, make):
+        """(h0 view or None, c0 view or None) of layer l, checked and on the device."""
+        if given is None:
+            return None, None
+        parts = given if l.cell == "lstm" else (given,)
+        if l.cell == "lstm" and (not isinstance(given, (tuple, list)) or len(given) != 2):
+            raise RuntimeCheckError(f"state['{l.name}']: expected (h, c) for an LSTM layer")
+        views = []
+        for what, p in zip(("h", "c"), parts):
+            where = f"state['{l.name}'] {what}"
+            if tuple(p.shape) != (B, l.hidden_size):
+                raise RuntimeCheckError(f"{where}: shape {tuple(p.shape)}, expected "
+                                        f"({B}, {l.hidden_size}) = (B, hidden_size)")
+            if host:
+                import pycuda.driver as cuda
+                h = arrays.host_array(p, where, self.model.dtype)
+                _, v = make((B, l.hidden_size))
+                cuda.memcpy_htod(v.ptr, h)
+            else:
+                v = arrays.view(p, where, self.model.dtype)
+                if v.strides != (l.hidden_size, 1):
+                    raise RuntimeCheckError(f"{where}: strides {v.strides}, expected a "
+                                            "contiguous array; call .contiguous()")
+            views.append(v)
+        return views[0], (views[1] if len(views) > 1 else None)
+
+    def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
+        item = DTYPES[self.model.dtype].itemsize
+        proj_fn = self._functions[f"{l.name}_input_projection"][0]
+        step_fn = self._functions[f"{l.name}_recurrent_step"][0]
+        proj_k = self.kernel(f"{l.name}_input_projection")
+        step_k = self.kernel(f"{l.name}_recurrent_step")
+        w = self._device_weights
+        GH = l.gates * l.hidden_size
+        y, y_st, y_sb = tensors[l.name]
+        xproj = int(ws["projection"])
+        cell = int(ws["cell_state"]) if l.cell == "lstm" else 0
+        pt, st = l.projection_tile.value, l.step_tile.value
+        chunk = min(l.unroll.value, S)
+        step_grid = (math.ceil(l.hidden_size / st["units_per_block"]),
+                     math.ceil(B / st["batch_per_block"]))
+        for t0 in range(0, S, chunk):
+            steps = min(chunk, S - t0)
+            rows = steps * B
+            args = {"w_ih": w[f"{l.name}.w_ih"], "xproj": xproj, "rows": rows, "batch": B}
+            if l.bias:
+                args["bias"] = w[f"{l.name}.bias"]
+            for i, s in enumerate(l.sources):
+                v, s_t, s_b = tensors[s.name]
+                args |= {f"x{i}": v.offset(t0 * s_t), f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
+            if l.layout.value == "xw":
+                grid = (math.ceil(GH / pt["bn"]), math.ceil(rows / pt["bm"]))
+            else:
+                grid = (math.ceil(rows / pt["bn"]), math.ceil(GH / pt["bm"]))
+            _launch(proj_fn, proj_k, grid, args)
+            for j in range(steps):
+                t = t0 + j
+                if t == 0:
+                    h_prev, h_sb = (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
+                else:
+                    h_prev, h_sb = y.offset((t - 1) * y_st), y_sb
+                xw = l.layout.value == "xw"
+                args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "w_hh_t": w[f"{l.name}.w_hh_t"],
+                        "xproj": xproj + j * B * (GH if xw else 1) * 4,
+                        "xproj_stride_b": GH if xw else 1, "xproj_stride_n": 1 if xw else rows,
+                        "h_out": y.offset(t * y_st), "h_out_stride_b": y_sb, "batch": B}
+                if l.cell == "gru" and l.bias:
+                    args["bias_hn"] = w[f"{l.name}.bias_hn"]
+                if l.cell == "lstm":
+                    args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
+                             "c_out": c_out.ptr if t == S - 1 else 0, "first_step": int(t == 0)}
+                _launch(step_fn, step_k, step_grid, args)
+        del item
+
+    def _run_merge(self, o, tensors, out, out_tb, S, B) -> None:
+        fn = self._functions[f"{o.name}_merge"][0]
+        k = self.kernel(f"{o.name}_merge")
+        args = {"out": out.ptr, "out_stride_t": out_tb[0], "out_stride_b": out_tb[1],
+                "seq_len": S, "batch": B}
+        for i, s in enumerate(o.sources):
+            v, s_t, s_b = tensors[s.name]
+            args |= {f"x{i}": v.ptr, f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
+        total = S * B * o.size
+        blocks = max(1, min(math.ceil(total / k.block[0]), self.target.sm_count * 8))
+        _launch(fn, k, (blocks, 1), args)
+
+
+def _launch(fn, kernel: codegen.KernelSource, grid: tuple[int, int], args: dict) -> None:
+    if grid[1] > 65535:
+        raise RuntimeCheckError(f"{kernel.name}: grid {grid} exceeds 65535 blocks in y; "
+                                "the call is too large (split the sequence)")
+    values = []
+    for p in kernel.params:
+        v = args[p.name]
+        values.append(int(v))
+    fn.prepared_async_call(grid, kernel.block, None, *values)
+
+
+def _copy_rows(dst: int, src: int, src_stride_b: int, rows: int, cols: int, dtype: str) -> None:
+    """dst [rows, cols] contiguous ← src rows ``src_stride_b`` elements apart (device to device)."""
+    import pycuda.driver as cuda
+
+    item = DTYPES[dtype].itemsize
+    copy = cuda.Memcpy2D()
+    copy.set_src_device(src)
+    copy.set_dst_device(dst)
+    copy.src_pitch = src_stride_b * item
+    copy.dst_pitch = copy.width_in_bytes = cols * item
+    copy.height = rows
+    copy(aligned=True)
+
+
+def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = None, *,
+            weights: Mapping[str, Any] | None = None, options: CompileOptions | None = None,
+            seed: int = 0, **option_kwargs) -> CompiledModel:
+    """Compile a spec (YAML path or text, dict, or Model) for ``target``.
+
+    ``target``: a preset name (``h100``, ``h200``, ``a100``), ``"device"``, or ``None``
+    for the GPU present (the h100 preset on a machine without one). ``weights``: a dict
+    named like PyTorch's per layer (``l0.weight_ih`` …); by default PyTorch-style random
+    weights from ``seed``. Option keywords (``seq_len``, ``batch``, ``layout``, ``unroll``,
+    ``workspace_budget``) build :class:`CompileOptions`. Nothing here touches a GPU.
+    """
+    model = spec_mod.load(spec)
+    tgt = target_mod.get(target)
+    if options is None:
+        options = CompileOptions(**option_kwargs)
+    elif option_kwargs:
+        raise SpecError("compile: pass either options= or option keywords, not both")
+    if options.layout not in (None, "xw", "wx"):
+        raise SpecError(f"compile option 'layout': got {options.layout!r}, expected 'xw' "
+                        "(Y = X·Wᵀ) or 'wx' (Yᵀ = W·Xᵀ)")
+    for field_name in ("seq_len", "batch", "workspace_budget"):
+        value = getattr(options, field_name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(f"compile option '{field_name}': got {value!r}, expected a positive integer")
+    plan = build_plan(model, tgt, options)
+    kernels = codegen.render(plan)
+    if weights is None:
+        weights = weights_mod.init(model, seed)
+    return CompiledModel(model, plan, tgt, kernels, weights)

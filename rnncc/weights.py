@@ -1,0 +1,158 @@
+"""Weights: names and shapes (PyTorch's, per layer), random init, loading, packing.
+
+A layer ``L`` has ``L.weight_ih`` [G·H, I], ``L.weight_hh`` [G·H, H] and, with bias,
+``L.bias_ih`` and ``L.bias_hh`` [G·H], rows in PyTorch's gate order (LSTM i,f,g,o;
+GRU r,z,n). ``torch.nn.LSTM``'s ``weight_ih_l0`` is rnncc's ``l0.weight_ih``.
+
+Packing (what the kernels read) interleaves the gates of each hidden unit, row
+``u·G + g`` holding gate ``g`` of unit ``u``, so one tile of the gate-concatenated GEMM
+holds all gates of its units and the cell math fuses into the recurrent step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import SpecError
+from .ir import Layer, Model
+
+
+def shapes(layer: Layer) -> dict[str, tuple[int, ...]]:
+    G, H, I = layer.gates, layer.hidden_size, layer.input_size
+    out: dict[str, tuple[int, ...]] = {"weight_ih": (G * H, I), "weight_hh": (G * H, H)}
+    if layer.bias:
+        out.update(bias_ih=(G * H,), bias_hh=(G * H,))
+    return out
+
+
+def expected_keys(model: Model) -> dict[str, tuple[int, ...]]:
+    return {f"{l.name}.{k}": s for l in model.layers for k, s in shapes(l).items()}
+
+
+def init(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
+    """PyTorch's default init: U(−1/√H, 1/√H) for every weight and bias (float32)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for layer in model.layers:
+        bound = 1.0 / np.sqrt(layer.hidden_size)
+        for k, shape in shapes(layer).items():
+            out[f"{layer.name}.{k}"] = rng.uniform(-bound, bound, shape).astype(np.float32)
+    return out
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):  # a torch tensor, possibly on the GPU or in bf16
+        value = value.detach().float().cpu().numpy()
+    elif hasattr(value, "get") and hasattr(value, "__cuda_array_interface__"):
+        value = value.get()  # CuPy array / PyCUDA GPUArray
+    return np.asarray(value, dtype=np.float32)
+
+
+def check(model: Model, state_dict: Mapping[str, Any], strict: bool = True) -> dict[str, np.ndarray]:
+    """Validate names and shapes; return float32 NumPy arrays keyed like :func:`expected_keys`."""
+    expected = expected_keys(model)
+    missing = [k for k in expected if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in expected]
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if unexpected:
+            parts.append(f"unexpected {', '.join(unexpected)}")
+        raise SpecError(f"model '{model.name}' weights: {'; '.join(parts)}; expected keys "
+                        f"like '{next(iter(expected))}' (layer.weight_ih/weight_hh/bias_ih/bias_hh)")
+    out = {}
+    for key, shape in expected.items():
+        if key not in state_dict:
+            continue
+        arr = _to_numpy(state_dict[key])
+        if arr.shape != shape:
+            layer, name = key.split(".", 1)
+            raise SpecError(f"layer '{layer}', weight '{name}': got shape {arr.shape}, "
+                            f"expected {shape}")
+        out[key] = arr
+    return out
+
+
+def from_torch(module: Any) -> tuple[Model, dict[str, np.ndarray]]:
+    """Spec and weights of a ``torch.nn.LSTM``, ``GRU`` or ``RNN`` (any ``num_layers``).
+
+    Layers are named ``l0``, ``l1``… like PyTorch's ``_l0`` suffixes. Dropout between
+    layers is a training feature and is ignored (rnncc runs inference).
+    """
+    import torch
+
+    kinds = {torch.nn.LSTM: "lstm", torch.nn.GRU: "gru"}
+    cell = kinds.get(type(module))
+    if cell is None and isinstance(module, torch.nn.RNN):
+        cell = "rnn_tanh" if module.nonlinearity == "tanh" else "rnn_relu"
+    if cell is None:
+        raise SpecError(f"from_torch: got {type(module).__name__}, expected torch.nn.LSTM, "
+                        "torch.nn.GRU or torch.nn.RNN")
+    if module.bidirectional:
+        raise SpecError("from_torch: bidirectional=True is not supported yet; "
+                        "expected a unidirectional module")
+    if getattr(module, "proj_size", 0):
+        raise SpecError(f"from_torch: proj_size={module.proj_size} is not supported; expected 0")
+    dtype = {torch.float32: "float32", torch.float16: "float16",
+             torch.bfloat16: "bfloat16"}.get(module.weight_ih_l0.dtype)
+    if dtype is None:
+        raise SpecError(f"from_torch: parameters are {module.weight_ih_l0.dtype}, expected "
+                        "float32, float16 or bfloat16")
+    layers = [{"name": f"l{i}", "cell": cell, "hidden_size": module.hidden_size,
+               "bias": bool(module.bias)} for i in range(module.num_layers)]
+    model = Model.from_dict({"name": f"torch_{cell}", "dtype": dtype,
+                             "input_size": module.input_size, "layers": layers})
+    params = dict(module.named_parameters())
+    state = {}
+    for i in range(module.num_layers):
+        for k in shapes(model.layers[i]):
+            state[f"l{i}.{k}"] = params[f"{k}_l{i}"]
+    return model, check(model, state)
+
+
+# ---- packing for the kernels ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PackedLayer:
+    """One layer's weights as the kernels read them (float32 values; the runtime casts
+    the matrices to the storage dtype)."""
+
+    w_ih: np.ndarray        # [H·G, I]   row u·G+g = gate g of unit u (K-contiguous)
+    w_hh_t: np.ndarray      # [H, H·G]   W_hhᵀ with the same interleaved columns
+    bias: np.ndarray        # [H·G]      float32, added in the input projection
+    bias_hn: np.ndarray     # [H]        GRU only: b_hn, inside r ⊙ (W_hn h + b_hn); else empty
+
+
+def interleave_gates(rows: np.ndarray, gates: int) -> np.ndarray:
+    """[G·H, …] in PyTorch's gate-major order → [H·G, …] unit-major (row u·G+g)."""
+    gh = rows.shape[0]
+    h = gh // gates
+    return rows.reshape(gates, h, *rows.shape[1:]).swapaxes(0, 1).reshape(gh, *rows.shape[1:])
+
+
+def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
+    G, H = layer.gates, layer.hidden_size
+    w_ih = np.asarray(weights[f"{layer.name}.weight_ih"], np.float32)
+    w_hh = np.asarray(weights[f"{layer.name}.weight_hh"], np.float32)
+    if layer.bias:
+        b_ih = np.asarray(weights[f"{layer.name}.bias_ih"], np.float32)
+        b_hh = np.asarray(weights[f"{layer.name}.bias_hh"], np.float32).copy()
+    else:
+        b_ih = np.zeros(G * H, np.float32)
+        b_hh = np.zeros(G * H, np.float32)
+    bias_hn = np.zeros(0, np.float32)
+    if layer.cell == "gru":
+        # b_hn is multiplied by r, so it cannot be folded into the projection bias.
+        bias_hn = b_hh[2 * H:].copy()
+        b_hh[2 * H:] = 0.0
+    bias = (b_ih.astype(np.float64) + b_hh).astype(np.float32)
+    return PackedLayer(
+        w_ih=np.ascontiguousarray(interleave_gates(w_ih, G)),
+        w_hh_t=np.ascontiguousarray(interleave_gates(w_hh, G).T),
+        bias=np.ascontiguousarray(interleave_gates(bias, G)),
+        bias_hn=bias_hn,
+    )

@@ -1,0 +1,177 @@
+"""Every kernel family on the GPU against the float64 reference (run: pytest -m gpu).
+
+Inputs, weights and states are fresh random values each run; outputs and workspace are
+poisoned with NaN first (conftest); tolerances come from rnncc.dtypes, once per dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rnncc
+from rnncc import reference
+from rnncc.dtypes import DTYPES, max_relative_error, round_to
+
+pytestmark = pytest.mark.gpu
+
+CELLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+# (H, B, S): together they take every value of H ∈ {1, 33, 256, 1024},
+# B ∈ {1, 5, 8, 64}, S ∈ {1, 7, 256}.
+SIZES = [(1, 64, 7), (33, 5, 256), (256, 1, 1), (1024, 8, 256), (1024, 64, 7)]
+
+
+def single(cell: str, hidden: int, input_size: int, dtype: str = "float32", bias: bool = True):
+    return {"name": f"{cell}_{hidden}", "dtype": dtype, "input_size": input_size,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden, "bias": bias}]}
+
+
+def random_state(model, B, rng, dtype):
+    state = {}
+    for layer in model.layers:
+        h = round_to(rng.uniform(-1, 1, (B, layer.hidden_size)), dtype)
+        if layer.cell == "lstm":
+            state[layer.name] = (h, round_to(rng.uniform(-1, 1, (B, layer.hidden_size)), dtype))
+        else:
+            state[layer.name] = h
+    return state
+
+
+def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, **options):
+    """Run on torch CUDA tensors, compare every output and final state with the reference."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    m = rnncc.compile(spec, target="device", seed=seed, **options)
+    dtype = m.model.dtype
+    tdt = getattr(torch, dtype)
+    x = round_to(rng.uniform(-1, 1, (S, B, m.model.input_size)), dtype)
+    state = random_state(m.model, B, rng, dtype) if with_state else None
+
+    def to_dev(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to("cuda", tdt)
+
+    xd = to_dev(x.transpose(1, 0, 2) if batch_first else x)
+    sd = None
+    if state:
+        sd = {k: tuple(to_dev(p) for p in v) if isinstance(v, tuple) else to_dev(v)
+              for k, v in state.items()}
+    y, final = m(xd, sd, batch_first=batch_first)
+    torch.cuda.synchronize()
+    outs = y if isinstance(y, tuple) else (y,)
+    ref_outs, ref_final = reference.run(m.model, m.device_weights(), x, state)
+    tol = DTYPES[dtype].tolerance
+    errors = {}
+    for o, got, want in zip(m.model.outputs, outs, ref_outs):
+        assert isinstance(got, torch.Tensor) and got.dtype == tdt and got.is_cuda
+        g = got.float().cpu().numpy()
+        errors[o.name] = max_relative_error(g.transpose(1, 0, 2) if batch_first else g, want)
+    for name, want in ref_final.items():
+        got = final[name]
+        pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+        for i, (g, w) in enumerate(pairs):
+            errors[f"{name}.{'hc'[i]}_n"] = max_relative_error(g.float().cpu().numpy(), w)
+    bad = {k: v for k, v in errors.items() if not v <= tol}
+    assert not bad, f"errors over {tol} ({dtype}): {bad}"
+    return m, outs, errors
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("hidden,batch,seq", SIZES)
+def test_single_layer_float32(gpu, cell, hidden, batch, seq):
+    run_and_compare(single(cell, hidden, input_size=hidden + 3), seq, batch, seed=hidden + batch,
+                    with_state=(batch % 2 == 1))
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision(gpu, cell, dtype):
+    run_and_compare(single(cell, 256, 100, dtype), 64, 5, seed=7, with_state=True)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_no_bias(gpu, cell):
+    run_and_compare(single(cell, 33, 17, bias=False), 7, 5, seed=3)
+
+
+STACKED = {
+    "name": "stacked_skips", "input_size": 19,
+    "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 33},
+        {"name": "b", "cell": "gru", "hidden_size": 33},
+        {"name": "c", "cell": "rnn_tanh", "hidden_size": 33, "input": {"sum": ["a", "b"]}},
+        {"name": "d", "cell": "lstm", "hidden_size": 40, "input": {"concat": ["c", "input", "a"]}},
+        {"name": "e", "cell": "rnn_relu", "hidden_size": 40, "input": "d"},
+    ],
+    "outputs": ["b", "e", {"name": "residual", "sum": ["d", "e"]},
+                {"name": "dense", "concat": ["input", "c", "e"]}],
+}
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("seq,batch", [(7, 5), (256, 8)])
+def test_stacked_with_sum_and_concat(gpu, seq, batch, batch_first):
+    run_and_compare(STACKED, seq, batch, seed=seq * batch, with_state=True, batch_first=batch_first)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_both_layouts_same_numbers(gpu, cell):
+    spec = {"name": "layouts", "input_size": 37,
+            "layers": [{"name": "a", "cell": cell, "hidden_size": 65},
+                       {"name": "b", "cell": cell, "hidden_size": 65,
+                        "input": {"concat": ["a", "input"]}}]}
+    _, xw, _ = run_and_compare(spec, 7, 5, seed=11, layout="xw")
+    _, wx, _ = run_and_compare(spec, 7, 5, seed=11, layout="wx")
+    # Same GEMM with the operands swapped: every product and sum in the same order.
+    assert all(bool((a == b).all()) for a, b in zip(xw, wx))
+
+
+@pytest.mark.parametrize("unroll", [1, 3, 7])
+def test_unroll_factor(gpu, unroll):
+    m, _, _ = run_and_compare(single("lstm", 33, 33), 7, 5, seed=5, unroll=unroll)
+    assert m.plan.layers[0].unroll.value == unroll
+
+
+def test_against_torch_lstm_on_gpu(gpu, torch):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(48, 96, num_layers=3, batch_first=True).cuda()
+    model, weights = rnncc.from_torch(lstm)
+    m = rnncc.compile(model, target="device", weights=weights)
+    x = torch.randn(6, 50, 48, device="cuda")
+    h0 = torch.randn(3, 6, 96, device="cuda")
+    c0 = torch.randn(3, 6, 96, device="cuda")
+    with torch.no_grad():
+        want, (h_n, c_n) = lstm(x, (h0, c0))
+    state = {f"l{i}": (h0[i].contiguous(), c0[i].contiguous()) for i in range(3)}
+    y, final = m(x, state, batch_first=True)
+    tol = DTYPES["float32"].tolerance
+    assert max_relative_error(y.cpu().numpy(), want.cpu().numpy()) <= tol
+    for i in range(3):
+        assert max_relative_error(final[f"l{i}"][0].cpu().numpy(), h_n[i].cpu().numpy()) <= tol
+        assert max_relative_error(final[f"l{i}"][1].cpu().numpy(), c_n[i].cpu().numpy()) <= tol
+
+
+def test_numpy_cupy_gpuarray_inputs(gpu):
+    cupy = pytest.importorskip("cupy")
+    import pycuda.gpuarray as gpuarray
+
+    m = rnncc.compile(single("gru", 33, 20), target="device", seed=2)
+    x = np.random.default_rng(2).uniform(-1, 1, (7, 5, 20)).astype(np.float32)
+    want = reference.run(m.model, m.device_weights(), x)[0][0]
+    y_np, _ = m(x)
+    y_cp, _ = m(cupy.asarray(x))
+    y_ga, _ = m(gpuarray.to_gpu(x))
+    assert isinstance(y_np, np.ndarray) and isinstance(y_cp, cupy.ndarray)
+    assert isinstance(y_ga, gpuarray.GPUArray)
+    for got in (y_np, cupy.asnumpy(y_cp), y_ga.get()):
+        assert max_relative_error(got, want) <= DTYPES["float32"].tolerance
+
+
+def test_wrong_device_dtype_rejected_before_launch(gpu, torch):
+    m = rnncc.compile(single("lstm", 8, 4), target="device")
+    with pytest.raises(rnncc.RuntimeCheckError, match="dtype float16, expected float32"):
+        m(torch.zeros(3, 2, 4, device="cuda", dtype=torch.float16))
+    with pytest.raises(rnncc.RuntimeCheckError, match="features are not contiguous"):
+        m(torch.zeros(3, 4, 2, device="cuda").transpose(1, 2))
