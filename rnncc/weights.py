@@ -156,3 +156,32 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
         bias=np.ascontiguousarray(interleave_gates(bias, G)),
         bias_hn=bias_hn,
     )
+
+
+def to_torch(model: Model, weights: Mapping[str, np.ndarray]):
+    """The equivalent ``torch.nn.LSTM/GRU/RNN`` (float32, CPU) when ``model`` is a plain
+    stack (one cell type and size, each layer fed by the previous, one output); else None.
+    Used to time cuDNN beside rnncc on the same weights."""
+    import torch
+
+    first = model.layers[0]
+    plain = all(l.cell == first.cell and l.hidden_size == first.hidden_size
+                and l.bias == first.bias and l.input.sources == ((model.layers[i - 1].name,)
+                                                                  if i else ("input",))
+                for i, l in enumerate(model.layers))
+    if not plain or len(model.outputs) != 1 or model.outputs[0].name != model.layers[-1].name:
+        return None
+    kwargs = dict(input_size=model.input_size, hidden_size=first.hidden_size,
+                  num_layers=len(model.layers), bias=first.bias)
+    if first.cell == "lstm":
+        module = torch.nn.LSTM(**kwargs)
+    elif first.cell == "gru":
+        module = torch.nn.GRU(**kwargs)
+    else:
+        module = torch.nn.RNN(nonlinearity=first.cell.removeprefix("rnn_"), **kwargs)
+    with torch.no_grad():
+        for i, layer in enumerate(model.layers):
+            for k in shapes(layer):
+                getattr(module, f"{k}_l{i}").copy_(torch.from_numpy(
+                    np.asarray(weights[f"{layer.name}.{k}"], np.float32)))
+    return module

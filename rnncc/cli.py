@@ -1,0 +1,182 @@
+"""The ``rnncc`` command: compile, explain, run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+
+EPILOG = """\
+examples:
+  rnncc compile examples/gnmt_encoder.yaml --target h100 -o out/   # .cu files + plan.json
+  rnncc explain examples/gnmt_encoder.yaml                         # every decision and why
+  rnncc run examples/lstm_1024.yaml --batch 64 --seq-len 256       # GPU: check + time
+
+A spec is a YAML file: name, dtype, input_size, layers (name, cell, hidden_size, bias,
+input) and outputs. See examples/ and the README.
+"""
+
+
+def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) -> None:
+    p.add_argument("spec", help="model spec (YAML file)")
+    p.add_argument("--target", default=target_default,
+                   help="h100, h200, a100, or 'device' for the GPU present "
+                        f"(default: {target_default or 'the GPU present, else h100'})")
+    p.add_argument("--seq-len", type=int, default=256, help="sequence length the plan is tuned for (default 256)")
+    p.add_argument("--batch", type=int, default=64, help="batch size the plan is tuned for (default 64)")
+    p.add_argument("--layout", choices=["xw", "wx"], help="force the input-projection layout")
+    p.add_argument("--unroll", type=int, help="force F, time steps per input-projection launch")
+
+
+def _compile(args, seq_len=None, batch=None):
+    import rnncc
+
+    return rnncc.compile(args.spec, target=args.target, seq_len=seq_len or args.seq_len,
+                         batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
+                         seed=getattr(args, "seed", 0))
+
+
+def cmd_compile(args) -> int:
+    m = _compile(args)
+    written = m.write(args.output)
+    for path in written:
+        print(f"wrote {path}")
+    if args.cubin:
+        start = time.perf_counter()
+        cubins = m.build()
+        for name, blob in cubins.items():
+            path = Path(args.output) / f"{name}.{m.target.arch}.cubin"
+            path.write_bytes(blob)
+            print(f"wrote {path}")
+        print(f"nvcc: {len(cubins)} kernels in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    m = _compile(args)
+    if args.json:
+        print(m.plan.to_json(), end="")
+        return 0
+    print(m.explain(), end="")
+    print("kernels:")
+    for k in m.kernels:
+        print(f"  {k.filename:<36} block {k.block[0]}×{k.block[1]}×{k.block[2]}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from . import reference
+    from .dtypes import DTYPES, max_relative_error, round_to
+    from .timing import time_gpu
+    from .weights import to_torch
+
+    m = _compile(args, seq_len=args.seq_len, batch=args.batch)
+    S, B, dtype = args.seq_len, args.batch, m.model.dtype
+    print(f"rnncc {__version__}: {m.model.name}, {len(m.model.layers)} layers, {dtype}, "
+          f"S={S}, B={B}, target {m.target.name}")
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(args.seed)
+    x = round_to(rng.uniform(-1, 1, (S, B, m.model.input_size)), dtype)
+    if torch is not None:
+        xd = torch.from_numpy(x).to("cuda", getattr(torch, dtype))
+    else:
+        import pycuda.gpuarray as gpuarray
+        from .dtypes import to_storage
+        xd = gpuarray.to_gpu(to_storage(x, dtype))
+    y, _ = m(xd)
+    outs = y if isinstance(y, tuple) else (y,)
+    if not args.no_check:
+        ref, _ = reference.run(m.model, m.device_weights(), x)
+        tol = DTYPES[dtype].tolerance
+        for o, got, want in zip(m.model.outputs, outs, ref):
+            g = got.float().cpu().numpy() if torch is not None else got.get()
+            err = max_relative_error(g, want)
+            status = "ok" if err <= tol else "FAIL"
+            print(f"check {o.name}: max relative error {err:.2e} vs float64 reference "
+                  f"(tolerance {tol:.0e}) {status}")
+            if err > tol:
+                return 1
+    t = time_gpu(lambda: m(xd), args.warmup, args.repeats)
+    rows = [("rnncc", t)]
+    module = to_torch(m.model, m.state_dict()) if torch is not None and not args.no_torch else None
+    if module is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        module = module.to("cuda", getattr(torch, dtype))
+        with torch.no_grad():
+            want = module(xd)[0]
+            got = outs[0]
+            err = max_relative_error(got.float().cpu().numpy(), want.float().cpu().numpy())
+            print(f"check vs torch.nn.{type(module).__name__} (cuDNN {torch.backends.cudnn.version()}, "
+                  f"TF32 off): max relative error {err:.2e}")
+            rows.append((f"torch.nn.{type(module).__name__}", time_gpu(lambda: module(xd), args.warmup,
+                                                                       args.repeats)))
+    print(f"{'implementation':<20} {'median ms':>10} {'µs/step':>9} {'min..max ms':>16}")
+    for name, tm in rows:
+        print(f"{name:<20} {tm.median_ms:>10.3f} {tm.per_step_us(S):>9.2f} "
+              f"{tm.min_ms:>7.3f}..{tm.max_ms:<7.3f}")
+    if len(rows) == 2:
+        print(f"rnncc / cuDNN time: {rows[0][1].median_ms / rows[1][1].median_ms:.2f}×")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "model": m.model.name, "dtype": dtype, "seq_len": S, "batch": B,
+            "results": {n: tm.__dict__ for n, tm in rows}}, indent=2) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rnncc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Compile stacked recurrent networks (LSTM, GRU, RNN; skip connections) "
+                    "into CUDA kernels specialised to the network, and run them from Python.")
+    parser.add_argument("--version", action="version", version=f"rnncc {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="write one .cu per kernel and plan.json (no GPU needed)",
+                       description="Render the model's kernels for a target GPU and write them "
+                                   "with the plan that shaped them.")
+    _add_plan_options(p, "h100")
+    p.add_argument("-o", "--output", default="out", help="output directory (default: out/)")
+    p.add_argument("--cubin", action="store_true", help="also build cubins with nvcc (no GPU needed)")
+    p.set_defaults(fn=cmd_compile)
+
+    p = sub.add_parser("explain", help="print every plan decision and its reason",
+                       description="Print the plan: per layer each decision, its value and why.")
+    _add_plan_options(p, "h100")
+    p.add_argument("--json", action="store_true", help="print plan.json instead")
+    p.set_defaults(fn=cmd_explain)
+
+    p = sub.add_parser("run", help="GPU: run random inputs, check against the reference, time it",
+                       description="Run the model on random inputs on the GPU, check it against "
+                                   "the float64 reference (and torch.nn, when the model is a plain "
+                                   "stack), and print the time per step.")
+    _add_plan_options(p, "device")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--no-check", action="store_true", help="skip the reference check")
+    p.add_argument("--no-torch", action="store_true", help="do not time torch.nn beside rnncc")
+    p.add_argument("--json", help="also write the timings to this JSON file")
+    p.set_defaults(fn=cmd_run)
+
+    args = parser.parse_args(argv)
+    from .errors import RnnccError
+
+    try:
+        return args.fn(args)
+    except RnnccError as exc:
+        print(f"rnncc {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

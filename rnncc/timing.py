@@ -1,0 +1,37 @@
+"""Timing on the GPU: warm-up, CUDA events around each repeat, median and spread."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    repeats: int
+
+    def per_step_us(self, steps: int) -> float:
+        return self.median_ms * 1e3 / steps
+
+
+def time_gpu(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Timing:
+    """Times ``fn`` (which launches work on the default stream) with PyCUDA events.
+    Events on the legacy default stream also order PyTorch's default-stream work."""
+    import pycuda.driver as cuda
+
+    for _ in range(warmup):
+        fn()
+    cuda.Context.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = cuda.Event(), cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(end.time_since(start))
+    return Timing(statistics.median(times), min(times), max(times), repeats)
