@@ -167,7 +167,8 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
     tile = l.step_tile.value
     source = env.get_template("recurrent_step.cu.j2").render(
         kernel=_header(plan, what + ", recurrent step", decisions), entry=f"rnncc_{name}",
-        params=params, H=l.hidden_size, cell=l.cell, tile=tile, **common)
+        params=params, H=l.hidden_size, cell=l.cell, tile=tile, async_copy=tile["async_copy"],
+        **common)
     block = (tile["units_per_block"] // tile["units_per_thread"],
              tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
     out.append(KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params, block))

@@ -14,7 +14,7 @@ from ..target import Target
 
 FMA_PER_CLOCK = 4.0         # warp FMA instructions per SM per clock
 LDS_PER_CLOCK = 1.0         # warp shared-memory load instructions per SM per clock
-LATENCY_ILP = 32.0          # independent FMAs a scheduler needs in flight to hide latency
+LATENCY_WORK = 256.0        # warps × accumulators per SM needed to hide latency (≈8 warps × 32)
 L2_BYTES_PER_CLOCK = 24.0   # per SM, from L2 (≈5.5 TB/s over 132 SMs at 1.75 GHz)
 
 
@@ -61,6 +61,8 @@ class StepTile:
     batch_per_thread: int
     k_split: int
     k_tile: int = 32
+    stages: int = 2          # shared-memory buffers of K tiles
+    async_copy: bool = False  # cp.async global → shared (float32 storage), else via registers
 
     @property
     def threads(self) -> int:
@@ -68,7 +70,7 @@ class StepTile:
             (self.batch_per_block // self.batch_per_thread) * self.k_split
 
     def shared_bytes(self, gates: int, itemsize: int) -> int:
-        tile = 2 * self.k_tile * (self.units_per_block * gates + 1 + self.batch_per_block + 4) * 4
+        tile = self.stages * self.k_tile * (self.units_per_block * gates + self.batch_per_block + 4) * 4
         reduce = (self.k_split - 1) * (self.threads // self.k_split) * \
             self.batch_per_thread * self.units_per_thread * gates * 4
         return tile + reduce
@@ -87,12 +89,11 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     compute = warps * k_steps * max(acc / FMA_PER_CLOCK, lds / LDS_PER_CLOCK)
     l2 = (tile.units_per_block * gates + tile.batch_per_block) * hidden * itemsize / L2_BYTES_PER_CLOCK
     block_cycles = max(compute, l2) + (200 if tile.k_split > 1 else 0)
-    in_flight = per_sm * warps / 4 * acc
-    utilisation = min(1.0, in_flight / LATENCY_ILP)
+    utilisation = min(1.0, per_sm * warps * acc / LATENCY_WORK)
     return per_sm * block_cycles / utilisation / clock_hz(target) + 2e-6  # + launch
 
 
-def step_tiles(gates: int) -> list[StepTile]:
+def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
     out = []
     for tu in (1, 2, 4):
         for tmb in (1, 2, 4):
@@ -103,7 +104,8 @@ def step_tiles(gates: int) -> list[StepTile]:
                     for ks in (1, 2, 4, 8, 16):
                         if ut % tu or bmb % tmb:
                             continue
-                        t = StepTile(ut, tu, bmb, tmb, ks)
+                        t = StepTile(ut, tu, bmb, tmb, ks, stages=3 if async_copy else 2,
+                                     async_copy=async_copy)
                         if 32 <= t.threads <= 256:
                             out.append(t)
     return out

@@ -33,7 +33,8 @@ def plan_step_tile(model, plan, target):
 
     def decide(l):
         B, H, G = o.batch, l.hidden_size, l.gates
-        fits = [t for t in step_tiles(G)
+        # cp.async copies 4-byte elements: float32 storage only.
+        fits = [t for t in step_tiles(G, async_copy=plan.dtype == "float32")
                 if t.shared_bytes(G, itemsize) <= target.shared_memory_per_block]
 
         def key(t):
