@@ -1,8 +1,8 @@
 """A small cost model for the decisions of this version (see each function).
 
-Numbers come from the Target; the constants below are per-SM issue rates of sm_80/sm_90
-(4 FP32 warp-instructions and 1 shared-memory warp-instruction per clock) and a
-nominal clock. They rank candidates; they do not promise absolute times.
+Numbers come from the Target; the constants below are per-SM rates of sm_80/sm_90 and,
+where marked, values fitted to measurements. They rank candidates; they do not promise
+absolute times.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from ..target import Target
 
-FMA_PER_CLOCK = 4.0         # warp FMA instructions per SM per clock
-LDS_PER_CLOCK = 1.0         # warp shared-memory load instructions per SM per clock
-LATENCY_WORK = 256.0        # warps × accumulators per SM needed to hide latency (≈8 warps × 32)
-L2_BYTES_PER_CLOCK = 24.0   # per SM, from L2 (≈5.5 TB/s over 132 SMs at 1.75 GHz)
+STEP_L2_BYTES_PER_CLOCK = 8.0  # per SM, effective for the step kernel's tile loads (fitted)
+STEP_WARPS_TO_HIDE = 8         # resident warps per SM that hide the step's latencies (fitted)
+STEP_LDS_CYCLES = 2.0          # cycles of the shared-memory pipe per warp load (fitted)
 
 
 def clock_hz(target: Target) -> float:
@@ -78,19 +77,27 @@ class StepTile:
 
 def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Target,
                  itemsize: int) -> float:
-    """One recurrent step h·W_hhᵀ + cell: the busiest SM's instruction and L2 cycles,
-    slowed when too few independent FMAs are in flight to hide latency."""
+    """One recurrent step h·W_hhᵀ + cell: the busiest SM's issue cycles (FMAs and shared
+    loads) or its L2 traffic, slowed when fewer than STEP_WARPS_TO_HIDE
+    warps share an SM, and by √(padded rows / B) for batch rows computed for nothing.
+    L2 rate and warp count were fitted to a sweep of 30 tiles × 5 shapes on an H100
+    (benchmarks/results/step-tile-sweep-h100-2026-11-23.json): the pick was within 4%
+    of the fastest measured tile on each shape."""
     blocks = math.ceil(hidden / tile.units_per_block) * math.ceil(batch / tile.batch_per_block)
     per_sm = math.ceil(blocks / target.sm_count)
     warps = math.ceil(tile.threads / 32)
     k_steps = math.ceil(hidden / tile.k_split)
     acc = tile.batch_per_thread * tile.units_per_thread * gates
-    lds = math.ceil(tile.batch_per_thread / 4) + tile.units_per_thread * gates
-    compute = warps * k_steps * max(acc / FMA_PER_CLOCK, lds / LDS_PER_CLOCK)
-    l2 = (tile.units_per_block * gates + tile.batch_per_block) * hidden * itemsize / L2_BYTES_PER_CLOCK
-    block_cycles = max(compute, l2) + (200 if tile.k_split > 1 else 0)
-    utilisation = min(1.0, per_sm * warps * acc / LATENCY_WORK)
-    return per_sm * block_cycles / utilisation / clock_hz(target) + 2e-6  # + launch
+    w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 else gates)  # float4 when G = 4
+    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
+    # 4 schedulers issue FMAs and loads; shared loads also queue on the SM's one
+    # shared-memory pipe (STEP_LDS_CYCLES each).
+    issue = per_sm * warps * k_steps * max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
+    l2 = per_sm * (tile.units_per_block * gates + tile.batch_per_block) * hidden * itemsize \
+        / STEP_L2_BYTES_PER_CLOCK
+    utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
+    padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
+    return padding * max(issue, l2) / utilisation / clock_hz(target) + 2e-6  # + launch
 
 
 def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
