@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from ..target import Target
 
-STEP_L2_BYTES_PER_CLOCK = 8.0  # per SM, effective for the step kernel's tile loads (fitted)
-STEP_WARPS_TO_HIDE = 8         # resident warps per SM that hide the step's latencies (fitted)
-STEP_LDS_CYCLES = 2.0          # cycles of the shared-memory pipe per warp load (fitted)
+STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
+STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
+STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load (fitted)
 
 
 def clock_hz(target: Target) -> float:
@@ -80,9 +80,9 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     """One recurrent step h·W_hhᵀ + cell: the busiest SM's issue cycles (FMAs and shared
     loads) or its L2 traffic, slowed when fewer than STEP_WARPS_TO_HIDE
     warps share an SM, and by √(padded rows / B) for batch rows computed for nothing.
-    L2 rate and warp count were fitted to a sweep of 30 tiles × 5 shapes on an H100
-    (benchmarks/results/step-tile-sweep-h100-2026-11-23.json): the pick was within 4%
-    of the fastest measured tile on each shape."""
+    The three STEP_ constants were fitted to two sweeps on an H100 (25–30 tiles × 7
+    shapes, benchmarks/results/step-tile-sweep-h100-2026-11-23.json): over the measured
+    tiles the pick is 7% slower than the fastest on average, 30% at worst."""
     blocks = math.ceil(hidden / tile.units_per_block) * math.ceil(batch / tile.batch_per_block)
     per_sm = math.ceil(blocks / target.sm_count)
     warps = math.ceil(tile.threads / 32)

@@ -1,0 +1,102 @@
+"""The rnncc command, the examples, and generated/ kept in step with the templates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rnncc
+from rnncc.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def test_compile_writes_cuda_and_plan(tmp_path, capsys):
+    assert main(["compile", str(ROOT / "examples/gnmt_encoder.yaml"), "--target", "h100",
+                 "-o", str(tmp_path)]) == 0
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert "plan.json" in files and "l1_recurrent_step.cu" in files
+    assert "encoder_out_merge.cu" in files and len(files) == 8 * 2 + 1 + 1
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["layers"][0]["unroll"]["reason"]
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_compile_cubin(tmp_path, nvcc):
+    assert main(["compile", str(ROOT / "examples/lstm_1024.yaml"), "-o", str(tmp_path), "--cubin"]) == 0
+    assert len(list(tmp_path.glob("*.sm_90a.cubin"))) == 2
+
+
+def test_explain_text_and_json(capsys):
+    assert main(["explain", str(ROOT / "examples/dense_skip.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "merge_fusion" in out and "fused" in out and "kernels:" in out
+    assert main(["explain", str(ROOT / "examples/dense_skip.yaml"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "dense_skip"
+
+
+def test_cli_reports_spec_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: m\ninput_size: 4\nlayers: [{name: a, cell: lstn, hidden_size: 4}]\n")
+    assert main(["explain", str(bad)]) == 2
+    assert "layer 'a', field 'cell': got 'lstn'" in capsys.readouterr().err
+
+
+def test_help_names_the_commands(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for word in ("compile", "explain", "run", "examples:"):
+        assert word in out
+
+
+@pytest.mark.parametrize("spec", EXAMPLES, ids=lambda p: p.stem)
+def test_generated_is_up_to_date(spec):
+    """generated/<example>/ holds exactly what `rnncc compile` writes today."""
+    m = rnncc.compile(spec, target="h100")
+    directory = ROOT / "generated" / spec.stem
+    expected = {k.filename: k.source for k in m.kernels} | {"plan.json": m.plan.to_json()}
+    actual = {p.name: p.read_text() for p in directory.glob("*")} if directory.exists() else {}
+    fix = (f"regenerate with: rnncc compile examples/{spec.name} --target h100 "
+           f"-o generated/{spec.stem}")
+    assert set(actual) == set(expected), fix
+    for name, text in expected.items():
+        assert actual[name] == text, f"generated/{spec.stem}/{name} is stale; {fix}"
+
+
+def test_runtime_checks_happen_before_any_device_work():
+    m = rnncc.compile(ROOT / "examples/gru_residual.yaml", target="h100")
+    with pytest.raises(rnncc.RuntimeCheckError, match=r"input: shape \(4, 2, 3\), expected \[S, B, I\] with I=512"):
+        m(np.zeros((4, 2, 3), np.float16))
+    with pytest.raises(rnncc.RuntimeCheckError, match=r"expected \[B, S, I\]"):
+        m(np.zeros((4, 2, 3), np.float16), batch_first=True)
+    with pytest.raises(rnncc.RuntimeCheckError, match="NumPy dtype float32, expected float16"):
+        m(np.zeros((4, 2, 512), np.float32))
+    with pytest.raises(rnncc.RuntimeCheckError, match="state: unknown layer 'g9'"):
+        m(np.zeros((4, 2, 512), np.float16), {"g9": np.zeros((2, 512))})
+    with pytest.raises(rnncc.RuntimeCheckError, match=r"expected S ≥ 1 and B ≥ 1"):
+        m(np.zeros((0, 2, 512), np.float16))
+
+
+def test_without_pycuda_running_says_how_to_get_it():
+    try:
+        import pycuda.driver  # noqa: F401
+        pytest.skip("PyCUDA is installed here")
+    except ImportError:
+        pass
+    m = rnncc.compile(ROOT / "examples/lstm_1024.yaml", target="h100")
+    with pytest.raises(rnncc.DeviceUnavailable, match=r"pip install 'rnncc\[cuda\]'"):
+        m(np.zeros((2, 1, 1024), np.float32))
+
+
+def test_compile_and_explain_import_no_pycuda():
+    import subprocess
+    import sys
+    code = ("import sys, rnncc; m = rnncc.compile('examples/gnmt_encoder.yaml', target='h100'); "
+            "m.explain(); assert len(m.kernels) == 17; "
+            "assert not [k for k in sys.modules if k.startswith('pycuda')], 'pycuda imported'")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

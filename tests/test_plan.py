@@ -1,0 +1,95 @@
+"""Passes on preset targets: every decision present with a reason, sensible choices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rnncc
+from rnncc.passes import build_plan
+from rnncc.target import PRESETS, get
+
+GNMT = "examples/gnmt_encoder.yaml"
+
+
+def plan_of(spec, target="h100", **opts):
+    return rnncc.compile(spec, target=target, **opts).plan
+
+
+def lstm(H=1024, I=1024, dtype="float32"):
+    return {"name": "l", "dtype": dtype, "input_size": I,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": H}]}
+
+
+def test_every_layer_has_every_decision_with_a_reason():
+    plan = plan_of(GNMT)
+    for l in plan.layers:
+        decisions = l.decisions()
+        assert set(decisions) == {"layout", "gate_concat", "unroll", "persistence",
+                                  "projection_tile", "step_tile", "merge_fusion"}
+        assert all(d.reason and d.source == "model" for d in decisions.values())
+    assert plan.workspace.value["bytes"] > 0
+
+
+def test_plan_json_round_trips():
+    plan = plan_of(GNMT)
+    data = json.loads(plan.to_json())
+    assert data["model"] == "gnmt_encoder" and data["target"] == "h100"
+    assert data["layers"][3]["merge_fusion"]["value"] == "fused"
+    assert data["layers"][0]["layout"]["reason"]
+
+
+def test_unroll_hoists_when_it_fits_and_splits_when_not():
+    assert plan_of(lstm(), seq_len=256, batch=64).layers[0].unroll.value == 256
+    small = plan_of(lstm(), seq_len=256, batch=64, workspace_budget=64 * 2**20).layers[0].unroll
+    assert small.value == 64 and "budget" in small.reason  # 64 MiB / (64·4096·4 B)
+    forced = plan_of(lstm(), unroll=4).layers[0].unroll
+    assert forced.value == 4 and forced.source == "user"
+
+
+def test_layout_is_chosen_and_can_be_forced():
+    assert plan_of(lstm()).layers[0].layout.value == "xw"
+    forced = plan_of(lstm(), layout="wx").layers[0].layout
+    assert forced.value == "wx" and forced.source == "user"
+    with pytest.raises(rnncc.SpecError, match="compile option 'layout': got 'yx'"):
+        plan_of(lstm(), layout="yx")
+
+
+def test_step_tile_fills_the_gpu_and_fits_shared_memory():
+    for B in (1, 8, 64):
+        t = plan_of(lstm(), batch=B).layers[0].step_tile.value
+        assert 32 <= t["threads"] <= 256
+        blocks = -(-1024 // t["units_per_block"]) * -(-B // t["batch_per_block"])
+        assert blocks >= 100, (B, t)  # most of the 132 SMs busy
+
+
+def test_cp_async_only_for_float32():
+    assert plan_of(lstm()).layers[0].step_tile.value["async_copy"] is True
+    assert plan_of(lstm(dtype="float16")).layers[0].step_tile.value["async_copy"] is False
+
+
+def test_merges_fused_into_consumers_and_output_kernels():
+    plan = plan_of("examples/dense_skip.yaml")
+    fused = [l for l in plan.layers if l.merge_fusion.value == "fused"]
+    assert fused and all(l.merge == "concat" for l in fused)
+
+
+def test_persistence_is_none_with_reason():
+    d = plan_of(lstm()).layers[0].persistence
+    assert d.value == "none" and "not implemented" in d.reason
+
+
+def test_targets():
+    assert get("a100").arch == "sm_80" and get("h200").sm_count == 132
+    with pytest.raises(rnncc.PlanError, match="target: got 'v100', expected one of h100, h200, a100"):
+        get("v100")
+    a100 = build_plan(rnncc.load(lstm()), PRESETS["a100"])
+    assert a100.arch == "sm_80"
+
+
+def test_explain_names_every_decision():
+    text = plan_of(GNMT).explain()
+    for word in ("layout", "gate_concat", "unroll", "persistence", "step_tile", "merge_fusion",
+                 "output encoder_out", "workspace"):
+        assert word in text

@@ -1,0 +1,71 @@
+"""The float64 reference against torch.nn on the CPU: each cell, stacks, skips by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rnncc
+from rnncc import reference
+
+torch = pytest.importorskip("torch")
+
+
+def torch_module(cell, I, H, layers=1, bias=True):
+    kw = dict(input_size=I, hidden_size=H, num_layers=layers, bias=bias)
+    if cell == "lstm":
+        return torch.nn.LSTM(**kw)
+    if cell == "gru":
+        return torch.nn.GRU(**kw)
+    return torch.nn.RNN(nonlinearity=cell.removeprefix("rnn_"), **kw)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
+@pytest.mark.parametrize("layers,bias", [(1, True), (3, True), (2, False)])
+def test_cells_and_stacks_match_torch(cell, layers, bias):
+    torch.manual_seed(layers)
+    mod = torch_module(cell, 7, 13, layers, bias).double()
+    model, weights = rnncc.from_torch(mod.float())
+    mod = mod.double()
+    x = torch.randn(9, 4, 7, dtype=torch.float64)
+    h0 = torch.randn(layers, 4, 13, dtype=torch.float64)
+    c0 = torch.randn(layers, 4, 13, dtype=torch.float64)
+    with torch.no_grad():
+        want, hn = mod(x, (h0, c0) if cell == "lstm" else h0)
+    state = {f"l{i}": (h0[i].numpy(), c0[i].numpy()) if cell == "lstm" else h0[i].numpy()
+             for i in range(layers)}
+    (got,), final = reference.run(model, {k: v.astype(np.float64) for k, v in weights.items()},
+                                  x.numpy(), state)
+    # Weights went through float32 on the way in: compare at float32 precision.
+    np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)
+    for i in range(layers):
+        if cell == "lstm":
+            np.testing.assert_allclose(final[f"l{i}"][0], hn[0][i].numpy(), atol=1e-5)
+            np.testing.assert_allclose(final[f"l{i}"][1], hn[1][i].numpy(), atol=1e-5)
+        else:
+            np.testing.assert_allclose(final[f"l{i}"], hn[i].numpy(), atol=1e-5)
+
+
+def test_skip_connections_composed_by_hand():
+    torch.manual_seed(1)
+    a = torch.nn.LSTM(6, 10).double()
+    b = torch.nn.GRU(10, 10).double()
+    c = torch.nn.RNN(16, 10).double()  # concat(b, input)
+    model = rnncc.load({
+        "name": "skips", "input_size": 6,
+        "layers": [{"name": "a", "cell": "lstm", "hidden_size": 10},
+                   {"name": "b", "cell": "gru", "hidden_size": 10, "input": {"sum": ["a", "a"]}},
+                   {"name": "c", "cell": "rnn_tanh", "hidden_size": 10, "input": {"concat": ["b", "input"]}}],
+        "outputs": ["c", {"name": "res", "sum": ["a", "b", "c"]}]})
+    weights = {}
+    for name, mod in (("a", a), ("b", b), ("c", c)):
+        for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            weights[f"{name}.{k}"] = getattr(mod, f"{k}_l0").detach().numpy()
+    x = torch.randn(5, 3, 6, dtype=torch.float64)
+    with torch.no_grad():
+        ya, _ = a(x)
+        yb, _ = b(ya + ya)
+        yc, _ = c(torch.cat([yb, x], dim=-1))
+    (got_c, got_res), _ = reference.run(model, weights, x.numpy())
+    np.testing.assert_allclose(got_c, yc.numpy(), atol=1e-12)
+    np.testing.assert_allclose(got_res, (ya + yb + yc).numpy(), atol=1e-12)

@@ -1,0 +1,91 @@
+"""Weight names, shapes, init, from_torch and the packing the kernels read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rnncc
+from rnncc import reference, weights
+from rnncc.dtypes import from_storage, round_to, to_storage
+
+SPEC = {"name": "w", "input_size": 5,
+        "layers": [{"name": "a", "cell": "lstm", "hidden_size": 6},
+                   {"name": "b", "cell": "gru", "hidden_size": 7, "bias": False}]}
+
+
+def test_shapes_and_init_bounds():
+    m = rnncc.load(SPEC)
+    w = weights.init(m, seed=3)
+    assert set(w) == {"a.weight_ih", "a.weight_hh", "a.bias_ih", "a.bias_hh", "b.weight_ih", "b.weight_hh"}
+    assert w["a.weight_ih"].shape == (24, 5) and w["b.weight_hh"].shape == (21, 7)
+    assert np.abs(w["a.weight_hh"]).max() <= 1 / np.sqrt(6)
+    assert not np.array_equal(w["a.weight_ih"], weights.init(m, seed=4)["a.weight_ih"])
+
+
+def test_check_reports_missing_unexpected_and_shape():
+    m = rnncc.load(SPEC)
+    w = weights.init(m)
+    with pytest.raises(rnncc.SpecError, match=r"missing a.bias_hh; unexpected a.bias_xx"):
+        weights.check(m, {**{k: v for k, v in w.items() if k != "a.bias_hh"}, "a.bias_xx": 0})
+    with pytest.raises(rnncc.SpecError, match=r"layer 'b', weight 'weight_ih': got shape \(3, 6\), expected \(21, 6\)"):
+        weights.check(m, {**w, "b.weight_ih": np.zeros((3, 6))})
+    assert set(weights.check(m, {"a.weight_ih": w["a.weight_ih"]}, strict=False)) == {"a.weight_ih"}
+
+
+@pytest.mark.parametrize("cell,G", [("lstm", 4), ("gru", 3), ("rnn_relu", 1)])
+def test_packing_computes_the_same_step(cell, G):
+    """The packed matrices, used the way the kernels use them, give the reference step."""
+    m = rnncc.load({"name": "p", "input_size": 5, "layers": [{"name": "l", "cell": cell, "hidden_size": 6}]})
+    w = weights.init(m, seed=1)
+    p = weights.pack(m.layers[0], w)
+    rng = np.random.default_rng(0)
+    x, h = rng.normal(size=(3, 5)), rng.normal(size=(3, 6))
+    xp = (x @ p.w_ih.T.astype(np.float64) + p.bias).reshape(3, 6, G)   # [b, unit, gate]
+    hw = (h @ p.w_hh_t.astype(np.float64)).reshape(3, 6, G)
+    if cell == "lstm":
+        sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        c = sig(xp[..., 1] + hw[..., 1]) * 0 + sig(xp[..., 0] + hw[..., 0]) * np.tanh(xp[..., 2] + hw[..., 2])
+        h_new = sig(xp[..., 3] + hw[..., 3]) * np.tanh(c)
+    elif cell == "gru":
+        sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        r, z = sig(xp[..., 0] + hw[..., 0]), sig(xp[..., 1] + hw[..., 1])
+        n = np.tanh(xp[..., 2] + r * (hw[..., 2] + p.bias_hn))
+        h_new = (1 - z) * n + z * h
+    else:
+        h_new = np.maximum(xp[..., 0] + hw[..., 0], 0)
+    state = {"l": (h, np.zeros((3, 6)))} if cell == "lstm" else {"l": h}
+    (want,), _ = reference.run(m, w, x[None], state)
+    np.testing.assert_allclose(h_new, want[0], atol=1e-6)
+
+
+def test_from_torch_names_and_rejections():
+    torch = pytest.importorskip("torch")
+    model, w = rnncc.from_torch(torch.nn.GRU(4, 8, num_layers=2, bias=False))
+    assert [l.name for l in model.layers] == ["l0", "l1"] and model.layers[1].input_size == 8
+    assert set(w) == {"l0.weight_ih", "l0.weight_hh", "l1.weight_ih", "l1.weight_hh"}
+    with pytest.raises(rnncc.SpecError, match="bidirectional=True is not supported"):
+        rnncc.from_torch(torch.nn.LSTM(4, 8, bidirectional=True))
+    with pytest.raises(rnncc.SpecError, match="proj_size=2 is not supported"):
+        rnncc.from_torch(torch.nn.LSTM(4, 8, proj_size=2))
+    with pytest.raises(rnncc.SpecError, match="expected torch.nn.LSTM"):
+        rnncc.from_torch(torch.nn.Linear(4, 8))
+
+
+def test_to_torch_round_trip():
+    torch = pytest.importorskip("torch")
+    mod = torch.nn.LSTM(4, 8, num_layers=2)
+    model, w = rnncc.from_torch(mod)
+    back = weights.to_torch(model, w)
+    for k, v in mod.state_dict().items():
+        assert torch.equal(back.state_dict()[k], v)
+    assert weights.to_torch(rnncc.load(SPEC), weights.init(rnncc.load(SPEC))) is None  # mixed cells
+
+
+def test_bfloat16_storage_rounds_to_nearest_even():
+    v = np.array([1.0, 1.00390625, 1.01171875, -3.14159, np.float32(1e-40)], np.float32)
+    back = from_storage(to_storage(v, "bfloat16"), "bfloat16")
+    assert back[0] == 1.0 and back[1] == 1.0  # halfway: to even
+    assert back[2] == 1.015625
+    assert abs(back[3] + 3.140625) < 1e-6
+    np.testing.assert_array_equal(round_to(v, "float16"), v.astype(np.float16).astype(np.float32))
