@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One GPU session's evidence: the GPU tests, examples/torch_lstm.py and `rnncc run`
+# timings beside cuDNN. Writes into $OUT (default ./gpu-session-out); expects rnncc and
+# PyCUDA importable. Usage: COMMIT=<sha> bash benchmarks/gpu_session.sh
+set -uo pipefail
+OUT=${OUT:-gpu-session-out}
+mkdir -p "$OUT"
+day=$(date -u +%F)
+summary="$OUT/gpu-tests-$day.txt"
+{
+    echo "rnncc GPU test run, $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/device: /'
+    python3 -c "import torch, pycuda; print(f'torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, PyCUDA {pycuda.VERSION_TEXT}')"
+    nvcc --version | tail -1
+    echo "command: python3 -m pytest -m gpu -n 8 -rA tests/"
+    python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ 2>&1 | grep -v -i "benchmark" 
+} | tee "$summary"
+python3 examples/torch_lstm.py 2>&1 | tail -8 | tee "$OUT/torch_lstm-$day.txt"
+for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/gnmt_encoder.yaml 64"; do
+    set -- $case
+    name=$(basename "$1" .yaml)-b$2
+    python3 -m rnncc.cli run "$1" --batch "$2" --seq-len 256 --json "$OUT/run-$name.json" 2>&1 | tee "$OUT/run-$name.txt"
+done
