@@ -128,9 +128,32 @@ def cmd_run(args) -> int:
         print(f"rnncc / cuDNN time: {rows[0][1].median_ms / rows[1][1].median_ms:.2f}×")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "model": m.model.name, "dtype": dtype, "seq_len": S, "batch": B,
-            "results": {n: tm.__dict__ for n, tm in rows}}, indent=2) + "\n")
+            "model": m.model.name, "spec": args.spec, "dtype": dtype, "seq_len": S, "batch": B,
+            "environment": _environment(torch), "plan": m.plan.to_dict(),
+            "results": {n: tm.__dict__ for n, tm in rows}}, indent=2, ensure_ascii=False) + "\n")
     return 0
+
+
+def _environment(torch) -> dict:
+    """Device, driver and library versions and the commit, for benchmark records."""
+    import os
+    import subprocess
+
+    import pycuda.driver as cuda
+
+    from .runtime import device_context
+
+    commit = os.environ.get("RNNCC_COMMIT")
+    if commit is None:
+        git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent)
+        commit = git.stdout.strip() if git.returncode == 0 else "unknown"
+    env = {"device": device_context().device.name(), "driver": cuda.get_driver_version(),
+           "rnncc": __version__, "commit": commit,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if torch is not None:
+        env |= {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,3 +100,13 @@ def test_compile_and_explain_import_no_pycuda():
             "m.explain(); assert len(m.kernels) == 17; "
             "assert not [k for k in sys.modules if k.startswith('pycuda')], 'pycuda imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_readme_performance_table_is_generated():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("readme_table", ROOT / "benchmarks/readme_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index(mod.BEGIN) + len(mod.BEGIN):readme.index(mod.END)]
+    assert block.strip() == mod.table().strip(), "run: python3 benchmarks/readme_table.py --update"

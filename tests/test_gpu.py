@@ -175,3 +175,14 @@ def test_wrong_device_dtype_rejected_before_launch(gpu, torch):
         m(torch.zeros(3, 2, 4, device="cuda", dtype=torch.float16))
     with pytest.raises(rnncc.RuntimeCheckError, match="features are not contiguous"):
         m(torch.zeros(3, 4, 2, device="cuda").transpose(1, 2))
+
+
+def test_target_read_from_the_device(gpu):
+    from rnncc.target import PRESETS, from_device
+
+    t = from_device()
+    assert t.sm_count == gpu.device.get_attribute(
+        __import__("pycuda.driver", fromlist=["x"]).device_attribute.MULTIPROCESSOR_COUNT)
+    assert t.arch.startswith("sm_") and t.shared_memory_per_block_optin > 48 * 1024
+    if t.compute_capability == (9, 0):
+        assert t.arch == "sm_90a" and t.max_cluster_size == PRESETS["h100"].max_cluster_size

@@ -38,7 +38,6 @@ rnncc_l1_input_projection(
     float* __restrict__ xproj,                  // [rows, G·H] out: projection of these steps
     int rows,                                   // steps · batch in this launch (row r = step r / batch)
     int batch)                                  // B
-
 {
     // Tiles in shared memory, transposed to [k][row] so a thread's TM (TN) values are
     // adjacent; +4 keeps rows 16-byte aligned and the transposing stores conflict-free.
@@ -53,7 +52,7 @@ rnncc_l1_input_projection(
     const int M = rows;
     const int N = GH;
 
-// Operand A = activations: each thread loads BM·BK/THREADS consecutive k of one row.
+    // Operand A = activations: each thread loads BM·BK/THREADS consecutive k of one row.
     constexpr int A_PER = BM * BK / THREADS;
     const int a_row = tid / (BK / A_PER);
     const int a_k = (tid % (BK / A_PER)) * A_PER;
@@ -77,7 +76,7 @@ rnncc_l1_input_projection(
 #pragma unroll
         for (int j = 0; j < A_PER; ++j) a_tile[buf][a_k + j][a_row] = a_regs[j];
     };
-// Operand B = weights: each thread loads BN·BK/THREADS consecutive k of one row.
+    // Operand B = weights: each thread loads BN·BK/THREADS consecutive k of one row.
     constexpr int B_PER = BN * BK / THREADS;
     const int b_row = tid / (BK / B_PER);
     const int b_k = (tid % (BK / B_PER)) * B_PER;

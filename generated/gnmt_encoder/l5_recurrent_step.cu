@@ -61,7 +61,6 @@ rnncc_l5_recurrent_step(
     long long h_out_stride_b,                   // h_out: elements between batch entries
     int batch,                                  // B
     int first_step)                             // 1: take the cell state from c0 instead of c
-
 {
     // W_hhᵀ tile [k][unit·G + gate] as stored (coalesced loads); h tile transposed to
     // [k][row] so a thread's rows are adjacent (+4 keeps 16-byte alignment).

@@ -50,7 +50,6 @@ rnncc_g2_recurrent_step(
     T* __restrict__ h_out,                      // [B, 512] out: h of this step (the layer's output at t)
     long long h_out_stride_b,                   // h_out: elements between batch entries
     int batch)                                  // B
-
 {
     // W_hhᵀ tile [k][unit·G + gate] as stored (coalesced loads); h tile transposed to
     // [k][row] so a thread's rows are adjacent (+4 keeps 16-byte alignment).

@@ -29,7 +29,6 @@ rnncc_residual_out_merge(
     long long out_stride_b,                     // out: elements between batch entries
     int seq_len,                                // S
     int batch)                                  // B
-
 {
     const long long total = (long long)seq_len * batch * F;
     for (long long e = (long long)blockIdx.x * THREADS + threadIdx.x; e < total;
