@@ -16,8 +16,11 @@ summary="$OUT/gpu-tests-$day.txt"
     python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ 2>&1 | grep -v -i "benchmark" 
 } | tee "$summary"
 python3 examples/torch_lstm.py 2>&1 | tail -8 | tee "$OUT/torch_lstm-$day.txt"
-for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/gnmt_encoder.yaml 64"; do
+export RNNCC_COMMIT=${COMMIT:-unknown}
+for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/gnmt_encoder.yaml 64" \
+            "examples/gru_residual.yaml 8"; do
     set -- $case
     name=$(basename "$1" .yaml)-b$2
-    python3 -m rnncc.cli run "$1" --batch "$2" --seq-len 256 --json "$OUT/run-$name.json" 2>&1 | tee "$OUT/run-$name.txt"
+    python3 -m rnncc.cli run "$1" --batch "$2" --seq-len 256 --json "$OUT/run-$name-$day.json" 2>&1 \
+        | tee -a "$OUT/runs-$day.txt"
 done
