@@ -33,7 +33,9 @@ def table() -> str:
     env = {}
     for path in sorted((ROOT / "benchmarks" / "results").glob("run-*.json")):
         env = json.loads(path.read_text()).get("environment", env)
-    note = (f"\n\n{env.get('device', '?')}, driver {env.get('driver', '?')}, torch {env.get('torch', '?')}, "
+    driver = env.get("driver")
+    driver = f"{driver // 1000}.{driver % 1000 // 10}" if isinstance(driver, int) else "?"
+    note = (f"\n\n{env.get('device', '?')}, CUDA driver API {driver}, torch {env.get('torch', '?')}, "
             f"cuDNN {env.get('cudnn', '?')}, commit {str(env.get('commit', '?'))[:10]}; median of 20 "
             "repeats after 3 warm-ups, CUDA events, same process and same weights; TF32 off.")
     return "\n".join(rows) + note
