@@ -36,6 +36,7 @@ class KernelSource:
     source: str
     params: tuple[Param, ...]
     block: tuple[int, int, int]
+    dynamic_shared: int = 0       # bytes of dynamic shared memory per block
 
     @property
     def filename(self) -> str:
@@ -117,6 +118,36 @@ def step_params(l: LayerPlan) -> tuple[Param, ...]:
     return tuple(params)
 
 
+def persistent_params(l: LayerPlan) -> tuple[Param, ...]:
+    G, H = l.gates, l.hidden_size
+    params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
+              _i64("h0_stride_b", "h0: elements between batch entries"),
+              _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"),
+              _ptr("xproj_all", "float", "projection of these steps: step t, (b, u·G+g) at "
+                                         "t·stride_t + b·stride_b + (u·G+g)·stride_n"),
+              _i64("xproj_stride_t", "xproj_all: elements between steps"),
+              _i64("xproj_stride_b", "xproj_all: elements between batch entries"),
+              _i64("xproj_stride_n", "xproj_all: elements between gate columns")]
+    if l.cell == "gru" and l.bias:
+        params.append(_ptr("bias_hn", "float", f"[{H}] b_hn, applied inside r * (h W_hnᵀ + b_hn)"))
+    if l.cell == "lstm":
+        params += [_ptr("c0", "T", f"[B, {H}] initial cell state, read when first_chunk (nullptr: zeros)"),
+                   _ptr("c", "float", f"[B, {H}] cell state in float32, updated in place", const=False),
+                   _ptr("c_final", "T", f"[B, {H}] out: cell state after the last step, or nullptr",
+                        const=False)]
+    params += [_ptr("y", "T", f"[S, B, {H}] out: h of every step (the layer's output); step t "
+                              "at t·y_stride_t", const=False),
+               _i64("y_stride_t", "y: elements between steps"),
+               _i64("y_stride_b", "y: elements between batch entries"),
+               _i32("steps", "time steps in this launch"),
+               _i32("batch", "B")]
+    if l.cell == "lstm":
+        params.append(_i32("first_chunk", "1: the first step takes its cell state from c0"))
+    params.append(_ptr("barrier", "unsigned", "[2] grid barrier: arrivals, generation (zeroed once)",
+                       const=False))
+    return tuple(params)
+
+
 def merge_params(o: OutputPlan) -> tuple[Param, ...]:
     return tuple(_source_params(o.sources) + [
         _ptr("out", "T", f"[S, B, {o.size}] out: the merged output", const=False),
@@ -161,6 +192,21 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
         operand_b="weights" if l.layout.value == "xw" else "activations", **common)
     out.append(KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
                             (tile["threads"], 1, 1)))
+
+    mode = l.persistence.value["mode"]
+    if mode == "grid":
+        name = f"{l.name}_recurrent_persistent"
+        params = persistent_params(l)
+        tile = l.persistence.value
+        source = env.get_template("recurrent_persistent.cu.j2").render(
+            kernel=_header(plan, what + ", recurrent steps, persistent (grid)", decisions),
+            entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell, tile=tile,
+            shared_bytes=tile["shared_bytes"], **common)
+        block = (tile["units_per_block"] // tile["units_per_thread"],
+                 tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+        out.append(KernelSource(name, "recurrent_persistent", l.name, f"rnncc_{name}", source,
+                                params, block, tile["shared_bytes"]))
+        return out
 
     name = f"{l.name}_recurrent_step"
     params = step_params(l)

@@ -140,8 +140,14 @@ class CompiledModel:
                 module = cuda.module_from_buffer(cubins[k.name])
                 fn = module.get_function(k.entry)
                 fn.prepare("".join(formats[p.kind] for p in k.params))
+                if k.dynamic_shared:
+                    fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     k.dynamic_shared)
                 functions[k.name] = (fn, module)
             self._functions = functions
+            # Grid barriers of persistent kernels: [arrivals, generation], zeroed once.
+            self._barrier = cuda.mem_alloc(8)
+            cuda.memset_d32(self._barrier, 0, 2)
         if self._device_weights is None:
             self._device_weights = self._upload_weights()
         return ctx
@@ -313,12 +319,31 @@ class CompiledModel:
             views.append(v)
         return views[0], (views[1] if len(views) > 1 else None)
 
+    def _co_resident_blocks(self, k: codegen.KernelSource) -> int:
+        """Blocks of kernel k that fit on the device at once (the occupancy calculation
+        of the CUDA programming guide, from the compiled kernel's registers and shared
+        memory)."""
+        import pycuda.driver as cuda
+
+        fn = self._functions[k.name][0]
+        dev = device_context().device
+        a = cuda.device_attribute
+        threads = k.block[0] * k.block[1] * k.block[2]
+        warps = -(-threads // 32)
+        regs_per_warp = -(-fn.num_regs * 32 // 256) * 256
+        by_regs = (dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR) // regs_per_warp) // warps
+        smem = fn.shared_size_bytes + k.dynamic_shared + 1024  # 1 KiB reserved per block
+        by_smem = dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // smem
+        by_threads = dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR) // threads
+        per_sm = min(by_regs, by_smem, by_threads, dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR))
+        return per_sm * dev.get_attribute(a.MULTIPROCESSOR_COUNT)
+
     def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
-        item = DTYPES[self.model.dtype].itemsize
         proj_fn = self._functions[f"{l.name}_input_projection"][0]
-        step_fn = self._functions[f"{l.name}_recurrent_step"][0]
         proj_k = self.kernel(f"{l.name}_input_projection")
-        step_k = self.kernel(f"{l.name}_recurrent_step")
+        persistent = l.persistence.value["mode"] == "grid"
+        step_name = f"{l.name}_recurrent_{'persistent' if persistent else 'step'}"
+        step_fn, step_k = self._functions[step_name][0], self.kernel(step_name)
         w = self._device_weights
         GH = l.gates * l.hidden_size
         y, y_st, y_sb = tensors[l.name]
@@ -342,13 +367,17 @@ class CompiledModel:
             else:
                 grid = (math.ceil(rows / pt["bn"]), math.ceil(GH / pt["bm"]))
             _launch(proj_fn, proj_k, grid, args)
+            xw = l.layout.value == "xw"
+            if persistent:
+                self._run_persistent(l, step_fn, step_k, t0, steps, S, B, y, y_st, y_sb,
+                                     h0, c0, c_out, xproj, cell, xw, GH)
+                continue
             for j in range(steps):
                 t = t0 + j
                 if t == 0:
                     h_prev, h_sb = (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
                 else:
                     h_prev, h_sb = y.offset((t - 1) * y_st), y_sb
-                xw = l.layout.value == "xw"
                 args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "w_hh_t": w[f"{l.name}.w_hh_t"],
                         "xproj": xproj + j * B * (GH if xw else 1) * 4,
                         "xproj_stride_b": GH if xw else 1, "xproj_stride_n": 1 if xw else rows,
@@ -359,7 +388,34 @@ class CompiledModel:
                     args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
                              "c_out": c_out.ptr if t == S - 1 else 0, "first_step": int(t == 0)}
                 _launch(step_fn, step_k, step_grid, args)
-        del item
+
+    def _run_persistent(self, l, fn, k, t0, steps, S, B, y, y_st, y_sb, h0, c0, c_out,
+                        xproj, cell, xw, GH) -> None:
+        """One launch for the steps t0 .. t0+steps-1 of layer l (all of them when F = S)."""
+        rows = steps * B
+        p = l.persistence.value
+        grid = (-(-l.hidden_size // p["units_per_block"]), p["batch_blocks"])
+        resident = self._co_resident_blocks(k)
+        if grid[0] * grid[1] > resident:
+            raise RuntimeCheckError(
+                f"layer '{l.name}': the persistent kernel needs {grid[0] * grid[1]} co-resident "
+                f"blocks but this GPU holds {resident}; refusing to launch (it would hang). "
+                "Compile with persistence='none' or for this device (target='device').")
+        if t0 == 0:
+            h_prev, h_sb = (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
+        else:
+            h_prev, h_sb = y.offset((t0 - 1) * y_st), y_sb
+        args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": self._device_weights[f"{l.name}.w_hh_t"],
+                "xproj_all": xproj, "xproj_stride_t": B * GH if xw else B,
+                "xproj_stride_b": GH if xw else 1, "xproj_stride_n": 1 if xw else rows,
+                "y": y.offset(t0 * y_st), "y_stride_t": y_st, "y_stride_b": y_sb,
+                "steps": steps, "batch": B, "barrier": self._barrier}
+        if l.cell == "gru" and l.bias:
+            args["bias_hn"] = self._device_weights[f"{l.name}.bias_hn"]
+        if l.cell == "lstm":
+            args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
+                     "c_final": c_out.ptr if t0 + steps == S else 0, "first_chunk": int(t0 == 0)}
+        _launch(fn, k, grid, args)
 
     def _run_merge(self, o, tensors, out, out_tb, S, B) -> None:
         fn = self._functions[f"{o.name}_merge"][0]
@@ -382,7 +438,7 @@ def _launch(fn, kernel: codegen.KernelSource, grid: tuple[int, int], args: dict)
     for p in kernel.params:
         v = args[p.name]
         values.append(int(v))
-    fn.prepared_async_call(grid, kernel.block, None, *values)
+    fn.prepared_async_call(grid, kernel.block, None, *values, shared_size=kernel.dynamic_shared)
 
 
 def _copy_rows(dst: int, src: int, src_stride_b: int, rows: int, cols: int, dtype: str) -> None:
@@ -416,6 +472,9 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
         options = CompileOptions(**option_kwargs)
     elif option_kwargs:
         raise SpecError("compile: pass either options= or option keywords, not both")
+    if options.persistence not in (None, "none", "grid"):
+        raise SpecError(f"compile option 'persistence': got {options.persistence!r}, expected "
+                        "'none' or 'grid'")
     if options.layout not in (None, "xw", "wx"):
         raise SpecError(f"compile option 'layout': got {options.layout!r}, expected 'xw' "
                         "(Y = X·Wᵀ) or 'wx' (Yᵀ = W·Xᵀ)")

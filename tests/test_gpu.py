@@ -78,15 +78,28 @@ def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, **
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("hidden,batch,seq", SIZES)
-def test_single_layer_float32(gpu, cell, hidden, batch, seq):
-    run_and_compare(single(cell, hidden, input_size=hidden + 3), seq, batch, seed=hidden + batch,
-                    with_state=(batch % 2 == 1))
+@pytest.mark.parametrize("persistence", ["none", "grid"])
+def test_single_layer_float32(gpu, cell, hidden, batch, seq, persistence):
+    m, _, _ = run_and_compare(single(cell, hidden, input_size=hidden + 3), seq, batch,
+                              seed=hidden + batch, with_state=(batch % 2 == 1), persistence=persistence)
+    assert m.plan.layers[0].persistence.value["mode"] == persistence
 
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_half_precision(gpu, cell, dtype):
-    run_and_compare(single(cell, 256, 100, dtype), 64, 5, seed=7, with_state=True)
+@pytest.mark.parametrize("persistence", ["none", "grid"])
+def test_half_precision(gpu, cell, dtype, persistence):
+    run_and_compare(single(cell, 256, 100, dtype), 64, 5, seed=7, with_state=True,
+                    persistence=persistence)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_persistent_in_chunks_and_many_batch_tiles(gpu, cell):
+    """F < S: one persistent launch per chunk, the cell state carried between them; a batch
+    larger than the plan's hint loops over batch tiles inside the same grid."""
+    m, _, _ = run_and_compare(single(cell, 100, 40), 23, 37, seed=9, with_state=True,
+                              persistence="grid", unroll=5, batch=4)
+    assert m.plan.layers[0].unroll.value == 5
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -110,8 +123,10 @@ STACKED = {
 
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("seq,batch", [(7, 5), (256, 8)])
-def test_stacked_with_sum_and_concat(gpu, seq, batch, batch_first):
-    run_and_compare(STACKED, seq, batch, seed=seq * batch, with_state=True, batch_first=batch_first)
+@pytest.mark.parametrize("persistence", [None, "none"])
+def test_stacked_with_sum_and_concat(gpu, seq, batch, batch_first, persistence):
+    run_and_compare(STACKED, seq, batch, seed=seq * batch, with_state=True, batch_first=batch_first,
+                    persistence=persistence)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -186,3 +201,16 @@ def test_target_read_from_the_device(gpu):
     assert t.arch.startswith("sm_") and t.shared_memory_per_block_optin > 48 * 1024
     if t.compute_capability == (9, 0):
         assert t.arch == "sm_90a" and t.max_cluster_size == PRESETS["h100"].max_cluster_size
+
+
+def test_persistent_refused_when_not_co_resident(gpu):
+    """A plan made for a bigger GPU than this one must not launch (it would hang)."""
+    from dataclasses import replace
+
+    from rnncc.target import PRESETS
+
+    big = replace(PRESETS["h100"], name="h100x4", sm_count=4 * 132)
+    m = rnncc.compile(single("lstm", 1024, 64), target=big, batch=8, persistence="grid")
+    assert m.plan.layers[0].persistence.value["blocks"] > 132
+    with pytest.raises(rnncc.RuntimeCheckError, match="co-resident blocks but this GPU holds"):
+        m(np.zeros((3, 8, 64), np.float32))

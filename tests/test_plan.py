@@ -75,9 +75,24 @@ def test_merges_fused_into_consumers_and_output_kernels():
     assert fused and all(l.merge == "concat" for l in fused)
 
 
-def test_persistence_is_none_with_reason():
-    d = plan_of(lstm()).layers[0].persistence
-    assert d.value == "none" and "not implemented" in d.reason
+def test_persistence_grid_when_w_hh_fits_and_is_faster():
+    small_batch = plan_of(lstm(), batch=8).layers[0].persistence
+    assert small_batch.value["mode"] == "grid" and "resident in" in small_batch.reason
+    assert small_batch.value["blocks"] <= 132 and small_batch.value["shared_bytes"] <= 227 * 1024
+    too_big = plan_of(lstm(H=2048, I=64, dtype="float16"), batch=8).layers[0].persistence
+    assert too_big.value == {"mode": "none"} and "does not fit" in too_big.reason
+    forced = plan_of(lstm(), batch=64, persistence="none").layers[0].persistence
+    assert forced.value == {"mode": "none"} and forced.source == "user"
+    with pytest.raises(rnncc.SpecError, match="compile option 'persistence': got 'cluster'"):
+        plan_of(lstm(), persistence="cluster")
+
+
+def test_persistent_shared_memory_matches_the_template():
+    """The plan's shared_bytes is what the kernel's static_assert checks (compiled in
+    test_codegen); here: it grows with H and units and fits one block per SM."""
+    for H in (33, 256, 1024):
+        v = plan_of(lstm(H=H, I=16), batch=8, persistence="grid").layers[0].persistence.value
+        assert v["mode"] == "grid" and v["shared_bytes"] >= H * v["units_per_block"] * 4 * 4
 
 
 def test_targets():

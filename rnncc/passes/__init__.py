@@ -17,8 +17,8 @@ from .persistence import plan_persistence
 from .unroll import plan_unroll
 from .workspace import plan_workspace
 
-PASSES = (plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_persistence,
-          plan_step_tile, plan_merges, plan_workspace)
+PASSES = (plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_step_tile,
+          plan_persistence, plan_merges, plan_workspace)
 
 
 def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:

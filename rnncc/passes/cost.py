@@ -116,3 +116,74 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
                         if 32 <= t.threads <= 256:
                             out.append(t)
     return out
+
+
+GRID_BARRIER_SECONDS = 1.5e-6  # software grid barrier on an H100, 8–132 blocks (1.2–1.9 µs measured)
+
+
+@dataclass(frozen=True)
+class PersistentTile:
+    """Tile of the grid-persistent step: a block owns `units_per_block` units for the
+    whole sequence and loops over batch tiles of `batch_per_block` rows."""
+
+    units_per_block: int
+    batch_per_block: int
+    batch_per_thread: int
+    k_split: int
+    batch_blocks: int          # blocks along y sharing the batch tiles
+    units_per_thread: int = 1
+    k_tile: int = 32
+
+    @property
+    def threads(self) -> int:
+        return (self.units_per_block // self.units_per_thread) * \
+            (self.batch_per_block // self.batch_per_thread) * self.k_split
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in recurrent_persistent.cu.j2 (a static_assert checks)."""
+        k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
+        w = (k_rows * self.units_per_block * gates * itemsize + 15) // 16 * 16
+        h = 2 * self.k_tile * (self.batch_per_block + 4) * 4
+        partial = (self.k_split - 1) * self.batch_per_thread * self.units_per_thread * gates * \
+            (self.threads // self.k_split) * 4
+        return w + h + partial
+
+
+def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile,
+                       target: Target, itemsize: int) -> float:
+    """One step of the grid-persistent kernel: the per-step model of `step_seconds` for
+    the busiest block with W_hh already in shared memory (only h comes from L2), plus
+    one grid barrier."""
+    batch_tiles = math.ceil(batch / tile.batch_per_block)
+    tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
+    warps = math.ceil(tile.threads / 32)
+    acc = tile.batch_per_thread * tile.units_per_thread * gates
+    w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 and itemsize == 4 else gates)
+    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
+    issue = tiles_per_block * warps * math.ceil(hidden / tile.k_split) * \
+        max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
+    l2 = tiles_per_block * tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
+    utilisation = min(1.0, warps / STEP_WARPS_TO_HIDE)
+    padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
+    return padding * max(issue, l2) / utilisation / clock_hz(target) + GRID_BARRIER_SECONDS
+
+
+def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[PersistentTile]:
+    """Candidates with at most one block per SM and ≤ 256 threads, so that co-residency
+    holds whatever the registers (256 × 255 < 65536) once shared memory fits."""
+    out = []
+    for units in (1, 2, 4, 8, 16, 32):
+        unit_tiles = math.ceil(hidden / units)
+        if unit_tiles > target.sm_count or (units > 1 and math.ceil(hidden / (units // 2)) <= target.sm_count):
+            continue  # too many blocks, or a smaller tile would also fit: spread the work
+        for bpb in (1, 2, 4, 8, 16, 32, 64):
+            for tmb in (1, 2, 4):
+                for ks in (1, 2, 4, 8, 16):
+                    if bpb % tmb:
+                        continue
+                    batch_tiles = math.ceil(batch / bpb)
+                    for bb in sorted({1, min(batch_tiles, target.sm_count // unit_tiles)}):
+                        t = PersistentTile(units, bpb, tmb, ks, max(bb, 1))
+                        if 32 <= t.threads <= 256:
+                            out.append(t)
+    return out
