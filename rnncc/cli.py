@@ -30,6 +30,8 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
     p.add_argument("--batch", type=int, default=64, help="batch size the plan is tuned for (default 64)")
     p.add_argument("--layout", choices=["xw", "wx"], help="force the input-projection layout")
     p.add_argument("--unroll", type=int, help="force F, time steps per input-projection launch")
+    p.add_argument("--persistence", choices=["none", "grid"],
+                   help="force a launch per step (none) or one launch for the sequence (grid)")
 
 
 def _compile(args, seq_len=None, batch=None):
@@ -37,6 +39,7 @@ def _compile(args, seq_len=None, batch=None):
 
     return rnncc.compile(args.spec, target=args.target, seq_len=seq_len or args.seq_len,
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
+                         persistence=args.persistence,
                          seed=getattr(args, "seed", 0))
 
 
