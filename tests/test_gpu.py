@@ -209,8 +209,10 @@ def test_persistent_refused_when_not_co_resident(gpu):
 
     from rnncc.target import PRESETS
 
-    big = replace(PRESETS["h100"], name="h100x4", sm_count=4 * 132)
-    m = rnncc.compile(single("lstm", 1024, 64), target=big, batch=8, persistence="grid")
-    assert m.plan.layers[0].persistence.value["blocks"] > 132
+    # 2048 SMs: one unit per block, 2048 blocks of ≥ 32 KiB shared memory each; an H100
+    # holds at most 7 such blocks per SM.
+    big = replace(PRESETS["h100"], name="huge", sm_count=2048)
+    m = rnncc.compile(single("lstm", 2048, 64), target=big, batch=8, persistence="grid")
+    assert m.plan.layers[0].persistence.value["blocks"] == 2048
     with pytest.raises(rnncc.RuntimeCheckError, match="co-resident blocks but this GPU holds"):
         m(np.zeros((3, 8, 64), np.float32))

@@ -143,7 +143,7 @@ class PersistentTile:
         """Must equal SHARED_BYTES in recurrent_persistent.cu.j2 (a static_assert checks)."""
         k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
         w = (k_rows * self.units_per_block * gates * itemsize + 15) // 16 * 16
-        h = 2 * self.k_tile * (self.batch_per_block + 4) * 4
+        h = k_rows * (self.batch_per_block + 4) * 4
         partial = (self.k_split - 1) * self.batch_per_thread * self.units_per_thread * gates * \
             (self.threads // self.k_split) * 4
         return w + h + partial
