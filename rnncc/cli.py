@@ -137,6 +137,13 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from . import bench
+
+    return bench.main(args.quick, Path(args.output), tuple(args.cells.split(",")), args.warmup,
+                      args.repeats)
+
+
 def _environment(torch) -> dict:
     """Device, driver and library versions and the commit, for benchmark records."""
     import os
@@ -193,6 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-torch", action="store_true", help="do not time torch.nn beside rnncc")
     p.add_argument("--json", help="also write the timings to this JSON file")
     p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("bench", help="GPU: rnncc beside torch.nn (cuDNN), table + JSON + PNG",
+                       description="Time rnncc and torch.nn.LSTM/GRU (cuDNN) side by side in one "
+                                   "process on the rows of the performance targets (S=256, one "
+                                   "layer): each configuration is checked against cuDNN, then timed.")
+    p.add_argument("--quick", action="store_true", help="a few configurations, about a minute")
+    p.add_argument("--cells", default="lstm,gru", help="comma-separated: lstm,gru (default both)")
+    p.add_argument("-o", "--output", default="benchmarks/results", help="where the JSON and PNG go")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=10)
+    p.set_defaults(fn=cmd_bench)
 
     args = parser.parse_args(argv)
     from .errors import RnnccError

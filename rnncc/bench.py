@@ -1,0 +1,175 @@
+"""``rnncc bench``: rnncc beside torch.nn (cuDNN) in one process, same weights, dtype and
+inputs. Each configuration is first checked for agreement with cuDNN, then both are
+timed with CUDA events after warm-up (median of repeats, inputs rotated among three
+sets). Results: a table on the terminal, a JSON record and a PNG plot.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .dtypes import DTYPES, max_relative_error
+from .timing import time_gpu
+
+S = 256
+
+
+@dataclass(frozen=True)
+class Config:
+    cell: str
+    dtype: str
+    hidden: int
+    batch: int
+    seq_len: int = S
+
+    @property
+    def label(self) -> str:
+        return f"{self.cell} {self.dtype} H={self.hidden} B={self.batch}"
+
+
+def issue_configs(cells=("lstm", "gru")) -> list[Config]:
+    """The rows of the performance targets: S=256, one layer, input size = H."""
+    out = []
+    for cell in cells:
+        out += [Config(cell, "float16", H, 8) for H in (256, 512, 1024)]
+        out += [Config(cell, "float32", H, B) for H in (256, 1024) for B in (1, 8, 64)]
+        out += [Config(cell, "bfloat16", H, B) for H in (256, 1024) for B in (8, 64)]
+        out += [Config(cell, "float16", 512, 5), Config(cell, "float16", 2048, 256)]
+    return out
+
+
+def quick_configs(cells=("lstm", "gru")) -> list[Config]:
+    return [Config(cell, dtype, H, B) for cell in cells
+            for dtype, H, B in (("float32", 1024, 8), ("float16", 512, 5), ("float32", 256, 64))]
+
+
+def _progress(i: int, n: int, label: str) -> None:
+    width = 30
+    done = int(width * i / n)
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label:<40}")
+    sys.stderr.flush()
+    if i == n:
+        sys.stderr.write("\n")
+
+
+def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
+    import torch
+
+    import rnncc
+
+    torch.manual_seed(0)
+    tdt = getattr(torch, cfg.dtype)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+    module = cls(cfg.hidden, cfg.hidden).to("cuda", tdt).eval()
+    model, weights = rnncc.from_torch(module)
+    start = time.perf_counter()
+    compiled = rnncc.compile(model, target="device", weights=weights, batch=cfg.batch,
+                             seq_len=cfg.seq_len)
+    inputs = [torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt)
+              for _ in range(3)]
+    with torch.no_grad():
+        ours = compiled(inputs[0])[0]
+        compile_s = time.perf_counter() - start
+        theirs = module(inputs[0])[0]
+        error = max_relative_error(ours.float().cpu().numpy(), theirs.float().cpu().numpy())
+        # Both sides approximate the exact function in this dtype: allow twice the tolerance.
+        agree = error <= 2 * DTYPES[cfg.dtype].tolerance
+        turn = iter(range(10**9))
+        t_ours = time_gpu(lambda: compiled(inputs[next(turn) % 3]), warmup, repeats)
+        t_theirs = time_gpu(lambda: module(inputs[next(turn) % 3]), warmup, repeats)
+    plan = compiled.plan.layers[0]
+    return {**asdict(cfg), "agree": agree, "max_relative_error_vs_cudnn": error,
+            "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
+            "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
+            "speedup": t_theirs.median_ms / t_ours.median_ms,
+            "rnncc_us_per_step": t_ours.per_step_us(cfg.seq_len),
+            "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
+            "persistence": plan.persistence.value["mode"], "layout": plan.layout.value,
+            "compile_s": compile_s}
+
+
+def environment() -> dict:
+    from .cli import _environment
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return _environment(torch) | {"tf32": False}
+
+
+def table(results: list[dict]) -> str:
+    head = (f"{'config':<34} {'persist':>7} {'rnncc ms':>9} {'µs/step':>8} {'cuDNN ms':>9} "
+            f"{'µs/step':>8} {'speedup':>8} {'agree':>6}")
+    rows = [head, "-" * len(head)]
+    for r in results:
+        label = f"{r['cell']} {r['dtype']} H={r['hidden']} B={r['batch']}"
+        rows.append(f"{label:<34} {r['persistence']:>7} {r['rnncc_ms']:>9.3f} "
+                    f"{r['rnncc_us_per_step']:>8.2f} {r['cudnn_ms']:>9.3f} {r['cudnn_us_per_step']:>8.2f} "
+                    f"{r['speedup']:>7.2f}× {'yes' if r['agree'] else 'NO':>6}")
+    return "\n".join(rows)
+
+
+def plot(results: list[dict], path: Path) -> None:
+    """µs per step against H, one panel per (cell, dtype), one colour per batch size:
+    rnncc solid, cuDNN dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = sorted({r["cell"] for r in results})
+    dtypes = [d for d in ("float32", "float16", "bfloat16") if any(r["dtype"] == d for r in results)]
+    fig, axes = plt.subplots(len(cells), len(dtypes), figsize=(5 * len(dtypes), 4 * len(cells)),
+                             squeeze=False)
+    for row, cell in enumerate(cells):
+        for col, dtype in enumerate(dtypes):
+            ax = axes[row][col]
+            batches = sorted({r["batch"] for r in results if r["cell"] == cell and r["dtype"] == dtype})
+            for batch in batches:
+                rs = sorted((r for r in results if (r["cell"], r["dtype"], r["batch"]) == (cell, dtype, batch)),
+                            key=lambda r: r["hidden"])
+                hs = [r["hidden"] for r in rs]
+                line, = ax.plot(hs, [r["rnncc_us_per_step"] for r in rs], "o-", label=f"rnncc B={batch}")
+                ax.plot(hs, [r["cudnn_us_per_step"] for r in rs], "x--", color=line.get_color(),
+                        label=f"cuDNN B={batch}")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("hidden size H (= input size)")
+            ax.set_ylabel("µs per step (layer time / 256)")
+            ax.set_title(f"{cell.upper()} {dtype}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle("rnncc (solid) vs cuDNN through torch.nn (dashed), S=256, one layer, same process")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeats: int) -> int:
+    configs = quick_configs(cells) if quick else issue_configs(cells)
+    env = environment()
+    results = []
+    for i, cfg in enumerate(configs):
+        _progress(i, len(configs), cfg.label)
+        results.append(run_config(cfg, warmup, repeats))
+    _progress(len(configs), len(configs), "done")
+    print(table(results))
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    device = "h100" if "H100" in env["device"] else env["device"].split()[-1].lower()
+    stem = f"bench-{device}-{day}" + ("-quick" if quick else "")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {"environment": env, "seq_len": S, "layers": 1,
+              "method": f"CUDA events, {warmup} warm-up calls, median of {repeats}, inputs "
+                        "rotated among 3 sets; each config checked against cuDNN first",
+              "results": results}
+    (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out_dir / (stem + '.json')}")
+    try:
+        plot(results, out_dir / f"{stem}.png")
+        print(f"wrote {out_dir / (stem + '.png')}")
+    except ImportError:
+        print("matplotlib not installed: no plot")
+    return 0 if all(r["agree"] for r in results) else 1
