@@ -15,7 +15,7 @@ summary="$OUT/gpu-tests-$day.txt"
     echo "command: python3 -m pytest -m gpu -n 8 -rA tests/"
     python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ 2>&1 | grep -v -i "benchmark" 
 } | tee "$summary"
-python3 examples/torch_lstm.py 2>&1 | tail -8 | tee "$OUT/torch_lstm-$day.txt"
+python3 examples/torch_lstm.py 2>&1 | tail -8 | tee -a "$OUT/runs-$day.txt"
 export RNNCC_COMMIT=${COMMIT:-unknown}
 for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/gnmt_encoder.yaml 64" \
             "examples/gru_residual.yaml 8"; do
@@ -24,3 +24,4 @@ for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/g
     python3 -m rnncc.cli run "$1" --batch "$2" --seq-len 256 --json "$OUT/run-$name-$day.json" 2>&1 \
         | tee -a "$OUT/runs-$day.txt"
 done
+python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"

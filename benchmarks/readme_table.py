@@ -1,9 +1,10 @@
-"""Markdown table of the `rnncc run --json` records in benchmarks/results/, for the README.
+"""Markdown tables of the `rnncc run --json` and `rnncc bench` records in
+benchmarks/results/, for the README.
 
     python3 benchmarks/readme_table.py            # print the table
     python3 benchmarks/readme_table.py --update   # replace the table in README.md
 
-tests/test_cli_and_examples.py checks that README.md holds exactly this table.
+tests/test_cli_and_examples.py checks that README.md holds exactly these tables.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
+BENCH_BEGIN, BENCH_END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 
 
 def table() -> str:
@@ -41,11 +43,38 @@ def table() -> str:
     return "\n".join(rows) + note
 
 
+def bench_table() -> str:
+    """The newest full `rnncc bench` record as a table: every target row, met or not."""
+    records = sorted(p for p in (ROOT / "benchmarks" / "results").glob("bench-*.json")
+                     if not p.stem.endswith("-quick"))
+    if not records:
+        return "(no `rnncc bench` record yet)"
+    path = records[-1]
+    rec = json.loads(path.read_text())
+    rows = ["| cell | dtype | H | B | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
+            "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rec["results"]:
+        met = "met" if r["speedup"] >= r["target_speedup"] else "**missed**"
+        rows.append(f"| {r['cell']} | {r['dtype']} | {r['hidden']} | {r['batch']} | {r['persistence']} | "
+                    f"{r['rnncc_ms']:.3f} ({r['rnncc_us_per_step']:.1f}) | "
+                    f"{r['cudnn_ms']:.3f} ({r['cudnn_us_per_step']:.1f}) | {r['speedup']:.2f}× | "
+                    f"≥ {r['target_speedup']:g}× {met} | "
+                    f"{'yes' if r['agree'] else 'NO'} ({r['max_relative_error_vs_cudnn']:.1e}) |")
+    env = rec["environment"]
+    return ("\n".join(rows) + f"\n\nFrom [{path.name}](benchmarks/results/{path.name}) "
+            f"(plot: [{path.stem}.png](benchmarks/results/{path.stem}.png)); {env['device']}, "
+            f"torch {env.get('torch')}, cuDNN {env.get('cudnn')}, commit {str(env['commit'])[:10]}; "
+            f"{rec['method']}.")
+
+
 def update_readme() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    readme.write_text(text[:start] + "\n" + table() + "\n" + text[end:])
+    text = text[:start] + "\n" + table() + "\n" + text[end:]
+    start, end = text.index(BENCH_BEGIN) + len(BENCH_BEGIN), text.index(BENCH_END)
+    readme.write_text(text[:start] + "\n" + bench_table() + "\n" + text[end:])
 
 
 if __name__ == "__main__":
@@ -53,3 +82,5 @@ if __name__ == "__main__":
         update_readme()
     else:
         print(table())
+        print()
+        print(bench_table())

@@ -110,3 +110,5 @@ def test_readme_performance_table_is_generated():
     readme = (ROOT / "README.md").read_text()
     block = readme[readme.index(mod.BEGIN) + len(mod.BEGIN):readme.index(mod.END)]
     assert block.strip() == mod.table().strip(), "run: python3 benchmarks/readme_table.py --update"
+    block = readme[readme.index(mod.BENCH_BEGIN) + len(mod.BENCH_BEGIN):readme.index(mod.BENCH_END)]
+    assert block.strip() == mod.bench_table().strip(), "run: python3 benchmarks/readme_table.py --update"
