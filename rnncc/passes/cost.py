@@ -15,6 +15,10 @@ from ..target import Target
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
 STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load (fitted)
+# A launch per step costs host time: PyCUDA packs the arguments and the driver queues the
+# kernel. Per-step layers measured no faster than ≈ 9.5 µs a step whatever their size
+# (benchmarks/results/bench-h100-2026-11-23.json, rows with persistence none).
+STEP_LAUNCH_SECONDS = 9e-6
 
 
 def clock_hz(target: Target) -> float:
@@ -97,7 +101,7 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
-    return padding * max(issue, l2) / utilisation / clock_hz(target) + 2e-6  # + launch
+    return padding * max(issue, l2) / utilisation / clock_hz(target) + STEP_LAUNCH_SECONDS
 
 
 def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
