@@ -123,6 +123,10 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
 
 
 GRID_BARRIER_SECONDS = 1.5e-6  # software grid barrier on an H100, 8–132 blocks (1.2–1.9 µs measured)
+# Each batch tile a block handles in a step stages h, synchronises and runs the epilogue:
+# LSTM H=256 took 4.1 µs/step with one tile a block (B=8) and 16.3 with eight (B=64)
+# (benchmarks/results/bench-h100-2026-11-23.json at commit 54e8670).
+PERSISTENT_TILE_SECONDS = 1.7e-6
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile
                        target: Target, itemsize: int) -> float:
     """One step of the grid-persistent kernel: the per-step model of `step_seconds` for
     the busiest block with W_hh already in shared memory (only h comes from L2), plus
-    one grid barrier."""
+    one grid barrier and a fixed cost per batch tile."""
     batch_tiles = math.ceil(batch / tile.batch_per_block)
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     warps = math.ceil(tile.threads / 32)
@@ -169,7 +173,8 @@ def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile
     l2 = tiles_per_block * tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
-    return padding * max(issue, l2) / utilisation / clock_hz(target) + GRID_BARRIER_SECONDS
+    return (padding * max(issue, l2) / utilisation / clock_hz(target) + GRID_BARRIER_SECONDS
+            + tiles_per_block * PERSISTENT_TILE_SECONDS)
 
 
 def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[PersistentTile]:
