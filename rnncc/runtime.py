@@ -371,20 +371,16 @@ class CompiledModel:
             else:
                 grid = (math.ceil(rows / pt["bn"]), math.ceil(GH / pt["bm"]))
             _launch(proj_fn, proj_k, grid, args)
-            xw = l.layout.value == "xw"
+            xp_t, xp_b, xp_n = _projection_strides(l.layout.value, B, GH, rows)
             if persistent:
                 self._run_persistent(l, step_fn, step_k, t0, steps, S, B, y, y_st, y_sb,
-                                     h0, c0, c_out, xproj, cell, xw, GH)
+                                     h0, c0, c_out, xproj, cell, (xp_t, xp_b, xp_n))
                 continue
             for j in range(steps):
                 t = t0 + j
-                if t == 0:
-                    h_prev, h_sb = (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
-                else:
-                    h_prev, h_sb = y.offset((t - 1) * y_st), y_sb
+                h_prev, h_sb = _previous_h(t, h0, y, y_st, y_sb)
                 args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "w_hh_t": w[f"{l.name}.w_hh_t"],
-                        "xproj": xproj + j * B * (GH if xw else 1) * 4,
-                        "xproj_stride_b": GH if xw else 1, "xproj_stride_n": 1 if xw else rows,
+                        "xproj": xproj + j * xp_t * 4, "xproj_stride_b": xp_b, "xproj_stride_n": xp_n,
                         "h_out": y.offset(t * y_st), "h_out_stride_b": y_sb, "batch": B}
                 if l.cell == "gru" and l.bias:
                     args["bias_hn"] = w[f"{l.name}.bias_hn"]
@@ -394,9 +390,8 @@ class CompiledModel:
                 _launch(step_fn, step_k, step_grid, args)
 
     def _run_persistent(self, l, fn, k, t0, steps, S, B, y, y_st, y_sb, h0, c0, c_out,
-                        xproj, cell, xw, GH) -> None:
+                        xproj, cell, xproj_strides) -> None:
         """One launch for the steps t0 .. t0+steps-1 of layer l (all of them when F = S)."""
-        rows = steps * B
         p = l.persistence.value
         grid = (-(-l.hidden_size // p["units_per_block"]), p["batch_blocks"])
         resident = self._co_resident_blocks(k)
@@ -405,13 +400,11 @@ class CompiledModel:
                 f"layer '{l.name}': the persistent kernel needs {grid[0] * grid[1]} co-resident "
                 f"blocks but this GPU holds {resident}; refusing to launch (it would hang). "
                 "Compile with persistence='none' or for this device (target='device').")
-        if t0 == 0:
-            h_prev, h_sb = (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
-        else:
-            h_prev, h_sb = y.offset((t0 - 1) * y_st), y_sb
+        h_prev, h_sb = _previous_h(t0, h0, y, y_st, y_sb)
+        xp_t, xp_b, xp_n = xproj_strides
         args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": self._device_weights[f"{l.name}.w_hh_t"],
-                "xproj_all": xproj, "xproj_stride_t": B * GH if xw else B,
-                "xproj_stride_b": GH if xw else 1, "xproj_stride_n": 1 if xw else rows,
+                "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
+                "xproj_stride_n": xp_n,
                 "y": y.offset(t0 * y_st), "y_stride_t": y_st, "y_stride_b": y_sb,
                 "steps": steps, "batch": B, "barrier": self._barrier}
         if l.cell == "gru" and l.bias:
@@ -432,6 +425,19 @@ class CompiledModel:
         total = S * B * o.size
         blocks = max(1, min(math.ceil(total / k.block[0]), self.target.sm_count * 8))
         _launch(fn, k, (blocks, 1), args)
+
+
+def _previous_h(t: int, h0, y, y_st: int, y_sb: int) -> tuple[int, int]:
+    """(pointer, batch stride) of h before step t: h0 (0 = zeros) at t = 0, else y[t-1]."""
+    if t == 0:
+        return (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
+    return y.offset((t - 1) * y_st), y_sb
+
+
+def _projection_strides(layout: str, B: int, GH: int, rows: int) -> tuple[int, int, int]:
+    """Elements between steps, batch entries and gate columns of the projection buffer:
+    Y [rows, G·H] for "xw", Yᵀ [G·H, rows] for "wx" (row = step·B + b)."""
+    return (B * GH, GH, 1) if layout == "xw" else (B, 1, rows)
 
 
 def _launch(fn, kernel: codegen.KernelSource, grid: tuple[int, int], args: dict) -> None:
