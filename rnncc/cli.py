@@ -30,8 +30,9 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
     p.add_argument("--batch", type=int, default=64, help="batch size the plan is tuned for (default 64)")
     p.add_argument("--layout", choices=["xw", "wx"], help="force the input-projection layout")
     p.add_argument("--unroll", type=int, help="force F, time steps per input-projection launch")
-    p.add_argument("--persistence", choices=["none", "grid"],
-                   help="force a launch per step (none) or one launch for the sequence (grid)")
+    p.add_argument("--persistence", choices=["none", "grid", "cluster"],
+                   help="force a launch per step (none) or one launch for the sequence "
+                        "(grid: grid barrier; cluster: thread-block clusters)")
 
 
 def _compile(args, seq_len=None, batch=None):

@@ -118,7 +118,7 @@ def step_params(l: LayerPlan) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def persistent_params(l: LayerPlan) -> tuple[Param, ...]:
+def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
               _i64("h0_stride_b", "h0: elements between batch entries"),
@@ -143,8 +143,9 @@ def persistent_params(l: LayerPlan) -> tuple[Param, ...]:
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_chunk", "1: the first step takes its cell state from c0"))
-    params.append(_ptr("barrier", "unsigned", "[2] grid barrier: arrivals, generation (zeroed once)",
-                       const=False))
+    if barrier:
+        params.append(_ptr("barrier", "unsigned", "[2] grid barrier: arrivals, generation (zeroed once)",
+                           const=False))
     return tuple(params)
 
 
@@ -194,18 +195,20 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
                             (tile["threads"], 1, 1)))
 
     mode = l.persistence.value["mode"]
-    if mode == "grid":
-        name = f"{l.name}_recurrent_persistent"
-        params = persistent_params(l)
+    if mode in ("grid", "cluster"):
+        family, template = {"grid": ("recurrent_persistent", "recurrent_persistent.cu.j2"),
+                            "cluster": ("recurrent_cluster", "recurrent_cluster.cu.j2")}[mode]
+        name = f"{l.name}_{family}"
+        params = persistent_params(l, barrier=mode == "grid")
         tile = l.persistence.value
-        source = env.get_template("recurrent_persistent.cu.j2").render(
-            kernel=_header(plan, what + ", recurrent steps, persistent (grid)", decisions),
+        source = env.get_template(template).render(
+            kernel=_header(plan, what + f", recurrent steps, persistent ({mode})", decisions),
             entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell, tile=tile,
             shared_bytes=tile["shared_bytes"], **common)
         block = (tile["units_per_block"] // tile["units_per_thread"],
                  tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
-        out.append(KernelSource(name, "recurrent_persistent", l.name, f"rnncc_{name}", source,
-                                params, block, tile["shared_bytes"]))
+        out.append(KernelSource(name, family, l.name, f"rnncc_{name}", source, params, block,
+                                tile["shared_bytes"]))
         return out
 
     name = f"{l.name}_recurrent_step"

@@ -35,7 +35,7 @@ class CompileOptions:
     workspace_budget: int = 512 * 2**20  # bytes the input-projection buffer may take
     layout: str | None = None    # force "xw" or "wx" for every layer
     unroll: int | None = None    # force F (time steps per input-projection launch)
-    persistence: str | None = None  # force "none" or "grid" (grid only where it fits)
+    persistence: str | None = None  # force "none", "grid" or "cluster" (where it fits)
 
 
 @dataclass(frozen=True)

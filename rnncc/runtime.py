@@ -345,8 +345,9 @@ class CompiledModel:
     def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
         proj_fn = self._functions[f"{l.name}_input_projection"][0]
         proj_k = self.kernel(f"{l.name}_input_projection")
-        persistent = l.persistence.value["mode"] == "grid"
-        step_name = f"{l.name}_recurrent_{'persistent' if persistent else 'step'}"
+        mode = l.persistence.value["mode"]
+        persistent = mode != "none"
+        step_name = f"{l.name}_recurrent_{ {'none': 'step', 'grid': 'persistent', 'cluster': 'cluster'}[mode] }"
         step_fn, step_k = self._functions[step_name][0], self.kernel(step_name)
         w = self._device_weights
         GH = l.gates * l.hidden_size
@@ -391,11 +392,16 @@ class CompiledModel:
 
     def _run_persistent(self, l, fn, k, t0, steps, S, B, y, y_st, y_sb, h0, c0, c_out,
                         xproj, cell, xproj_strides) -> None:
-        """One launch for the steps t0 .. t0+steps-1 of layer l (all of them when F = S)."""
+        """One persistent launch (grid or cluster) for the steps t0 .. t0+steps-1 of layer l
+        (all of them when F = S)."""
         p = l.persistence.value
-        grid = (-(-l.hidden_size // p["units_per_block"]), p["batch_blocks"])
+        if p["mode"] == "cluster":
+            # Clusters are independent: one per batch tile, no grid-wide co-residency needed.
+            grid = (p["cluster"], -(-B // p["batch_per_block"]))
+        else:
+            grid = (-(-l.hidden_size // p["units_per_block"]), p["batch_blocks"])
         resident = self._co_resident_blocks(k)
-        if grid[0] * grid[1] > resident:
+        if p["mode"] == "grid" and grid[0] * grid[1] > resident:
             raise RuntimeCheckError(
                 f"layer '{l.name}': the persistent kernel needs {grid[0] * grid[1]} co-resident "
                 f"blocks but this GPU holds {resident}; refusing to launch (it would hang). "
@@ -406,7 +412,9 @@ class CompiledModel:
                 "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
                 "xproj_stride_n": xp_n,
                 "y": y.offset(t0 * y_st), "y_stride_t": y_st, "y_stride_b": y_sb,
-                "steps": steps, "batch": B, "barrier": self._barrier}
+                "steps": steps, "batch": B}
+        if p["mode"] == "grid":
+            args["barrier"] = self._barrier
         if l.cell == "gru" and l.bias:
             args["bias_hn"] = self._device_weights[f"{l.name}.bias_hn"]
         if l.cell == "lstm":
@@ -482,9 +490,9 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
         options = CompileOptions(**option_kwargs)
     elif option_kwargs:
         raise SpecError("compile: pass either options= or option keywords, not both")
-    if options.persistence not in (None, "none", "grid"):
+    if options.persistence not in (None, "none", "grid", "cluster"):
         raise SpecError(f"compile option 'persistence': got {options.persistence!r}, expected "
-                        "'none' or 'grid'")
+                        "'none', 'grid' or 'cluster'")
     if options.layout not in (None, "xw", "wx"):
         raise SpecError(f"compile option 'layout': got {options.layout!r}, expected 'xw' "
                         "(Y = X·Wᵀ) or 'wx' (Yᵀ = W·Xᵀ)")

@@ -93,6 +93,23 @@ def test_half_precision(gpu, cell, dtype, persistence):
                     persistence=persistence)
 
 
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (33, 5, 256), (256, 1, 1), (256, 8, 256)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cluster_persistence(gpu, cell, hidden, batch, seq, dtype):
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden * batch,
+                              with_state=True, persistence="cluster")
+    assert m.plan.layers[0].persistence.value["mode"] == "cluster"
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("persistence", ["grid", "cluster"])
+def test_cluster_in_chunks_with_more_batch_than_planned(gpu, cell, persistence):
+    m, _, _ = run_and_compare(single(cell, 100, 40), 23, 37, seed=9, with_state=True,
+                              persistence=persistence, unroll=5, batch=4)
+    assert m.plan.layers[0].persistence.value["mode"] == persistence
+
+
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_persistent_in_chunks_and_many_batch_tiles(gpu, cell):
     """F < S: one persistent launch per chunk, the cell state carried between them; a batch

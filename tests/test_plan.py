@@ -80,11 +80,22 @@ def test_persistence_grid_when_w_hh_fits_and_is_faster():
     assert small_batch.value["mode"] == "grid" and "resident in" in small_batch.reason
     assert small_batch.value["blocks"] <= 132 and small_batch.value["shared_bytes"] <= 227 * 1024
     too_big = plan_of(lstm(H=2048, I=64, dtype="float16"), batch=8).layers[0].persistence
-    assert too_big.value == {"mode": "none"} and "does not fit" in too_big.reason
+    assert too_big.value == {"mode": "none"} and "fits neither" in too_big.reason
+    with pytest.raises(rnncc.PlanError, match="persistence='cluster': W_hh 16.0 MiB does not fit"):
+        plan_of(lstm(), batch=8, persistence="cluster")
+
+
+def test_cluster_when_w_hh_fits_one_cluster():
+    d = plan_of(lstm(H=256, I=256), batch=1).layers[0].persistence
+    assert d.value["mode"] == "cluster" and d.value["cluster"] in (1, 2, 4, 8)
+    assert d.value["cluster"] * d.value["units_per_block"] >= 256
+    assert "others, µs: none" in d.reason and "grid" in d.reason
+    a100 = rnncc.compile(lstm(H=256, I=256), target="a100", batch=1).plan.layers[0].persistence
+    assert a100.value["mode"] != "cluster"  # no thread-block clusters before sm_90
     forced = plan_of(lstm(), batch=64, persistence="none").layers[0].persistence
     assert forced.value == {"mode": "none"} and forced.source == "user"
-    with pytest.raises(rnncc.SpecError, match="compile option 'persistence': got 'cluster'"):
-        plan_of(lstm(), persistence="cluster")
+    with pytest.raises(rnncc.SpecError, match="compile option 'persistence': got 'wavefront'"):
+        plan_of(lstm(), persistence="wavefront")
 
 
 def test_persistent_shared_memory_matches_the_template():

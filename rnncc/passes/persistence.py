@@ -1,16 +1,21 @@
-"""Persistence: ``none`` (a launch per step) or ``grid`` (one launch for the sequence).
+"""Persistence: ``none`` (a launch per step), ``grid`` or ``cluster`` (one launch for the
+sequence).
 
 ``grid`` keeps each block's slice of W_hhᵀ in shared memory for all steps and meets at a
-software grid barrier each step. It is possible when the slices fit one block per SM
-(so every block is co-resident); it is chosen when the cost model predicts it faster
-than per-step launches. ``cluster`` (Hopper thread-block clusters) is not implemented yet.
+software grid barrier each step; possible when the slices fit one block per SM (so every
+block is co-resident). ``cluster`` (sm_90 thread-block clusters, up to 8 blocks) holds all
+of W_hhᵀ in one cluster's shared memory and exchanges h through distributed shared
+memory with a cluster barrier; clusters serve independent batch tiles. The mode with the
+lowest predicted time per step is chosen.
 """
 
 from dataclasses import asdict, replace
 
 from ..dtypes import DTYPES
+from ..errors import PlanError
 from ..plan import Decision
-from .cost import persistent_seconds, persistent_tiles, step_seconds, StepTile
+from .cost import (StepTile, cluster_seconds, cluster_sync_seconds, cluster_tiles,
+                   persistent_seconds, persistent_tiles, step_seconds)
 
 
 def plan_persistence(model, plan, target):
@@ -25,24 +30,44 @@ def plan_persistence(model, plan, target):
         w_mb = G * H * H * itemsize / 2**20
         if o.persistence == "none":
             return replace(l, persistence=Decision({"mode": "none"}, "forced by the user", "user"))
+        candidates = {"none": (per_step, {"mode": "none"}, "one launch per step")}
         fits = [t for t in persistent_tiles(H, G, B, target) if t.shared_bytes(H, G, itemsize) <= budget]
-        if not fits:
-            return replace(l, persistence=Decision({"mode": "none"}, (
-                f"none: W_hh {w_mb:.1f} MiB does not fit {target.sm_count} SMs' shared memory "
-                f"({budget // 1024} KiB per block); one launch per step")))
-        best = min(fits, key=lambda t: (round(persistent_seconds(B, H, G, t, target, itemsize) * 1e8),
-                                        t.threads))
-        grid = persistent_seconds(B, H, G, best, target, itemsize)
-        blocks = -(-H // best.units_per_block) * best.batch_blocks
-        value = {"mode": "grid", **asdict(best), "threads": best.threads, "blocks": blocks,
-                 "shared_bytes": best.shared_bytes(H, G, itemsize)}
-        if o.persistence == "grid" or grid < per_step:
-            how = "forced by the user; " if o.persistence == "grid" else ""
-            return replace(l, persistence=Decision(value, (
-                f"{how}grid: W_hh {w_mb:.1f} MiB resident in {blocks} blocks × "
-                f"{value['shared_bytes'] // 1024} KiB shared memory; predicted {grid * 1e6:.1f} µs/step "
-                f"vs {per_step * 1e6:.1f} µs with a launch per step"), "user" if how else "model"))
-        return replace(l, persistence=Decision({"mode": "none"}, (
-            f"none: predicted {per_step * 1e6:.1f} µs/step with a launch per step vs "
-            f"{grid * 1e6:.1f} µs persistent (grid barrier {1.5:.1f} µs)")))
+        if fits:
+            best = min(fits, key=lambda t: (round(persistent_seconds(B, H, G, t, target, itemsize) * 1e8),
+                                            t.threads))
+            blocks = -(-H // best.units_per_block) * best.batch_blocks
+            value = {"mode": "grid", **asdict(best), "threads": best.threads, "blocks": blocks,
+                     "shared_bytes": best.shared_bytes(H, G, itemsize)}
+            candidates["grid"] = (persistent_seconds(B, H, G, best, target, itemsize), value,
+                                  f"W_hh resident in {blocks} blocks × {value['shared_bytes'] // 1024} KiB, "
+                                  "grid barrier")
+        fits = [t for t in cluster_tiles(H, G, B, target) if t.shared_bytes(H, G, itemsize) <= budget]
+        if fits:
+            best = min(fits, key=lambda t: (round(cluster_seconds(B, H, G, t, target, itemsize) * 1e8),
+                                            t.cluster, t.threads))
+            clusters = -(-B // best.batch_per_block)
+            value = {"mode": "cluster", **asdict(best), "threads": best.threads,
+                     "shared_bytes": best.shared_bytes(H, G, itemsize)}
+            candidates["cluster"] = (cluster_seconds(B, H, G, best, target, itemsize), value,
+                                     f"W_hh in a cluster of {best.cluster} × "
+                                     f"{value['shared_bytes'] // 1024} KiB, {clusters} cluster(s) at B={B}, "
+                                     f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs")
+        if o.persistence is not None and o.persistence != "none":
+            if o.persistence not in candidates:
+                raise PlanError(f"layer '{l.name}', option persistence={o.persistence!r}: W_hh "
+                                f"{w_mb:.1f} MiB does not fit that mode on {target.name} "
+                                f"({budget // 1024} KiB shared memory per block)")
+            chosen, source = o.persistence, "user"
+        else:
+            chosen = min(candidates, key=lambda k: candidates[k][0])
+            source = "model"
+        seconds, value, what = candidates[chosen]
+        others = ", ".join(f"{k} {v[0] * 1e6:.1f}" for k, v in candidates.items() if k != chosen)
+        if len(candidates) == 1:
+            reason = (f"none: W_hh {w_mb:.1f} MiB fits neither one block per SM nor one cluster "
+                      f"({budget // 1024} KiB shared memory per block); one launch per step")
+        else:
+            reason = (f"{'forced by the user; ' if source == 'user' else ''}{chosen}: {what}; "
+                      f"predicted {seconds * 1e6:.1f} µs/step (others, µs: {others})")
+        return replace(l, persistence=Decision(value, reason, source))
     return plan.map_layers(decide)
