@@ -129,6 +129,18 @@ GRID_BARRIER_SECONDS = 1.5e-6  # software grid barrier on an H100, 8–132 block
 PERSISTENT_TILE_SECONDS = 1.7e-6
 
 
+def resident_shared_bytes(tile, hidden: int, gates: int, itemsize: int) -> int:
+    """Shared memory of a persistent block (grid or cluster): the resident W_hhᵀ slice
+    (K rows padded to the K tile, 16-byte aligned), h of its batch tile for all K
+    ([k][row + 4]) and the K-split partial sums."""
+    k_rows = math.ceil(hidden / tile.k_tile) * tile.k_tile
+    w = (k_rows * tile.units_per_block * gates * itemsize + 15) // 16 * 16
+    h = k_rows * (tile.batch_per_block + 4) * 4
+    partial = (tile.k_split - 1) * tile.batch_per_thread * tile.units_per_thread * gates * \
+        (tile.threads // tile.k_split) * 4
+    return w + h + partial
+
+
 @dataclass(frozen=True)
 class PersistentTile:
     """Tile of the grid-persistent step: a block owns `units_per_block` units for the
@@ -149,12 +161,7 @@ class PersistentTile:
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
         """Must equal SHARED_BYTES in recurrent_persistent.cu.j2 (a static_assert checks)."""
-        k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
-        w = (k_rows * self.units_per_block * gates * itemsize + 15) // 16 * 16
-        h = k_rows * (self.batch_per_block + 4) * 4
-        partial = (self.k_split - 1) * self.batch_per_thread * self.units_per_thread * gates * \
-            (self.threads // self.k_split) * 4
-        return w + h + partial
+        return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
 def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile,
@@ -223,14 +230,10 @@ class ClusterTile:
             (self.batch_per_block // self.batch_per_thread) * self.k_split
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
-        """Must equal SHARED_BYTES in recurrent_cluster.cu.j2 (a static_assert checks)."""
-        k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
-        w = (k_rows * self.units_per_block * gates * itemsize + 15) // 16 * 16
-        h_full = k_rows * (self.batch_per_block + 4) * 4
+        """Must equal SHARED_BYTES in recurrent_cluster.cu.j2 (a static_assert checks):
+        the resident tile plus the double-buffered slice of h the peers read."""
         h_own = 2 * self.batch_per_block * self.units_per_block * 4
-        partial = (self.k_split - 1) * self.batch_per_thread * self.units_per_thread * gates * \
-            (self.threads // self.k_split) * 4
-        return w + h_full + h_own + partial
+        return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
