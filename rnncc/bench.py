@@ -102,15 +102,6 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "compile_s": compile_s}
 
 
-def environment() -> dict:
-    from .cli import _environment
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    return _environment(torch) | {"tf32": False}
-
-
 def table(results: list[dict]) -> str:
     head = (f"{'config':<34} {'persist':>7} {'rnncc ms':>9} {'µs/step':>8} {'cuDNN ms':>9} "
             f"{'µs/step':>8} {'speedup':>8} {'agree':>6}")
@@ -160,7 +151,14 @@ def plot(results: list[dict], path: Path) -> None:
 
 def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeats: int) -> int:
     configs = quick_configs(cells) if quick else issue_configs(cells)
-    env = environment()
+    import torch
+
+    from .cli import _environment
+
+    # Exact float32 on both sides: cuDNN may not use TF32 where rnncc does not.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    env = _environment(torch) | {"tf32": False}
     results = []
     for i, cfg in enumerate(configs):
         _progress(i, len(configs), cfg.label)

@@ -149,6 +149,10 @@ class CompiledModel:
                                      k.dynamic_shared)
                 functions[k.name] = (fn, module)
             self._functions = functions
+            # Grid-persistent kernels: how many blocks the device holds at once, checked
+            # before each launch (computed once, from the compiled kernel).
+            self._resident = {k.name: self._co_resident_blocks(k) for k in self.kernels
+                              if k.family == "recurrent_persistent"}
             # Grid barriers of persistent kernels: [arrivals, generation], zeroed once.
             self._barrier = cuda.mem_alloc(8)
             cuda.memset_d32(self._barrier, 0, 2)
@@ -345,10 +349,11 @@ class CompiledModel:
     def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
         proj_fn = self._functions[f"{l.name}_input_projection"][0]
         proj_k = self.kernel(f"{l.name}_input_projection")
-        mode = l.persistence.value["mode"]
-        persistent = mode != "none"
-        step_name = f"{l.name}_recurrent_{ {'none': 'step', 'grid': 'persistent', 'cluster': 'cluster'}[mode] }"
-        step_fn, step_k = self._functions[step_name][0], self.kernel(step_name)
+        persistent = l.persistence.value["mode"] != "none"
+        # The layer's one recurrent kernel (step, persistent or cluster family).
+        step_k = next(k for k in self.kernels
+                      if k.owner == l.name and k.family.startswith("recurrent"))
+        step_fn = self._functions[step_k.name][0]
         w = self._device_weights
         GH = l.gates * l.hidden_size
         y, y_st, y_sb = tensors[l.name]
@@ -400,11 +405,10 @@ class CompiledModel:
             grid = (p["cluster"], -(-B // p["batch_per_block"]))
         else:
             grid = (-(-l.hidden_size // p["units_per_block"]), p["batch_blocks"])
-        resident = self._co_resident_blocks(k)
-        if p["mode"] == "grid" and grid[0] * grid[1] > resident:
+        if p["mode"] == "grid" and grid[0] * grid[1] > self._resident[k.name]:
             raise RuntimeCheckError(
                 f"layer '{l.name}': the persistent kernel needs {grid[0] * grid[1]} co-resident "
-                f"blocks but this GPU holds {resident}; refusing to launch (it would hang). "
+                f"blocks but this GPU holds {self._resident[k.name]}; refusing to launch (it would hang). "
                 "Compile with persistence='none' or for this device (target='device').")
         h_prev, h_sb = _previous_h(t0, h0, y, y_st, y_sb)
         xp_t, xp_b, xp_n = xproj_strides
