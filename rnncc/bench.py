@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .dtypes import DTYPES, max_relative_error
+from .dtypes import max_relative_error, tolerance
 from .timing import time_gpu
 
 S = 256
@@ -25,10 +25,22 @@ class Config:
     hidden: int
     batch: int
     seq_len: int = S
+    # "exact" or "tensor" (None: rnncc's default for the dtype). cuDNN runs with TF32 on
+    # exactly when float32 runs on tensor cores.
+    precision: str | None = None
+
+    @property
+    def math(self) -> str:
+        return self.precision or ("exact" if self.dtype == "float32" else "tensor")
+
+    @property
+    def kind(self) -> str:
+        """The dtype, or "float32 tf32" for float32 on tensor cores."""
+        return self.dtype + (" tf32" if self.dtype == "float32" and self.math == "tensor" else "")
 
     @property
     def label(self) -> str:
-        return f"{self.cell} {self.dtype} H={self.hidden} B={self.batch}"
+        return f"{self.cell} {self.kind} H={self.hidden} B={self.batch}"
 
 
 def issue_configs(cells=("lstm", "gru")) -> list[Config]:
@@ -36,7 +48,8 @@ def issue_configs(cells=("lstm", "gru")) -> list[Config]:
     out = []
     for cell in cells:
         out += [Config(cell, "float16", H, 8) for H in (256, 512, 1024)]
-        out += [Config(cell, "float32", H, B) for H in (256, 1024) for B in (1, 8, 64)]
+        out += [Config(cell, "float32", H, B, precision=p) for p in ("exact", "tensor")
+                for H in (256, 1024) for B in (1, 8, 64)]
         out += [Config(cell, "bfloat16", H, B) for H in (256, 1024) for B in (8, 64)]
         out += [Config(cell, "float16", 512, 5), Config(cell, "float16", 2048, 256)]
     return out
@@ -53,7 +66,8 @@ def target_speedup(cfg: Config) -> float:
 
 def quick_configs(cells=("lstm", "gru")) -> list[Config]:
     return [Config(cell, dtype, H, B) for cell in cells
-            for dtype, H, B in (("float32", 1024, 8), ("float16", 512, 5), ("float32", 256, 64))]
+            for dtype, H, B in (("float32", 1024, 8), ("float16", 512, 5), ("float32", 256, 64))] + \
+        [Config(cell, "float32", 1024, 8, precision="tensor") for cell in cells]
 
 
 def _progress(i: int, n: int, label: str) -> None:
@@ -71,13 +85,16 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
     import rnncc
 
     torch.manual_seed(0)
+    tf32 = cfg.kind == "float32 tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     tdt = getattr(torch, cfg.dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
     module = cls(cfg.hidden, cfg.hidden).to("cuda", tdt).eval()
     model, weights = rnncc.from_torch(module)
     start = time.perf_counter()
     compiled = rnncc.compile(model, target="device", weights=weights, batch=cfg.batch,
-                             seq_len=cfg.seq_len)
+                             seq_len=cfg.seq_len, precision=cfg.math)
     inputs = [torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt)
               for _ in range(3)]
     with torch.no_grad():
@@ -86,12 +103,12 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         theirs = module(inputs[0])[0]
         error = max_relative_error(ours.float().cpu().numpy(), theirs.float().cpu().numpy())
         # Both sides approximate the exact function in this dtype: allow twice the tolerance.
-        agree = error <= 2 * DTYPES[cfg.dtype].tolerance
+        agree = error <= 2 * tolerance(cfg.dtype, cfg.math)
         turn = iter(range(10**9))
         t_ours = time_gpu(lambda: compiled(inputs[next(turn) % 3]), warmup, repeats)
         t_theirs = time_gpu(lambda: module(inputs[next(turn) % 3]), warmup, repeats)
     plan = compiled.plan.layers[0]
-    return {**asdict(cfg), "agree": agree, "max_relative_error_vs_cudnn": error,
+    return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree, "max_relative_error_vs_cudnn": error,
             "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
             "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
             "speedup": t_theirs.median_ms / t_ours.median_ms,
@@ -99,38 +116,40 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
             "target_speedup": target_speedup(cfg),
             "persistence": plan.persistence.value["mode"], "layout": plan.layout.value,
+            "math": plan.persistence.value.get("math", "fma"), "tf32": tf32,
             "compile_s": compile_s}
 
 
 def table(results: list[dict]) -> str:
-    head = (f"{'config':<34} {'persist':>7} {'rnncc ms':>9} {'µs/step':>8} {'cuDNN ms':>9} "
+    head = (f"{'config':<39} {'persist':>7} {'rnncc ms':>9} {'µs/step':>8} {'cuDNN ms':>9} "
             f"{'µs/step':>8} {'speedup':>8} {'agree':>6}")
     rows = [head, "-" * len(head)]
     for r in results:
-        label = f"{r['cell']} {r['dtype']} H={r['hidden']} B={r['batch']}"
-        rows.append(f"{label:<34} {r['persistence']:>7} {r['rnncc_ms']:>9.3f} "
+        label = f"{r['cell']} {r['kind']} H={r['hidden']} B={r['batch']}"
+        rows.append(f"{label:<39} {r['persistence']:>7} {r['rnncc_ms']:>9.3f} "
                     f"{r['rnncc_us_per_step']:>8.2f} {r['cudnn_ms']:>9.3f} {r['cudnn_us_per_step']:>8.2f} "
                     f"{r['speedup']:>7.2f}× {'yes' if r['agree'] else 'NO':>6}")
     return "\n".join(rows)
 
 
 def plot(results: list[dict], path: Path) -> None:
-    """µs per step against H, one panel per (cell, dtype), one colour per batch size:
-    rnncc solid, cuDNN dashed."""
+    """µs per step against H, one panel per (cell, dtype or float32 tf32), one colour per
+    batch size: rnncc solid, cuDNN dashed."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cells = sorted({r["cell"] for r in results})
-    dtypes = [d for d in ("float32", "float16", "bfloat16") if any(r["dtype"] == d for r in results)]
+    dtypes = [d for d in ("float32", "float32 tf32", "float16", "bfloat16")
+              if any(r["kind"] == d for r in results)]
     fig, axes = plt.subplots(len(cells), len(dtypes), figsize=(5 * len(dtypes), 4 * len(cells)),
                              squeeze=False)
     for row, cell in enumerate(cells):
         for col, dtype in enumerate(dtypes):
             ax = axes[row][col]
-            batches = sorted({r["batch"] for r in results if r["cell"] == cell and r["dtype"] == dtype})
+            batches = sorted({r["batch"] for r in results if r["cell"] == cell and r["kind"] == dtype})
             for batch in batches:
-                rs = sorted((r for r in results if (r["cell"], r["dtype"], r["batch"]) == (cell, dtype, batch)),
+                rs = sorted((r for r in results if (r["cell"], r["kind"], r["batch"]) == (cell, dtype, batch)),
                             key=lambda r: r["hidden"])
                 hs = [r["hidden"] for r in rs]
                 line, = ax.plot(hs, [r["rnncc_us_per_step"] for r in rs], "o-", label=f"rnncc B={batch}")
@@ -155,10 +174,7 @@ def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeat
 
     from .cli import _environment
 
-    # Exact float32 on both sides: cuDNN may not use TF32 where rnncc does not.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    env = _environment(torch) | {"tf32": False}
+    env = _environment(torch)
     results = []
     for i, cfg in enumerate(configs):
         _progress(i, len(configs), cfg.label)
@@ -171,7 +187,9 @@ def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeat
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {"environment": env, "seq_len": S, "layers": 1,
               "method": f"CUDA events, {warmup} warm-up calls, median of {repeats}, inputs "
-                        "rotated among 3 sets; each config checked against cuDNN first",
+                        "rotated among 3 sets; each config checked against cuDNN first; "
+                        "cuDNN with TF32 on exactly in the rows where rnncc runs float32 on "
+                        "tensor cores (tf32: true)",
               "results": results}
     (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {out_dir / (stem + '.json')}")

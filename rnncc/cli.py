@@ -33,6 +33,9 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
     p.add_argument("--persistence", choices=["none", "grid", "cluster"],
                    help="force a launch per step (none) or one launch for the sequence "
                         "(grid: grid barrier; cluster: thread-block clusters)")
+    p.add_argument("--precision", choices=["exact", "tensor"],
+                   help="products in fp32 FMA (exact) or on tensor cores (tensor; TF32 for "
+                        "float32). Default: tensor for fp16/bf16, exact for float32")
 
 
 def _compile(args, seq_len=None, batch=None):
@@ -40,7 +43,7 @@ def _compile(args, seq_len=None, batch=None):
 
     return rnncc.compile(args.spec, target=args.target, seq_len=seq_len or args.seq_len,
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
-                         persistence=args.persistence,
+                         persistence=args.persistence, precision=args.precision,
                          seed=getattr(args, "seed", 0))
 
 

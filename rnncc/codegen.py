@@ -196,17 +196,21 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
 
     mode = l.persistence.value["mode"]
     if mode in ("grid", "cluster"):
-        family, template = {"grid": ("recurrent_persistent", "recurrent_persistent.cu.j2"),
-                            "cluster": ("recurrent_cluster", "recurrent_cluster.cu.j2")}[mode]
+        # The same family (launch and arguments) on FMA or on tensor cores.
+        tile = l.persistence.value
+        family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
+        tensor = tile["math"] == "tensor"
+        template = f"{family}{'_tensor' if tensor else ''}.cu.j2"
         name = f"{l.name}_{family}"
         params = persistent_params(l, barrier=mode == "grid")
-        tile = l.persistence.value
         source = env.get_template(template).render(
-            kernel=_header(plan, what + f", recurrent steps, persistent ({mode})", decisions),
+            kernel=_header(plan, what + f", recurrent steps, persistent ({mode}"
+                           f"{', tensor cores' if tensor else ''})", decisions),
             entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell, tile=tile,
             shared_bytes=tile["shared_bytes"], **common)
-        block = (tile["units_per_block"] // tile["units_per_thread"],
-                 tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+        block = (tile["threads"], 1, 1) if tensor else \
+            (tile["units_per_block"] // tile["units_per_thread"],
+             tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
         out.append(KernelSource(name, family, l.name, f"rnncc_{name}", source, params, block,
                                 tile["shared_bytes"]))
         return out

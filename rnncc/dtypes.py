@@ -32,6 +32,29 @@ DTYPES: dict[str, DType] = {
 }
 
 
+# How the recurrent and projection products are computed (CompileOptions.precision).
+PRECISIONS: dict[str, str] = {
+    "exact": "fp32 FMA on the stored values: every product exact in fp32",
+    "tensor": "tensor cores (mma.sync), fp32 accumulation: fp16/bf16 operands as stored "
+              "(products exact in fp32), float32 storage as TF32 (operands rounded to a "
+              "10-bit mantissa)",
+}
+# TF32 rounds both operands of every product to 2^-11 relative; the recurrence carries the
+# error through S steps. Measured worst case at S=256: see benchmarks/results/gpu-tests-*.
+TF32_TOLERANCE = 5e-3
+
+
+def tolerance(dtype: str, precision: str = "exact") -> float:
+    """The test tolerance of ``dtype`` computed in ``precision``: the dtype's own, except
+    float32 on tensor cores (TF32), whose operands are rounded below float32's precision.
+    fp16/bf16 on tensor cores multiply the stored values exactly, like FMA."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if precision == "tensor" and dtype == "float32":
+        return TF32_TOLERANCE
+    return DTYPES[dtype].tolerance
+
+
 def max_relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     """max|out - ref| / max|ref|; NaN anywhere in ``out`` gives inf."""
     out = np.asarray(out, dtype=np.float64)

@@ -36,6 +36,7 @@ class CompileOptions:
     layout: str | None = None    # force "xw" or "wx" for every layer
     unroll: int | None = None    # force F (time steps per input-projection launch)
     persistence: str | None = None  # force "none", "grid" or "cluster" (where it fits)
+    precision: str | None = None    # force "exact" (fp32 FMA) or "tensor" (tensor cores)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class LayerPlan:
     merge: str                   # how the sources form the input: "sum" | "concat"
     sources: tuple[Source, ...]
     is_output: bool              # its sequence is returned to the caller
+    precision: Decision | None = None
     layout: Decision | None = None
     gate_concat: Decision | None = None
     unroll: Decision | None = None

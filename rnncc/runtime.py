@@ -486,7 +486,8 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     for the GPU present (the h100 preset on a machine without one). ``weights``: a dict
     named like PyTorch's per layer (``l0.weight_ih`` …); by default PyTorch-style random
     weights from ``seed``. Option keywords (``seq_len``, ``batch``, ``layout``, ``unroll``,
-    ``workspace_budget``) build :class:`CompileOptions`. Nothing here touches a GPU.
+    ``persistence``, ``precision``, ``workspace_budget``) build :class:`CompileOptions`.
+    Nothing here touches a GPU.
     """
     model = spec_mod.load(spec)
     tgt = target_mod.get(target)
@@ -497,6 +498,9 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     if options.persistence not in (None, "none", "grid", "cluster"):
         raise SpecError(f"compile option 'persistence': got {options.persistence!r}, expected "
                         "'none', 'grid' or 'cluster'")
+    if options.precision not in (None, "exact", "tensor"):
+        raise SpecError(f"compile option 'precision': got {options.precision!r}, expected "
+                        "'exact' (fp32 FMA) or 'tensor' (tensor cores; TF32 for float32)")
     if options.layout not in (None, "xw", "wx"):
         raise SpecError(f"compile option 'layout': got {options.layout!r}, expected 'xw' "
                         "(Y = X·Wᵀ) or 'wx' (Yᵀ = W·Xᵀ)")

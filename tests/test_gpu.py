@@ -1,7 +1,8 @@
 """Every kernel family on the GPU against the float64 reference (run: pytest -m gpu).
 
 Inputs, weights and states are fresh random values each run; outputs and workspace are
-poisoned with NaN first (conftest); tolerances come from rnncc.dtypes, once per dtype.
+poisoned with NaN first (conftest); tolerances come from rnncc.dtypes, once per dtype and
+precision.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 import rnncc
 from rnncc import reference
-from rnncc.dtypes import DTYPES, max_relative_error, round_to
+from rnncc.dtypes import max_relative_error, round_to, tolerance
 
 pytestmark = pytest.mark.gpu
 
@@ -60,7 +61,7 @@ def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, **
     torch.cuda.synchronize()
     outs = y if isinstance(y, tuple) else (y,)
     ref_outs, ref_final = reference.run(m.model, m.device_weights(), x, state)
-    tol = DTYPES[dtype].tolerance
+    tol = tolerance(dtype, m.plan.layers[0].precision.value)
     errors = {}
     for o, got, want in zip(m.model.outputs, outs, ref_outs):
         assert isinstance(got, torch.Tensor) and got.dtype == tdt and got.is_cuda
@@ -87,10 +88,30 @@ def test_single_layer_float32(gpu, cell, hidden, batch, seq, persistence):
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("persistence", ["none", "grid"])
-def test_half_precision(gpu, cell, dtype, persistence):
-    run_and_compare(single(cell, 256, 100, dtype), 64, 5, seed=7, with_state=True,
-                    persistence=persistence)
+@pytest.mark.parametrize("persistence", ["none", "grid", "cluster"])
+def test_half_precision_on_fma(gpu, cell, dtype, persistence):
+    m, _, _ = run_and_compare(single(cell, 256, 100, dtype), 64, 5, seed=7, with_state=True,
+                              persistence=persistence, precision="exact")
+    assert m.plan.layers[0].persistence.value.get("math", "fma") == "fma"
+
+
+# Tensor cores: every cell × operand type (fp16, bf16, TF32) × persistent mode, with sizes
+# that pad every tile dimension (H=1 and 33: M and K; B=1 and 5: N) and the large shapes.
+TENSOR_SIZES = {"grid": [(33, 5, 64), (256, 8, 256), (1024, 64, 16)],
+                "cluster": [(1, 1, 7), (33, 5, 64), (256, 8, 256)]}
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("persistence,hidden,batch,seq",
+                         [(p, *size) for p, sizes in TENSOR_SIZES.items() for size in sizes])
+def test_tensor_cores(gpu, cell, dtype, persistence, hidden, batch, seq):
+    m, _, errors = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
+                                   seed=hidden + batch + seq, with_state=batch % 2 == 1,
+                                   persistence=persistence, precision="tensor")
+    v = m.plan.layers[0].persistence.value
+    assert (v["mode"], v["math"]) == (persistence, "tensor")
+    assert "mma.sync" in next(k.source for k in m.kernels if k.family.startswith("recurrent_"))
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -178,7 +199,7 @@ def test_against_torch_lstm_on_gpu(gpu, torch):
         want, (h_n, c_n) = lstm(x, (h0, c0))
     state = {f"l{i}": (h0[i].contiguous(), c0[i].contiguous()) for i in range(3)}
     y, final = m(x, state, batch_first=True)
-    tol = DTYPES["float32"].tolerance
+    tol = tolerance("float32")
     assert max_relative_error(y.cpu().numpy(), want.cpu().numpy()) <= tol
     for i in range(3):
         assert max_relative_error(final[f"l{i}"][0].cpu().numpy(), h_n[i].cpu().numpy()) <= tol
@@ -198,7 +219,7 @@ def test_numpy_cupy_gpuarray_inputs(gpu):
     assert isinstance(y_np, np.ndarray) and isinstance(y_cp, cupy.ndarray)
     assert isinstance(y_ga, gpuarray.GPUArray)
     for got in (y_np, cupy.asnumpy(y_cp), y_ga.get()):
-        assert max_relative_error(got, want) <= DTYPES["float32"].tolerance
+        assert max_relative_error(got, want) <= tolerance("float32")
 
 
 def test_wrong_device_dtype_rejected_before_launch(gpu, torch):

@@ -26,7 +26,7 @@ def test_every_layer_has_every_decision_with_a_reason():
     plan = plan_of(GNMT)
     for l in plan.layers:
         decisions = l.decisions()
-        assert set(decisions) == {"layout", "gate_concat", "unroll", "persistence",
+        assert set(decisions) == {"precision", "layout", "gate_concat", "unroll", "persistence",
                                   "projection_tile", "step_tile", "merge_fusion"}
         assert all(d.reason and d.source == "model" for d in decisions.values())
     assert plan.workspace.value["bytes"] > 0
@@ -119,3 +119,35 @@ def test_explain_names_every_decision():
     for word in ("layout", "gate_concat", "unroll", "persistence", "step_tile", "merge_fusion",
                  "output encoder_out", "workspace"):
         assert word in text
+
+
+def test_precision_defaults_and_tolerances():
+    """fp16/bf16 go to tensor cores by default (their products are exact either way);
+    float32 stays exact unless TF32 is asked for, and TF32 gets its own tolerance."""
+    from rnncc.dtypes import DTYPES, TF32_TOLERANCE, tolerance
+
+    for dtype, default in (("float16", "tensor"), ("bfloat16", "tensor"), ("float32", "exact")):
+        d = plan_of(lstm(H=256, I=256, dtype=dtype), batch=8).layers[0].precision
+        assert d.value == default and d.source == "model" and d.reason
+    forced = plan_of(lstm(H=256, I=256), batch=8, precision="tensor").layers[0]
+    assert forced.precision.source == "user"
+    assert forced.persistence.value["math"] == "tensor" and "mma.sync" in forced.persistence.reason
+    exact = plan_of(lstm(H=256, I=256, dtype="float16"), batch=8, precision="exact").layers[0]
+    assert exact.persistence.value["math"] == "fma"
+    assert tolerance("float32", "tensor") == TF32_TOLERANCE > tolerance("float32") == DTYPES["float32"].tolerance
+    assert tolerance("float16", "tensor") == DTYPES["float16"].tolerance
+    with pytest.raises(rnncc.SpecError, match="compile option 'precision': got 'tf16'"):
+        plan_of(lstm(), precision="tf16")
+
+
+def test_tensor_tiles_fit_and_cover_the_units():
+    """Tensor-core tiles: M = units·G rows padded to 16-row tiles, batch tiles of 8, at most
+    512 threads, shared memory as the template computes it, every unit owned."""
+    for dtype, H, B in (("float16", 1024, 8), ("float16", 256, 64), ("float32", 1024, 8), ("bfloat16", 33, 5)):
+        v = plan_of(lstm(H=H, I=16, dtype=dtype), batch=B, precision="tensor").layers[0].persistence.value
+        assert v["math"] == "tensor" and v["mode"] in ("grid", "cluster")
+        assert v["m_tiles"] * 16 >= v["units_per_block"] * 4 and v["batch_per_block"] % 8 == 0
+        assert v["threads"] == 32 * v["m_tiles"] * v["k_split"] <= 512
+        assert v["shared_bytes"] <= 227 * 1024
+        owners = v["cluster"] if v["mode"] == "cluster" else v["blocks"] // v["batch_blocks"]
+        assert owners * v["units_per_block"] >= H

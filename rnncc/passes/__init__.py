@@ -14,10 +14,11 @@ from .geometry import plan_projection_tile, plan_step_tile
 from .layout import plan_layout
 from .merges import plan_merges
 from .persistence import plan_persistence
+from .precision import plan_precision
 from .unroll import plan_unroll
 from .workspace import plan_workspace
 
-PASSES = (plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_step_tile,
+PASSES = (plan_precision, plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_step_tile,
           plan_persistence, plan_merges, plan_workspace)
 
 

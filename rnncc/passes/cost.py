@@ -273,3 +273,109 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
                         if 32 <= t.threads <= 512:
                             out.append(t)
     return out
+
+
+# Tensor-core persistent steps (mma.sync, fp32 accumulation). One m16n8k16 (fp16/bf16)
+# or m16n8k8 (TF32) is 2048 or 1024 multiply-adds; an SM retires about 1024 fp16 or 512
+# TF32 multiply-adds a clock through mma.sync (about 60% of Hopper's wgmma peak), i.e.
+# 2 clocks per instruction either way. A warp's mma on one accumulator wait for each
+# other (~32 clocks of latency each); its batch columns are independent chains.
+MMA_M, MMA_N = 16, 8
+MMA_SM_CLOCKS = 2.0
+MMA_LATENCY_CLOCKS = 32.0
+
+
+def mma_k(itemsize: int) -> int:
+    """K of one mma.sync: 16 for fp16/bf16 operands, 8 for TF32."""
+    return 16 if itemsize == 2 else 8
+
+
+@dataclass(frozen=True)
+class TensorTile:
+    """Tile of a persistent step on tensor cores. A block owns `units_per_block` units,
+    i.e. M = units·G rows of W_hh (padded to `m_tiles`·16), kept in shared memory in
+    mma fragment order, and a batch tile of `batch_per_block` rows (N, a multiple of 8).
+    Its warps are m_tiles × k_split: each computes one 16-row tile for every batch column
+    over 1/k_split of K; the partial sums meet in shared memory, where the epilogue runs
+    the cell for each (unit, row). `cluster` > 0: blocks per cluster (mode cluster);
+    `batch_blocks`: blocks along y sharing the batch tiles (mode grid)."""
+
+    units_per_block: int
+    batch_per_block: int
+    k_split: int
+    m_tiles: int
+    cluster: int = 0
+    batch_blocks: int = 1
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.m_tiles * self.k_split
+
+    def k_padded(self, hidden: int, itemsize: int) -> int:
+        chunk = mma_k(itemsize) * self.k_split
+        return math.ceil(hidden / chunk) * chunk
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in the persistent templates (a static_assert checks):
+        W_hh fragments [m_tiles·16 × K] in the operand type (TF32 in 4 bytes), h of the
+        batch tile [rows][K + 16 bytes of padding] (two buffers in a cluster, where the
+        peers write the next step's while this one is read), and the K-split partial
+        sums [k_split][m_tiles·16][rows + 4] in float32."""
+        k = self.k_padded(hidden, itemsize)
+        w = self.m_tiles * MMA_M * k * itemsize
+        h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
+        partial = self.k_split * self.m_tiles * MMA_M * (self.batch_per_block + 4) * 4
+        return w + h + partial
+
+
+def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
+                   itemsize: int) -> float:
+    """One step of a persistent kernel on tensor cores: per batch tile, the longer of the
+    warps' mma chains and the SM's mma throughput, plus staging h (grid: from L2) and the
+    epilogue (PERSISTENT_TILE_SECONDS); then the grid or cluster barrier. Clusters beyond
+    what the SMs hold at once run in later waves."""
+    k_steps = tile.k_padded(hidden, itemsize) // mma_k(itemsize) // tile.k_split
+    n_tiles = tile.batch_per_block // MMA_N
+    warps = tile.m_tiles * tile.k_split
+    # Each of the SM's 4 tensor cores serves the warps of its scheduler only.
+    mma = max(k_steps * MMA_LATENCY_CLOCKS,
+              warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4))
+    batch_tiles = math.ceil(batch / tile.batch_per_block)
+    padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
+    if tile.cluster:
+        waves = math.ceil(batch_tiles * tile.cluster / target.sm_count)
+        per_tile = padding * mma / clock_hz(target) + PERSISTENT_TILE_SECONDS
+        return waves * (per_tile + cluster_sync_seconds(tile.cluster))
+    tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
+    stage = tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
+    per_tile = padding * (mma + stage) / clock_hz(target) + PERSISTENT_TILE_SECONDS
+    return tiles_per_block * per_tile + GRID_BARRIER_SECONDS
+
+
+def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
+                 mode: str) -> list[TensorTile]:
+    """Candidates for mode "grid" (one block per SM at most, as for FMA) or "cluster";
+    ≤ 512 threads, so the registers of one block per SM never limit co-residency."""
+    out = []
+    rows = [8, 16, 32, 64] if mode == "grid" else [8, 16, 32]
+    if mode == "grid":
+        shapes = []
+        for units in (1, 2, 4, 8, 16, 32, 64):
+            unit_tiles = math.ceil(hidden / units)
+            if unit_tiles > target.sm_count or (units > 1 and math.ceil(hidden / (units // 2)) <= target.sm_count):
+                continue  # too many blocks, or a smaller tile would also fit: spread the work
+            for bpb in rows:
+                batch_tiles = math.ceil(batch / bpb)
+                for bb in sorted({1, max(1, min(batch_tiles, target.sm_count // unit_tiles))}):
+                    shapes.append((units, bpb, 0, bb))
+    else:
+        sizes = [c for c in (1, 2, 4, 8) if c <= target.max_cluster_size]
+        shapes = [(math.ceil(hidden / c), bpb, c, 1) for c in sizes for bpb in rows
+                  if c == 1 or (c - 1) * math.ceil(hidden / c) < hidden]
+    for units, bpb, c, bb in shapes:
+        m_tiles = math.ceil(units * gates / MMA_M)
+        for ks in (1, 2, 4, 8):
+            t = TensorTile(units, bpb, ks, m_tiles, c, bb)
+            if t.threads <= 512:
+                out.append(t)
+    return out

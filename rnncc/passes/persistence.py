@@ -6,7 +6,9 @@ software grid barrier each step; possible when the slices fit one block per SM (
 block is co-resident). ``cluster`` (sm_90 thread-block clusters, up to 8 blocks) holds all
 of W_hhᵀ in one cluster's shared memory and exchanges h through distributed shared
 memory with a cluster barrier; clusters serve independent batch tiles. The mode with the
-lowest predicted time per step is chosen.
+lowest predicted time per step is chosen. Layers in precision ``tensor`` run both
+persistent modes on tensor cores (``TensorTile``, mma.sync); the per-step kernel of mode
+``none`` computes with FMA in either precision.
 """
 
 from dataclasses import asdict, replace
@@ -15,7 +17,8 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from .cost import (StepTile, cluster_seconds, cluster_sync_seconds, cluster_tiles,
-                   persistent_seconds, persistent_tiles, step_seconds)
+                   persistent_seconds, persistent_tiles, step_seconds, tensor_seconds,
+                   tensor_tiles)
 
 
 def plan_persistence(model, plan, target):
@@ -31,27 +34,33 @@ def plan_persistence(model, plan, target):
         if o.persistence == "none":
             return replace(l, persistence=Decision({"mode": "none"}, "forced by the user", "user"))
         candidates = {"none": (per_step, {"mode": "none"}, "one launch per step")}
-        fits = [t for t in persistent_tiles(H, G, B, target) if t.shared_bytes(H, G, itemsize) <= budget]
-        if fits:
-            best = min(fits, key=lambda t: (round(persistent_seconds(B, H, G, t, target, itemsize) * 1e8),
-                                            t.threads))
-            blocks = -(-H // best.units_per_block) * best.batch_blocks
-            value = {"mode": "grid", **asdict(best), "threads": best.threads, "blocks": blocks,
+        if l.precision.value == "tensor":
+            modes = {m: ([t for t in tensor_tiles(H, G, B, target, m)
+                          if t.shared_bytes(H, G, itemsize) <= budget], tensor_seconds)
+                     for m in ("grid", "cluster")}
+            math_, product = "tensor", "mma.sync"
+        else:
+            modes = {"grid": ([t for t in persistent_tiles(H, G, B, target)
+                               if t.shared_bytes(H, G, itemsize) <= budget], persistent_seconds),
+                     "cluster": ([t for t in cluster_tiles(H, G, B, target)
+                                  if t.shared_bytes(H, G, itemsize) <= budget], cluster_seconds)}
+            math_, product = "fma", "FMA"
+        for mode, (fits, seconds) in modes.items():
+            if not fits:
+                continue
+            best = min(fits, key=lambda t: (round(seconds(B, H, G, t, target, itemsize) * 1e8),
+                                            getattr(t, "cluster", 0), t.threads))
+            value = {"mode": mode, "math": math_, **asdict(best), "threads": best.threads,
                      "shared_bytes": best.shared_bytes(H, G, itemsize)}
-            candidates["grid"] = (persistent_seconds(B, H, G, best, target, itemsize), value,
-                                  f"W_hh resident in {blocks} blocks × {value['shared_bytes'] // 1024} KiB, "
-                                  "grid barrier")
-        fits = [t for t in cluster_tiles(H, G, B, target) if t.shared_bytes(H, G, itemsize) <= budget]
-        if fits:
-            best = min(fits, key=lambda t: (round(cluster_seconds(B, H, G, t, target, itemsize) * 1e8),
-                                            t.cluster, t.threads))
-            clusters = -(-B // best.batch_per_block)
-            value = {"mode": "cluster", **asdict(best), "threads": best.threads,
-                     "shared_bytes": best.shared_bytes(H, G, itemsize)}
-            candidates["cluster"] = (cluster_seconds(B, H, G, best, target, itemsize), value,
-                                     f"W_hh in a cluster of {best.cluster} × "
-                                     f"{value['shared_bytes'] // 1024} KiB, {clusters} cluster(s) at B={B}, "
-                                     f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs")
+            kib = value["shared_bytes"] // 1024
+            if mode == "grid":
+                value["blocks"] = -(-H // best.units_per_block) * best.batch_blocks
+                what = f"W_hh resident in {value['blocks']} blocks × {kib} KiB, {product}, grid barrier"
+            else:
+                what = (f"W_hh in a cluster of {best.cluster} × {kib} KiB, {product}, "
+                        f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
+                        f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs")
+            candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
         if o.persistence is not None and o.persistence != "none":
             if o.persistence not in candidates:
                 raise PlanError(f"layer '{l.name}', option persistence={o.persistence!r}: W_hh "
