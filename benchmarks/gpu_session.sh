@@ -2,11 +2,15 @@
 # One GPU session's evidence: the GPU tests, examples/torch_lstm.py and `rnncc run`
 # timings beside cuDNN. Writes into $OUT (default ./gpu-session-out); expects rnncc and
 # PyCUDA importable. Usage: COMMIT=<sha> bash benchmarks/gpu_session.sh
+# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit.
 set -uo pipefail
 OUT=${OUT:-gpu-session-out}
 mkdir -p "$OUT"
 day=$(date -u +%F)
+PARTS=${PARTS:-tests runs bench}
+export RNNCC_COMMIT=${COMMIT:-unknown}
 summary="$OUT/gpu-tests-$day.txt"
+if [[ " $PARTS " == *" tests "* ]]; then
 {
     echo "rnncc GPU test run, $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/device: /'
@@ -15,8 +19,10 @@ summary="$OUT/gpu-tests-$day.txt"
     echo "command: python3 -m pytest -m gpu -n 8 -rA tests/"
     python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ 2>&1 | grep -v -i "benchmark" 
 } | tee "$summary"
+fi
+if [[ " $PARTS " == *" runs "* ]]; then
 python3 examples/torch_lstm.py 2>&1 | tail -8 | tee -a "$OUT/runs-$day.txt"
-export RNNCC_COMMIT=${COMMIT:-unknown}
+
 for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/gnmt_encoder.yaml 64" \
             "examples/gru_residual.yaml 8"; do
     set -- $case
@@ -24,4 +30,7 @@ for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/g
     python3 -m rnncc.cli run "$1" --batch "$2" --seq-len 256 --json "$OUT/run-$name-$day.json" 2>&1 \
         | tee -a "$OUT/runs-$day.txt"
 done
+fi
+if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"
+fi

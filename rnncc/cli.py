@@ -79,7 +79,7 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import reference
-    from .dtypes import DTYPES, max_relative_error, round_to
+    from .dtypes import max_relative_error, round_to, tolerance
     from .timing import time_gpu
     from .weights import to_torch
 
@@ -103,7 +103,7 @@ def cmd_run(args) -> int:
     outs = y if isinstance(y, tuple) else (y,)
     if not args.no_check:
         ref, _ = reference.run(m.model, m.device_weights(), x)
-        tol = DTYPES[dtype].tolerance
+        tol = max(tolerance(dtype, l.precision.value) for l in m.plan.layers)
         for o, got, want in zip(m.model.outputs, outs, ref):
             g = got.float().cpu().numpy() if torch is not None else got.get()
             err = max_relative_error(g, want)
@@ -116,15 +116,17 @@ def cmd_run(args) -> int:
     rows = [("rnncc", t)]
     module = to_torch(m.model, m.state_dict()) if torch is not None and not args.no_torch else None
     if module is not None:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # cuDNN in the same precision: TF32 exactly when rnncc runs float32 on tensor cores.
+        tf32 = dtype == "float32" and any(l.precision.value == "tensor" for l in m.plan.layers)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
         module = module.to("cuda", getattr(torch, dtype))
         with torch.no_grad():
             want = module(xd)[0]
             got = outs[0]
             err = max_relative_error(got.float().cpu().numpy(), want.float().cpu().numpy())
             print(f"check vs torch.nn.{type(module).__name__} (cuDNN {torch.backends.cudnn.version()}, "
-                  f"TF32 off): max relative error {err:.2e}")
+                  f"TF32 {'on' if tf32 else 'off'}): max relative error {err:.2e}")
             rows.append((f"torch.nn.{type(module).__name__}", time_gpu(lambda: module(xd), args.warmup,
                                                                        args.repeats)))
     print(f"{'implementation':<20} {'median ms':>10} {'µs/step':>9} {'min..max ms':>16}")

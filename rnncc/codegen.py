@@ -185,7 +185,8 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
     name = f"{l.name}_input_projection"
     params = projection_params(l)
     tile = l.projection_tile.value
-    source = env.get_template("input_projection.cu.j2").render(
+    template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
+    source = env.get_template(template).render(
         kernel=_header(plan, what + ", input projection", decisions), entry=f"rnncc_{name}",
         params=params, K=l.input_size, GH=l.gates * l.hidden_size, tile=tile,
         layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],

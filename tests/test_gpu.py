@@ -167,6 +167,17 @@ def test_stacked_with_sum_and_concat(gpu, seq, batch, batch_first, persistence):
                     persistence=persistence)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("layout", ["xw", "wx"])
+def test_stacked_on_tensor_cores(gpu, dtype, layout):
+    """Merged inputs (sum, concat) through the tensor-core projection, both layouts, odd
+    sizes (K=19, 33·2+19+33) and every persistence the planner picks."""
+    m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), 37, 5, seed=len(dtype), with_state=True,
+                              precision="tensor", layout=layout)
+    assert all(l.projection_tile.value["math"] == "tensor" for l in m.plan.layers)
+    assert all("mma.sync" in k.source for k in m.kernels if k.family == "input_projection")
+
+
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_both_layouts_same_numbers(gpu, cell):
     spec = {"name": "layouts", "input_size": 37,

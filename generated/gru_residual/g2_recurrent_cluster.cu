@@ -6,8 +6,8 @@
 // layout: Y = X·Wᵀ -- predicted 426.7 µs vs 637.0 µs per 256-step chunk; the step kernel's reads of a unit's gates coalesce
 // gate_concat: unit-interleaved -- one GEMM of 3·H=1536 rows instead of 3; gates (r,z,n) of a unit adjacent, so the cell fuses into the step
 // unroll: 256 -- F=S: projection hoisted out of the recurrence, one GEMM of 16384×1536×512; buffer 96.0 MiB ≤ budget 512.0 MiB
-// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=222464 -- cluster: W_hh in a cluster of 8 × 217 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 14.4, grid 5.5)
-// projection_tile: bm=128 bn=128 bk=8 tm=8 tn=8 threads=256 -- 16384×1536 in 128×128 tiles: 1536 blocks of 256 threads, predicted 396.6 µs
+// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219520 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 14.4, grid 5.5)
+// projection_tile: math=tensor bm=128 bn=128 bk=32 warps_m=2 warps_n=4 threads=256 -- 16384×1536 in 128×128 tiles, mma.sync: 1536 blocks of 256 threads, predicted 86.8 µs
 // step_tile: units_per_block=4 units_per_thread=2 batch_per_block=8 batch_per_thread=4 k_split=16 k_tile=32 stages=2 async_copy=False threads=64 -- 1024 blocks of 64 threads on 132 SMs, 24 accumulators/thread, K split 16×; predicted 14.4 µs/step
 // merge_fusion: none -- single input, no merge
 
@@ -39,25 +39,6 @@ constexpr int CLUSTER = 8;            // blocks per cluster
 constexpr int MMA_K = 16;
 constexpr int PAIR = 2;   // elements per 32-bit operand register
 constexpr int KH = MMA_K / 2;
-constexpr int UNITS = 64;        // units per block (M = UNITS·G rows)
-constexpr int BATCH = 8;        // batch rows per block (N)
-constexpr int KSPLIT = 1;        // warps sharing one 16-row tile along K
-constexpr int M_TILES = 12;
-constexpr int M_PAD = M_TILES * 16;
-constexpr int N_TILES = BATCH / 8;
-constexpr int KPAD = (H + MMA_K * KSPLIT - 1) / (MMA_K * KSPLIT) * (MMA_K * KSPLIT);
-constexpr int K_STEPS = KPAD / MMA_K, SPLIT_STEPS = K_STEPS / KSPLIT;
-constexpr int HS = KPAD + 16 / (int)sizeof(T);
-constexpr int PS = BATCH + 4;
-constexpr int THREADS = 32 * M_TILES * KSPLIT;
-// One accumulator chain per batch tile of 8; with a single one, two alternating chains
-// hide the latency of dependent mma.
-constexpr int CHAINS = (N_TILES == 1 && SPLIT_STEPS % 2 == 0) ? 2 : 1;
-constexpr int W_BYTES = M_PAD * KPAD * (int)sizeof(T);
-constexpr int H_BYTES = 2 * BATCH * HS * (int)sizeof(T);
-constexpr int P_BYTES = KSPLIT * M_PAD * PS * (int)sizeof(float);
-constexpr int SHARED_BYTES = W_BYTES + H_BYTES + P_BYTES;
-static_assert(BATCH % 8 == 0 && M_TILES * 16 >= UNITS * G, "tile shape");
 
 // h of the previous step was written by other blocks during this launch: read it from L2
 // (ld.global.cg), never from a possibly stale L1 line. asm volatile, because nvcc hoisted
@@ -86,8 +67,33 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint4& a, const unsigne
 // One B register: two halves adjacent in K.
 __device__ __forceinline__ unsigned operand_bits(const T* p) { return *reinterpret_cast<const unsigned*>(p); }
 __device__ __forceinline__ T weight_operand(T w) { return w; }
-
-static_assert(SHARED_BYTES == 222464, "the runtime launches with the planned size");
+// One register of an operand stored already in its mma format (weight_operand applied).
+__device__ __forceinline__ unsigned stored_bits(const T* p) {
+    return *reinterpret_cast<const unsigned*>(p);
+}
+constexpr int UNITS = 64;        // units per block (M = UNITS·G rows)
+constexpr int BATCH = 8;        // batch rows per block (N)
+constexpr int KSPLIT = 1;        // warps sharing one 16-row tile along K
+constexpr int M_TILES = 12;
+constexpr int M_PAD = M_TILES * 16;
+constexpr int N_TILES = BATCH / 8;
+constexpr int KPAD = (H + MMA_K * KSPLIT - 1) / (MMA_K * KSPLIT) * (MMA_K * KSPLIT);
+constexpr int K_STEPS = KPAD / MMA_K, SPLIT_STEPS = K_STEPS / KSPLIT;
+constexpr int HS = KPAD + 16 / (int)sizeof(T);
+constexpr int MS = M_PAD + 4;  // row stride of partials: C fragments store conflict-free
+constexpr int THREADS = 32 * M_TILES * KSPLIT;
+// One accumulator chain per batch tile of 8; with a single one, two alternating chains
+// hide the latency of dependent mma.
+constexpr int CHAINS = (N_TILES == 1 && SPLIT_STEPS % 2 == 0) ? 2 : 1;
+constexpr int W_BYTES = M_PAD * KPAD * (int)sizeof(T);
+constexpr int H_BYTES = 2 * BATCH * HS * (int)sizeof(T);
+constexpr int P_BYTES = KSPLIT * BATCH * MS * (int)sizeof(float);
+// Elements (unit, row) of the epilogue per thread; kernels whose threads keep the same
+// elements every step hold their projection and cell state in registers.
+constexpr int EPT = (UNITS * BATCH + THREADS - 1) / THREADS;
+constexpr int SHARED_BYTES = W_BYTES + H_BYTES + P_BYTES;
+static_assert(BATCH % 8 == 0 && M_TILES * 16 >= UNITS * G, "tile shape");
+static_assert(SHARED_BYTES == 219520, "the runtime launches with the planned size");
 static_assert(CLUSTER * UNITS >= H, "the cluster covers every unit");
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
@@ -118,7 +124,7 @@ rnncc_g2_recurrent_cluster(
     auto partial_sum = [&](int m, int row) {
         float v = 0.0f;
 #pragma unroll
-        for (int s = 0; s < KSPLIT; ++s) v += partials[(s * M_PAD + m) * PS + row];
+        for (int s = 0; s < KSPLIT; ++s) v += partials[(s * BATCH + row) * MS + m];
         return v;
     };
 
@@ -135,6 +141,20 @@ rnncc_g2_recurrent_cluster(
     }
     // Both h buffers start at zero: the peers write only real units and rows.
     for (int e = tid; e < 2 * BATCH * HS; e += THREADS) h_s[e] = from_float(0.0f);
+    float xp_reg[EPT][G];
+    auto fetch_projection = [&](const float* xproj_t) {
+#pragma unroll
+        for (int i = 0; i < EPT; ++i) {
+            const int e = tid + i * THREADS, b = b_base + e / UNITS, u = u0 + e % UNITS;
+            if (e < UNITS * BATCH && b < batch && u < H) {
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+                    xp_reg[i][g] = xproj_t[(long long)b * xproj_stride_b + (long long)(u * G + g) * xproj_stride_n];
+            }
+        }
+    };
+
+    fetch_projection(xproj_all);
     cluster.sync();  // every block of the cluster runs before any writes into its shared memory
 
     for (int t = 0; t < steps; ++t) {
@@ -142,7 +162,6 @@ rnncc_g2_recurrent_cluster(
         T* h_next = h_s + ((t + 1) & 1) * BATCH * HS;
         T* h_out = y + (long long)t * y_stride_t;
         const long long h_out_stride_b = y_stride_b;
-        const float* xproj = xproj_all + (long long)t * xproj_stride_t;
         if (t == 0) {
             {
                 constexpr int VEC = 16 / (int)sizeof(T);
@@ -191,8 +210,8 @@ rnncc_g2_recurrent_cluster(
                     mma(acc[s % CHAINS][n], a, b);
                 }
             }
-            // Partial sums (chains added in a fixed order), C layout → partials[ks][m][col].
-            float* out = partials + (ks * M_PAD + mt * 16 + lane / 4) * PS + 2 * (lane % 4);
+            // Partial sums (chains added in a fixed order), C layout → partials[ks][col][m].
+            float* out = partials + (ks * BATCH + 2 * (lane % 4)) * MS + mt * 16 + lane / 4;
     #pragma unroll
             for (int n = 0; n < N_TILES; ++n) {
     #pragma unroll
@@ -200,19 +219,20 @@ rnncc_g2_recurrent_cluster(
                     float v = acc[0][n][i];
     #pragma unroll
                     for (int c = 1; c < CHAINS; ++c) v += acc[c][n][i];
-                    out[(i / 2) * 8 * PS + n * 8 + (i % 2)] = v;
+                    out[(n * 8 + i % 2) * MS + (i / 2) * 8] = v;
                 }
             }
         }
         __syncthreads();
-        for (int e = tid; e < UNITS * BATCH; e += THREADS) {
-            const int row = e % BATCH, ul = e / BATCH;  // rows fastest: partials reads conflict-free
+    #pragma unroll
+        for (int i = 0; i < EPT; ++i) {
+            const int e = tid + i * THREADS, ul = e % UNITS, row = e / UNITS;
             const int b = b_base + row, u = u0 + ul;
-            if (b >= batch || u >= H) continue;
+            if (e >= UNITS * BATCH || b >= batch || u >= H) continue;
             float xp[G], hw[G];
             #pragma unroll
             for (int g = 0; g < G; ++g) {
-                xp[g] = xproj[(long long)b * xproj_stride_b + (long long)(u * G + g) * xproj_stride_n];
+                xp[g] = xp_reg[i][g];
                 hw[g] = partial_sum(ul * G + g, row);
             }
             const float h_old = to_float(h_cur[row * HS + u]);
@@ -229,6 +249,7 @@ rnncc_g2_recurrent_cluster(
                 for (int r = 0; r < CLUSTER; ++r) *cluster.map_shared_rank(&h_next[row * HS + u], r) = h_stored;
             }
         }
+        if (t + 1 < steps) fetch_projection(xproj_all + (long long)(t + 1) * xproj_stride_t);
         // Publishes this step's h to the peers (release/acquire across the cluster); the
         // other buffer, read in this step, is written only after the next barrier.
         cluster.sync();

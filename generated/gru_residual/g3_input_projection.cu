@@ -6,29 +6,72 @@
 // layout: Y = X·Wᵀ -- predicted 426.7 µs vs 637.0 µs per 256-step chunk; the step kernel's reads of a unit's gates coalesce
 // gate_concat: unit-interleaved -- one GEMM of 3·H=1536 rows instead of 3; gates (r,z,n) of a unit adjacent, so the cell fuses into the step
 // unroll: 256 -- F=S: projection hoisted out of the recurrence, one GEMM of 16384×1536×512; buffer 96.0 MiB ≤ budget 512.0 MiB
-// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=222464 -- cluster: W_hh in a cluster of 8 × 217 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 14.4, grid 5.5)
-// projection_tile: bm=128 bn=128 bk=8 tm=8 tn=8 threads=256 -- 16384×1536 in 128×128 tiles: 1536 blocks of 256 threads, predicted 396.6 µs
+// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219520 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 14.4, grid 5.5)
+// projection_tile: math=tensor bm=128 bn=128 bk=32 warps_m=2 warps_n=4 threads=256 -- 16384×1536 in 128×128 tiles, mma.sync: 1536 blocks of 256 threads, predicted 86.8 µs
 // step_tile: units_per_block=4 units_per_thread=2 batch_per_block=8 batch_per_thread=4 k_split=16 k_tile=32 stages=2 async_copy=False threads=64 -- 1024 blocks of 64 threads on 132 SMs, 24 accumulators/thread, K split 16×; predicted 14.4 µs/step
 // merge_fusion: fused -- sum of g2, g1 computed in the projection's tile loader; the merged input is never written to memory
 
 //
-// Input projection of layer g3: Y = X·Wᵀ for F time steps at once,
-// all 3 gates in one GEMM (C = A·Bᵀ, both operands K-contiguous).
+// Input projection of layer g3 on tensor cores: Y = X·Wᵀ for F time steps at
+// once, all 3 gates in one GEMM (C = A·Bᵀ, both operands K-contiguous, which is the
+// row.col operand order of mma.sync).
 //   A = merged input X [rows, K], B = W_ih [G·H, K], C = Y  [rows, G·H]
-// rows = steps·batch (row r is time step r / batch, batch entry r % batch).
+// rows = steps·batch (row r is time step r / batch, batch entry r % batch). A block of
+// WARPS_M × WARPS_N warps computes a BM × BN tile, each warp WM × WN of it.
 
 #include <cuda_fp16.h>
 typedef __half T;  // storage type of activations and weights
 __device__ __forceinline__ float to_float(T v) { return __half2float(v); }
 __device__ __forceinline__ T from_float(float v) { return __float2half_rn(v); }
 
+// mma.sync operands: fp16, fp32 accumulation.
+constexpr int MMA_K = 16;
+constexpr int PAIR = 2;   // elements per 32-bit operand register
+constexpr int KH = MMA_K / 2;
+
+// h of the previous step was written by other blocks during this launch: read it from L2
+// (ld.global.cg), never from a possibly stale L1 line. asm volatile, because nvcc hoisted
+// __ldcg above the branch that checks the pointer for nullptr (compute-sanitizer caught
+// the relu kernel loading through a null h0).
+__device__ __forceinline__ uint4 load_coherent_16(const T* p) {
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 { %0, %1, %2, %3 }, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ T load_coherent(const T* p) {
+    unsigned short bits;
+    asm volatile("ld.global.cg.u16 %0, [%1];\n" : "=h"(bits) : "l"(p));
+    return __ushort_as_half(bits);
+}
+
+__device__ __forceinline__ void mma(float (&d)[4], const uint4& a, const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{ %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b[0]), "r"(b[1]));
+}
+
+// One B register: two halves adjacent in K.
+__device__ __forceinline__ unsigned operand_bits(const T* p) { return *reinterpret_cast<const unsigned*>(p); }
+__device__ __forceinline__ T weight_operand(T w) { return w; }
+// One register of an operand stored already in its mma format (weight_operand applied).
+__device__ __forceinline__ unsigned stored_bits(const T* p) {
+    return *reinterpret_cast<const unsigned*>(p);
+}
 
 constexpr int K = 512;            // input features (merged)
 constexpr int GH = 1536;          // gates · hidden units
-constexpr int BM = 128, BN = 128, BK = 8;
-constexpr int TM = 8, TN = 8;   // outputs per thread: two halves, BM/2 (BN/2) apart
-constexpr int THREADS = 256;
+constexpr int BM = 128, BN = 128, BK = 32;
+constexpr int WARPS_M = 2, WARPS_N = 4;
+constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's tile
+constexpr int MI = WM / 16, NI = WN / 8;              // its mma tiles
 constexpr int KTILES = (K + BK - 1) / BK;
+// Operand rows padded by 16 bytes: the 8 rows a fragment touches fall in different banks.
+constexpr int LD = BK + 16 / (int)sizeof(T);
+static_assert(BK % MMA_K == 0 && WM % 16 == 0 && WN % 8 == 0, "tile shape");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 rnncc_g3_input_projection(
@@ -44,14 +87,12 @@ rnncc_g3_input_projection(
     int rows,                                   // steps · batch in this launch (row r = step r / batch)
     int batch)                                  // B
 {
-    // Tiles in shared memory, transposed to [k][row] so a thread's TM (TN) values are
-    // adjacent; +4 keeps rows 16-byte aligned and the transposing stores conflict-free.
-    __shared__ __align__(16) float a_tile[2][BK][BM + 4];
-    __shared__ __align__(16) float b_tile[2][BK][BN + 4];
+    __shared__ __align__(16) T a_tile[2][BM][LD];
+    __shared__ __align__(16) T b_tile[2][BN][LD];
 
     const int tid = threadIdx.x;
-    const int tx = tid % (BN / TN);
-    const int ty = tid / (BN / TN);
+    const int lane = tid % 32, warp = tid / 32;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
     const int M = rows;
@@ -80,7 +121,7 @@ rnncc_g3_input_projection(
     };
     auto a_store = [&](int buf) {
 #pragma unroll
-        for (int j = 0; j < A_PER; ++j) a_tile[buf][a_k + j][a_row] = a_regs[j];
+        for (int j = 0; j < A_PER; ++j) a_tile[buf][a_row][a_k + j] = weight_operand(from_float(a_regs[j]));
     };
     // Operand B = weights: each thread loads BN·BK/THREADS consecutive k of one row.
     constexpr int B_PER = BN * BK / THREADS;
@@ -98,14 +139,16 @@ rnncc_g3_input_projection(
     };
     auto b_store = [&](int buf) {
 #pragma unroll
-        for (int j = 0; j < B_PER; ++j) b_tile[buf][b_k + j][b_row] = b_regs[j];
+        for (int j = 0; j < B_PER; ++j) b_tile[buf][b_row][b_k + j] = weight_operand(from_float(b_regs[j]));
     };
 
-    float acc[TM][TN];
+    float acc[MI][NI][4];
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
     a_load(0);
     b_load(0);
@@ -115,6 +158,7 @@ rnncc_g3_input_projection(
 
     // Double-buffered main loop: the next K tile is read from global memory into
     // registers while this one is multiplied, then stored into the other buffer.
+    const int kq = PAIR * (lane % 4);  // this lane's k within an mma
     for (int kt = 0; kt < KTILES; ++kt) {
         const int cur = kt & 1;
         const bool more = kt + 1 < KTILES;
@@ -123,24 +167,20 @@ rnncc_g3_input_projection(
             b_load((kt + 1) * BK);
         }
 #pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];
-            { const float4 v = *reinterpret_cast<const float4*>(&a_tile[cur][k][ty * (TM / 2)]);
-              a[0] = v.x; a[0 + 1] = v.y; a[0 + 2] = v.z; a[0 + 3] = v.w; }
-
-            { const float4 v = *reinterpret_cast<const float4*>(&a_tile[cur][k][BM / 2 + ty * (TM / 2)]);
-              a[TM / 2] = v.x; a[TM / 2 + 1] = v.y; a[TM / 2 + 2] = v.z; a[TM / 2 + 3] = v.w; }
-
-            { const float4 v = *reinterpret_cast<const float4*>(&b_tile[cur][k][tx * (TN / 2)]);
-              b[0] = v.x; b[0 + 1] = v.y; b[0 + 2] = v.z; b[0 + 3] = v.w; }
-
-            { const float4 v = *reinterpret_cast<const float4*>(&b_tile[cur][k][BN / 2 + tx * (TN / 2)]);
-              b[TN / 2] = v.x; b[TN / 2 + 1] = v.y; b[TN / 2 + 2] = v.z; b[TN / 2 + 3] = v.w; }
-
+        for (int k0 = 0; k0 < BK; k0 += MMA_K) {
+            uint4 a[MI];
 #pragma unroll
-            for (int i = 0; i < TM; ++i)
+            for (int i = 0; i < MI; ++i) {
+                const T* r = &a_tile[cur][wm * WM + i * 16 + lane / 4][k0 + kq];
+                a[i] = make_uint4(stored_bits(r), stored_bits(r + 8 * LD), stored_bits(r + KH), stored_bits(r + 8 * LD + KH));
+            }
 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            for (int j = 0; j < NI; ++j) {
+                const T* r = &b_tile[cur][wn * WN + j * 8 + lane / 4][k0 + kq];
+                const unsigned b[2] = {stored_bits(r), stored_bits(r + KH)};
+#pragma unroll
+                for (int i = 0; i < MI; ++i) mma(acc[i][j], a[i], b);
+            }
         }
         if (more) {
             a_store(cur ^ 1);
@@ -149,17 +189,21 @@ rnncc_g3_input_projection(
         __syncthreads();
     }
 
-    // Epilogue: + bias, store float32 (the step kernel adds h·W_hhᵀ to it).
+    // Epilogue: + bias, store float32 (the step kernel adds h·W_hhᵀ to it); C element q of
+    // an mma is row lane/4 + 8·(q/2), column 2·(lane%4) + q%2.
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int m = m0 + (i < TM / 2 ? ty * (TM / 2) + i : BM / 2 + ty * (TM / 2) + i - TM / 2);
-        if (m >= M) continue;
+    for (int i = 0; i < MI; ++i) {
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-            const int n = n0 + (j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2);
-            if (n >= N) continue;
-            const float v = acc[i][j] + bias[n];
-            xproj[(long long)m * GH + n] = v;
+        for (int q = 0; q < 4; ++q) {
+            const int m = m0 + wm * WM + i * 16 + lane / 4 + 8 * (q / 2);
+            if (m >= M) continue;
+#pragma unroll
+            for (int j = 0; j < NI; ++j) {
+                const int n = n0 + wn * WN + j * 8 + 2 * (lane % 4) + q % 2;
+                if (n >= N) continue;
+                const float v = acc[i][j][q] + bias[n];
+                xproj[(long long)m * GH + n] = v;
+            }
         }
     }
 }

@@ -320,11 +320,11 @@ class TensorTile:
         W_hh fragments [m_tiles·16 × K] in the operand type (TF32 in 4 bytes), h of the
         batch tile [rows][K + 16 bytes of padding] (two buffers in a cluster, where the
         peers write the next step's while this one is read), and the K-split partial
-        sums [k_split][m_tiles·16][rows + 4] in float32."""
+        sums [k_split][rows][m_tiles·16 + 4] in float32."""
         k = self.k_padded(hidden, itemsize)
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
-        partial = self.k_split * self.m_tiles * MMA_M * (self.batch_per_block + 4) * 4
+        partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
         return w + h + partial
 
 
@@ -379,3 +379,44 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             if t.threads <= 512:
                 out.append(t)
     return out
+
+
+@dataclass(frozen=True)
+class TensorProjectionTile:
+    """Tile of the input projection on tensor cores: a block of warps_m × warps_n warps
+    computes bm × bn of C, each warp (bm/warps_m) × (bn/warps_n) in 16×8 mma tiles."""
+
+    bm: int
+    bn: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+
+TENSOR_PROJECTION_TILES = (TensorProjectionTile(128, 128, 2, 4), TensorProjectionTile(64, 64, 2, 2))
+
+
+def tensor_projection_k_tile(itemsize: int) -> int:
+    """K per shared-memory tile: 32 halves or 16 TF32 floats, so that both operand tiles,
+    double-buffered, stay within 48 KiB of static shared memory."""
+    return 32 if itemsize == 2 else 16
+
+
+def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile,
+                              target: Target, itemsize: int) -> float:
+    """C[m,n] = A[m,k]·B[n,k]ᵀ on tensor cores: waves of tiles, each mma costing
+    MMA_SM_CLOCKS plus the shared-memory loads of its fragments (one warp-wide 32-bit load
+    a clock per SM; a warp loads 4 registers per 16-row tile and 2 per 8-column tile, so
+    larger warp tiles load less per mma); or the bytes over HBM bandwidth."""
+    tiles = math.ceil(m / tile.bm) * math.ceil(n / tile.bn)
+    blocks_per_sm = 2
+    waves = math.ceil(tiles / (target.sm_count * blocks_per_sm))
+    mi, ni = tile.bm // tile.warps_m // MMA_M, tile.bn // tile.warps_n // MMA_N
+    loads_per_mma = (4 * mi + 2 * ni) / (mi * ni)
+    mmas = (tile.bm // MMA_M) * (tile.bn // MMA_N) * math.ceil(k / mma_k(itemsize))
+    compute = waves * blocks_per_sm * mmas * (MMA_SM_CLOCKS + loads_per_mma) / clock_hz(target)
+    memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
+    return max(compute, memory)

@@ -5,7 +5,8 @@ from dataclasses import asdict, replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from .cost import PROJECTION_TILES, projection_seconds, step_seconds, step_tiles
+from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, projection_seconds, step_seconds,
+                   step_tiles, tensor_projection_k_tile, tensor_projection_seconds)
 
 
 def plan_projection_tile(model, plan, target):
@@ -15,14 +16,24 @@ def plan_projection_tile(model, plan, target):
     def decide(l):
         rows, cols = l.unroll.value * o.batch, l.gates * l.hidden_size
         m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
-        costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
-                 for t in PROJECTION_TILES}
+        tensor = l.precision.value == "tensor"
+        if tensor:
+            costs = {t: tensor_projection_seconds(m, n, l.input_size, t, target, itemsize)
+                     for t in TENSOR_PROJECTION_TILES}
+        else:
+            costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
+                     for t in PROJECTION_TILES}
         best = min(costs, key=lambda t: (round(costs[t] * 1e9), -t.bm))
         blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
-        value = dict(bm=best.bm, bn=best.bn, bk=best.bk, tm=best.tm, tn=best.tn,
-                     threads=best.threads)
-        reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles: {blocks} blocks of {best.threads} "
-                  f"threads, predicted {costs[best] * 1e6:.1f} µs")
+        if tensor:
+            value = dict(math="tensor", bm=best.bm, bn=best.bn,
+                         bk=tensor_projection_k_tile(itemsize), warps_m=best.warps_m,
+                         warps_n=best.warps_n, threads=best.threads)
+        else:
+            value = dict(math="fma", bm=best.bm, bn=best.bn, bk=best.bk, tm=best.tm, tn=best.tn,
+                         threads=best.threads)
+        reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
+                  f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
         return replace(l, projection_tile=Decision(value, reason))
     return plan.map_layers(decide)
 
