@@ -71,6 +71,7 @@ constexpr int MI = WM / 16, NI = WN / 8;              // its mma tiles
 constexpr int KTILES = (K + BK - 1) / BK;
 // Operand rows padded by 16 bytes: the 8 rows a fragment touches fall in different banks.
 constexpr int LD = BK + 16 / (int)sizeof(T);
+constexpr int VEC = 16 / (int)sizeof(T);  // elements per 16-byte global load
 static_assert(BK % MMA_K == 0 && WM % 16 == 0 && WN % 8 == 0, "tile shape");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -115,10 +116,32 @@ rnncc_g1_input_projection(
             a_regs[j] = (a_valid && k < K) ? to_float(x0[a_offset[0] + k]) : 0.0f;
         }
     };
-    auto a_store = [&](int buf) {
+    // 16-byte loads of the stored values when every chunk of VEC elements is aligned
+    // (one source with aligned pointer and strides).
+    const bool a_vector = K % VEC == 0 && reinterpret_cast<unsigned long long>(x0) % 16 == 0 && x0_stride_t % VEC == 0 && x0_stride_b % VEC == 0;
+    uint4 a_chunks[A_PER / VEC];
+    auto a_load_vector = [&](int k0) {
 #pragma unroll
-        for (int j = 0; j < A_PER; ++j) a_tile[buf][a_row][a_k + j] = weight_operand(from_float(a_regs[j]));
+        for (int v = 0; v < A_PER / VEC; ++v) {
+            const int k = k0 + a_k + v * VEC;
+            a_chunks[v] = make_uint4(0u, 0u, 0u, 0u);
+            if (a_valid && k < K)
+                a_chunks[v] = *reinterpret_cast<const uint4*>(&x0[a_offset[0] + k]);
+        }
     };
+    auto a_store = [&](int buf) {
+        if (a_vector) {
+#pragma unroll
+            for (int v = 0; v < A_PER / VEC; ++v) {
+                T* dst = &a_tile[buf][a_row][a_k + v * VEC];
+                *reinterpret_cast<uint4*>(dst) = a_chunks[v];
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < A_PER; ++j) a_tile[buf][a_row][a_k + j] = weight_operand(from_float(a_regs[j]));
+        }
+    };
+
     // Operand B = weights: each thread loads BN·BK/THREADS consecutive k of one row.
     constexpr int B_PER = BN * BK / THREADS;
     const int b_row = tid / (BK / B_PER);
@@ -133,10 +156,32 @@ rnncc_g1_input_projection(
             b_regs[j] = (b_valid && k < K) ? to_float(w_ih[(long long)b_grow * K + k]) : 0.0f;
         }
     };
-    auto b_store = [&](int buf) {
+    // 16-byte loads of the stored values when every chunk of VEC elements is aligned
+    // (weights: K a multiple of VEC).
+    const bool b_vector = K % VEC == 0;
+    uint4 b_chunks[B_PER / VEC];
+    auto b_load_vector = [&](int k0) {
 #pragma unroll
-        for (int j = 0; j < B_PER; ++j) b_tile[buf][b_row][b_k + j] = weight_operand(from_float(b_regs[j]));
+        for (int v = 0; v < B_PER / VEC; ++v) {
+            const int k = k0 + b_k + v * VEC;
+            b_chunks[v] = make_uint4(0u, 0u, 0u, 0u);
+            if (b_valid && k < K)
+                b_chunks[v] = *reinterpret_cast<const uint4*>(&w_ih[(long long)b_grow * K + k]);
+        }
     };
+    auto b_store = [&](int buf) {
+        if (b_vector) {
+#pragma unroll
+            for (int v = 0; v < B_PER / VEC; ++v) {
+                T* dst = &b_tile[buf][b_row][b_k + v * VEC];
+                *reinterpret_cast<uint4*>(dst) = b_chunks[v];
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < B_PER; ++j) b_tile[buf][b_row][b_k + j] = weight_operand(from_float(b_regs[j]));
+        }
+    };
+
 
     float acc[MI][NI][4];
 #pragma unroll
@@ -146,8 +191,12 @@ rnncc_g1_input_projection(
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
-    a_load(0);
-    b_load(0);
+    // Each operand takes its vector or element path for the whole kernel (uniform).
+    auto load = [&](int k0) {
+        if (a_vector) a_load_vector(k0); else a_load(k0);
+        if (b_vector) b_load_vector(k0); else b_load(k0);
+    };
+    load(0);
     a_store(0);
     b_store(0);
     __syncthreads();
@@ -158,10 +207,7 @@ rnncc_g1_input_projection(
     for (int kt = 0; kt < KTILES; ++kt) {
         const int cur = kt & 1;
         const bool more = kt + 1 < KTILES;
-        if (more) {
-            a_load((kt + 1) * BK);
-            b_load((kt + 1) * BK);
-        }
+        if (more) load((kt + 1) * BK);
 #pragma unroll
         for (int k0 = 0; k0 < BK; k0 += MMA_K) {
             uint4 a[MI];

@@ -77,6 +77,7 @@ rnncc_l0_input_projection(
 #pragma unroll
         for (int j = 0; j < A_PER; ++j) a_tile[buf][a_k + j][a_row] = a_regs[j];
     };
+
     // Operand B = weights: each thread loads BN·BK/THREADS consecutive k of one row.
     constexpr int B_PER = BN * BK / THREADS;
     const int b_row = tid / (BK / B_PER);
@@ -95,6 +96,7 @@ rnncc_l0_input_projection(
 #pragma unroll
         for (int j = 0; j < B_PER; ++j) b_tile[buf][b_k + j][b_row] = b_regs[j];
     };
+
 
     float acc[TM][TN];
 #pragma unroll
