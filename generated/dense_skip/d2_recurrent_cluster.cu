@@ -27,6 +27,21 @@ typedef float T;  // storage type of activations and weights
 __device__ __forceinline__ float to_float(T v) { return v; }
 __device__ __forceinline__ T from_float(float v) { return v; }
 
+// h of the previous step was written by other blocks during this launch: read it from L2
+// (ld.global.cg), never from a possibly stale L1 line. asm volatile, because nvcc hoisted
+// __ldcg above the branch that checks the pointer for nullptr (compute-sanitizer caught
+// the relu kernel loading through a null h0).
+__device__ __forceinline__ uint4 load_coherent_16(const T* p) {
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 { %0, %1, %2, %3 }, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ T load_coherent(const T* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+    return v;
+}
 // Accurate expf/tanhf (no --use_fast_math): the reference is float64.
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 

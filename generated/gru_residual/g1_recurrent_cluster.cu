@@ -28,18 +28,6 @@ typedef __half T;  // storage type of activations and weights
 __device__ __forceinline__ float to_float(T v) { return __half2float(v); }
 __device__ __forceinline__ T from_float(float v) { return __float2half_rn(v); }
 
-// Accurate expf/tanhf (no --use_fast_math): the reference is float64.
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-constexpr int H = 512;                 // hidden units (= K of the product)
-constexpr int G = 3;                 // gates per unit
-constexpr int GH = G * H;
-constexpr int CLUSTER = 8;            // blocks per cluster
-// mma.sync operands: fp16, fp32 accumulation.
-constexpr int MMA_K = 16;
-constexpr int PAIR = 2;   // elements per 32-bit operand register
-constexpr int KH = MMA_K / 2;
-
 // h of the previous step was written by other blocks during this launch: read it from L2
 // (ld.global.cg), never from a possibly stale L1 line. asm volatile, because nvcc hoisted
 // __ldcg above the branch that checks the pointer for nullptr (compute-sanitizer caught
@@ -55,6 +43,17 @@ __device__ __forceinline__ T load_coherent(const T* p) {
     asm volatile("ld.global.cg.u16 %0, [%1];\n" : "=h"(bits) : "l"(p));
     return __ushort_as_half(bits);
 }
+// Accurate expf/tanhf (no --use_fast_math): the reference is float64.
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+constexpr int H = 512;                 // hidden units (= K of the product)
+constexpr int G = 3;                 // gates per unit
+constexpr int GH = G * H;
+constexpr int CLUSTER = 8;            // blocks per cluster
+// mma.sync operands: fp16, fp32 accumulation.
+constexpr int MMA_K = 16;
+constexpr int PAIR = 2;   // elements per 32-bit operand register
+constexpr int KH = MMA_K / 2;
 
 __device__ __forceinline__ void mma(float (&d)[4], const uint4& a, const unsigned (&b)[2]) {
     asm volatile(

@@ -29,22 +29,6 @@ constexpr int MMA_K = 16;
 constexpr int PAIR = 2;   // elements per 32-bit operand register
 constexpr int KH = MMA_K / 2;
 
-// h of the previous step was written by other blocks during this launch: read it from L2
-// (ld.global.cg), never from a possibly stale L1 line. asm volatile, because nvcc hoisted
-// __ldcg above the branch that checks the pointer for nullptr (compute-sanitizer caught
-// the relu kernel loading through a null h0).
-__device__ __forceinline__ uint4 load_coherent_16(const T* p) {
-    uint4 v;
-    asm volatile("ld.global.cg.v4.u32 { %0, %1, %2, %3 }, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ T load_coherent(const T* p) {
-    unsigned short bits;
-    asm volatile("ld.global.cg.u16 %0, [%1];\n" : "=h"(bits) : "l"(p));
-    return __ushort_as_half(bits);
-}
-
 __device__ __forceinline__ void mma(float (&d)[4], const uint4& a, const unsigned (&b)[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
