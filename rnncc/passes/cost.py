@@ -184,14 +184,32 @@ def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile
             + tiles_per_block * PERSISTENT_TILE_SECONDS)
 
 
+def grid_units(hidden: int, target: Target, largest: int) -> list[int]:
+    """Units per block of a grid-persistent kernel (powers of two up to `largest`): no more
+    blocks than SMs, and the smallest such tile, so that the work spreads over the most
+    SMs. An empty list when even `largest` needs more blocks than SMs."""
+    units = 1
+    while math.ceil(hidden / units) > target.sm_count and units < largest:
+        units *= 2
+    return [units] if math.ceil(hidden / units) <= target.sm_count else []
+
+
+def cluster_sizes(target: Target) -> list[int]:
+    """Portable thread-block cluster sizes the target has (none before sm_90)."""
+    return [c for c in (1, 2, 4, 8) if c <= target.max_cluster_size]
+
+
+def every_block_owns_a_unit(cluster: int, units: int, hidden: int) -> bool:
+    """Block r of a cluster owns units [r·units, (r+1)·units): the last must own one."""
+    return (cluster - 1) * units < hidden
+
+
 def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[PersistentTile]:
     """Candidates with at most one block per SM and ≤ 256 threads, so that co-residency
     holds whatever the registers (256 × 255 < 65536) once shared memory fits."""
     out = []
-    for units in (1, 2, 4, 8, 16, 32):
+    for units in grid_units(hidden, target, largest=32):
         unit_tiles = math.ceil(hidden / units)
-        if unit_tiles > target.sm_count or (units > 1 and math.ceil(hidden / (units // 2)) <= target.sm_count):
-            continue  # too many blocks, or a smaller tile would also fit: spread the work
         for bpb in (1, 2, 4, 8, 16, 32, 64):
             for tmb in (1, 2, 4):
                 for ks in (1, 2, 4, 8, 16):
@@ -257,13 +275,11 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
 
 def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[ClusterTile]:
     out = []
-    sizes = [c for c in (1, 2, 4, 8) if c <= max(target.max_cluster_size, 1)] \
-        if target.max_cluster_size else []
-    for c in sizes:
+    for c in cluster_sizes(target):
         for tu in (1, 2, 4):
             units = math.ceil(math.ceil(hidden / c) / tu) * tu
-            if c > 1 and (c - 1) * units >= hidden:
-                continue  # a block would own no unit
+            if not every_block_owns_a_unit(c, units, hidden):
+                continue
             for bpb in (1, 2, 4, 8, 16, 32):
                 for tmb in (1, 2, 4):
                     for ks in (1, 2, 4, 8, 16):
@@ -360,18 +376,15 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
     rows = [8, 16, 32, 64] if mode == "grid" else [8, 16, 32]
     if mode == "grid":
         shapes = []
-        for units in (1, 2, 4, 8, 16, 32, 64):
+        for units in grid_units(hidden, target, largest=64):
             unit_tiles = math.ceil(hidden / units)
-            if unit_tiles > target.sm_count or (units > 1 and math.ceil(hidden / (units // 2)) <= target.sm_count):
-                continue  # too many blocks, or a smaller tile would also fit: spread the work
             for bpb in rows:
                 batch_tiles = math.ceil(batch / bpb)
                 for bb in sorted({1, max(1, min(batch_tiles, target.sm_count // unit_tiles))}):
                     shapes.append((units, bpb, 0, bb))
     else:
-        sizes = [c for c in (1, 2, 4, 8) if c <= target.max_cluster_size]
-        shapes = [(math.ceil(hidden / c), bpb, c, 1) for c in sizes for bpb in rows
-                  if c == 1 or (c - 1) * math.ceil(hidden / c) < hidden]
+        shapes = [(math.ceil(hidden / c), bpb, c, 1) for c in cluster_sizes(target) for bpb in rows
+                  if every_block_owns_a_unit(c, math.ceil(hidden / c), hidden)]
     for units, bpb, c, bb in shapes:
         m_tiles = math.ceil(units * gates / MMA_M)
         for ks in (1, 2, 4, 8):
