@@ -79,6 +79,17 @@ class StepTile:
         return tile + reduce
 
 
+def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
+    """Issue cycles of one warp for one k of an FMA step tile: its accumulators' FMAs and
+    its shared loads on 4 schedulers, or the loads queued on the SM's one shared-memory
+    pipe (STEP_LDS_CYCLES each). h comes as float4 of 4 rows; a unit's weights as one
+    float4 of its 4 gates when `float4_weights` and G = 4, else one load per gate."""
+    acc = tile.batch_per_thread * tile.units_per_thread * gates
+    w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 and float4_weights else gates)
+    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
+    return max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
+
+
 def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Target,
                  itemsize: int) -> float:
     """One recurrent step h·W_hhᵀ + cell: the busiest SM's issue cycles (FMAs and shared
@@ -91,12 +102,8 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     per_sm = math.ceil(blocks / target.sm_count)
     warps = math.ceil(tile.threads / 32)
     k_steps = math.ceil(hidden / tile.k_split)
-    acc = tile.batch_per_thread * tile.units_per_thread * gates
-    w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 else gates)  # float4 when G = 4
-    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
-    # 4 schedulers issue FMAs and loads; shared loads also queue on the SM's one
-    # shared-memory pipe (STEP_LDS_CYCLES each).
-    issue = per_sm * warps * k_steps * max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
+    # The step kernel stages float32 tiles: a unit's 4 gates are one float4 for any dtype.
+    issue = per_sm * warps * k_steps * fma_cycles_per_k(tile, gates, float4_weights=True)
     l2 = per_sm * (tile.units_per_block * gates + tile.batch_per_block) * hidden * itemsize \
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
@@ -172,11 +179,8 @@ def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile
     batch_tiles = math.ceil(batch / tile.batch_per_block)
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     warps = math.ceil(tile.threads / 32)
-    acc = tile.batch_per_thread * tile.units_per_thread * gates
-    w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 and itemsize == 4 else gates)
-    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
     issue = tiles_per_block * warps * math.ceil(hidden / tile.k_split) * \
-        max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
+        fma_cycles_per_k(tile, gates, float4_weights=itemsize == 4)
     l2 = tiles_per_block * tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
@@ -262,10 +266,8 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     clusters = math.ceil(batch / tile.batch_per_block)
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
     warps = math.ceil(tile.threads / 32)
-    acc = tile.batch_per_thread * tile.units_per_thread * gates
-    w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 and itemsize == 4 else gates)
-    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
-    issue = warps * math.ceil(hidden / tile.k_split) * max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
+    issue = warps * math.ceil(hidden / tile.k_split) * \
+        fma_cycles_per_k(tile, gates, float4_weights=itemsize == 4)
     gather = tile.batch_per_block * hidden * 4 / 32  # bytes over ~32 B/clock of DSMEM
     utilisation = min(1.0, warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(clusters * tile.batch_per_block / batch)
