@@ -65,8 +65,8 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint4& a, const unsigne
 
 // One B register: two halves adjacent in K.
 __device__ __forceinline__ unsigned operand_bits(const T* p) { return *reinterpret_cast<const unsigned*>(p); }
-__device__ __forceinline__ T weight_operand(T w) { return w; }
-// One register of an operand stored already in its mma format (weight_operand applied).
+__device__ __forceinline__ T mma_operand(T w) { return w; }
+// One register of an operand stored already in its mma format (mma_operand applied).
 __device__ __forceinline__ unsigned stored_bits(const T* p) {
     return *reinterpret_cast<const unsigned*>(p);
 }
@@ -136,7 +136,7 @@ rnncc_g2_recurrent_cluster(
         const T w = inside ? w_any : from_float(0.0f);
         const int grp = m % 8, r_row = (m % 16) / 8, kk = k % MMA_K;
         const int lane = grp * 4 + (kk % KH) / PAIR, r = r_row + 2 * (kk / KH);
-        w_frag[(((m / 16) * K_STEPS + k / MMA_K) * 32 + lane) * 4 * PAIR + r * PAIR + kk % PAIR] = weight_operand(w);
+        w_frag[(((m / 16) * K_STEPS + k / MMA_K) * 32 + lane) * 4 * PAIR + r * PAIR + kk % PAIR] = mma_operand(w);
     }
     // Both h buffers start at zero: the peers write only real units and rows.
     for (int e = tid; e < 2 * BATCH * HS; e += THREADS) h_s[e] = from_float(0.0f);

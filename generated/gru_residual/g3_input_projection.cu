@@ -39,8 +39,8 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint4& a, const unsigne
 
 // One B register: two halves adjacent in K.
 __device__ __forceinline__ unsigned operand_bits(const T* p) { return *reinterpret_cast<const unsigned*>(p); }
-__device__ __forceinline__ T weight_operand(T w) { return w; }
-// One register of an operand stored already in its mma format (weight_operand applied).
+__device__ __forceinline__ T mma_operand(T w) { return w; }
+// One register of an operand stored already in its mma format (mma_operand applied).
 __device__ __forceinline__ unsigned stored_bits(const T* p) {
     return *reinterpret_cast<const unsigned*>(p);
 }
@@ -126,7 +126,7 @@ rnncc_g3_input_projection(
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < A_PER; ++j) a_tile[buf][a_row][a_k + j] = weight_operand(from_float(a_regs[j]));
+            for (int j = 0; j < A_PER; ++j) a_tile[buf][a_row][a_k + j] = mma_operand(from_float(a_regs[j]));
         }
     };
 
@@ -166,7 +166,7 @@ rnncc_g3_input_projection(
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < B_PER; ++j) b_tile[buf][b_row][b_k + j] = weight_operand(from_float(b_regs[j]));
+            for (int j = 0; j < B_PER; ++j) b_tile[buf][b_row][b_k + j] = mma_operand(from_float(b_regs[j]));
         }
     };
 

@@ -17,14 +17,13 @@ from ..plan import Decision
 
 def plan_precision(model, plan, target):
     forced = plan.options.precision
-    half = plan.dtype in ("float16", "bfloat16")
-    operands = {"float16": "fp16", "bfloat16": "bf16", "float32": "TF32"}[plan.dtype]
 
     def decide(l):
         if forced is not None:
             return replace(l, precision=Decision(forced, f"forced by the user: {PRECISIONS[forced]}",
                                                  "user"))
-        if half:
+        if plan.dtype in ("float16", "bfloat16"):
+            operands = "fp16" if plan.dtype == "float16" else "bf16"
             reason = (f"{operands} operands as stored, products exact in fp32, fp32 accumulation: "
                       "tensor cores (mma.sync m16n8k16) give FMA's accuracy at several times its rate")
             return replace(l, precision=Decision("tensor", reason))
