@@ -96,11 +96,16 @@ def projection_params(l: LayerPlan) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def step_params(l: LayerPlan) -> tuple[Param, ...]:
+def step_params(l: LayerPlan, library_product: bool = False) -> tuple[Param, ...]:
+    """Parameters of the step kernel, or with ``library_product`` of the cell kernel that
+    follows cuBLASLt's product (hw instead of W_hhᵀ)."""
     G, H = l.gates, l.hidden_size
+    product = (_ptr("step_product", "float", f"[B, {G}·{H}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
+               if library_product else
+               _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"))
     params = [_ptr("h_prev", "T", f"[B, {H}] h of the previous step (nullptr: zeros); not aliased by h_out"),
               _i64("h_prev_stride_b", "h_prev: elements between batch entries"),
-              _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"),
+              product,
               _ptr("xproj", "float", "this step's projection: (b, u·G+g) at b·stride_b + (u·G+g)·stride_n"),
               _i64("xproj_stride_b", "xproj: elements between batch entries"),
               _i64("xproj_stride_n", "xproj: elements between gate columns")]
@@ -158,6 +163,7 @@ def merge_params(o: OutputPlan) -> tuple[Param, ...]:
 
 
 MERGE_THREADS = 256
+CELL_THREADS = 128  # the cell kernel after a cuBLASLt product: one thread per (row, unit)
 
 
 def _header(plan: Plan, what: str, decisions: list[str]) -> dict:
@@ -182,18 +188,19 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
                   merge=l.merge)
     out = []
 
-    name = f"{l.name}_input_projection"
-    params = projection_params(l)
     tile = l.projection_tile.value
-    template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
-    source = env.get_template(template).render(
-        kernel=_header(plan, what + ", input projection", decisions), entry=f"rnncc_{name}",
-        params=params, K=l.input_size, GH=l.gates * l.hidden_size, tile=tile,
-        layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],
-        operand_a="activations" if l.layout.value == "xw" else "weights",
-        operand_b="weights" if l.layout.value == "xw" else "activations", **common)
-    out.append(KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
-                            (tile["threads"], 1, 1)))
+    if tile["math"] != "cublas":  # else the runtime calls cuBLASLt: no kernel of rnncc's
+        name = f"{l.name}_input_projection"
+        params = projection_params(l)
+        template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
+        source = env.get_template(template).render(
+            kernel=_header(plan, what + ", input projection", decisions), entry=f"rnncc_{name}",
+            params=params, K=l.input_size, GH=l.gates * l.hidden_size, tile=tile,
+            layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],
+            operand_a="activations" if l.layout.value == "xw" else "weights",
+            operand_b="weights" if l.layout.value == "xw" else "activations", **common)
+        out.append(KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
+                                (tile["threads"], 1, 1)))
 
     mode = l.persistence.value["mode"]
     if mode in ("grid", "cluster"):
@@ -217,6 +224,15 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
         return out
 
     name = f"{l.name}_recurrent_step"
+    if l.persistence.value["math"] == "cublas":
+        params = step_params(l, library_product=True)
+        source = env.get_template("recurrent_step_cell.cu.j2").render(
+            kernel=_header(plan, what + ", cell of a recurrent step (product in cuBLASLt)", decisions),
+            entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell,
+            threads=CELL_THREADS, **common)
+        out.append(KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params,
+                                (CELL_THREADS, 1, 1)))
+        return out
     params = step_params(l)
     tile = l.step_tile.value
     source = env.get_template("recurrent_step.cu.j2").render(

@@ -37,6 +37,8 @@ class CompileOptions:
     unroll: int | None = None    # force F (time steps per input-projection launch)
     persistence: str | None = None  # force "none", "grid" or "cluster" (where it fits)
     precision: str | None = None    # force "exact" (fp32 FMA) or "tensor" (tensor cores)
+    gemm: str | None = None         # force "rnncc" (own kernels only) or "cublas" (cuBLASLt
+                                    # for every projection and per-step product it can run)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import arrays, build, codegen, spec as spec_mod, target as target_mod
+from . import arrays, build, codegen, cublaslt, spec as spec_mod, target as target_mod
 from . import weights as weights_mod
 from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceUnavailable, RuntimeCheckError, SpecError
@@ -149,6 +149,10 @@ class CompiledModel:
                                      k.dynamic_shared)
                 functions[k.name] = (fn, module)
             self._functions = functions
+            # cuBLASLt, where the plan hands it GEMMs (a handle and workspace per model).
+            uses_library = any(l.projection_tile.value["math"] == "cublas"
+                               or l.persistence.value["math"] == "cublas" for l in self.plan.layers)
+            self._library = cublaslt.CublasLt() if uses_library else None
             # Grid-persistent kernels: how many blocks the device holds at once, checked
             # before each launch (computed once, from the compiled kernel).
             self._resident = {k.name: self._co_resident_blocks(k) for k in self.kernels
@@ -191,8 +195,9 @@ class CompiledModel:
         if self._workspace_key != (seq_len, batch):
             need = workspace_bytes(self.plan, seq_len, batch)
             ws: dict[str, Any] = {"projection": self._alloc(max(need["projection"], 4))}
-            if need["cell_state"]:
-                ws["cell_state"] = self._alloc(need["cell_state"])
+            for part in ("cell_state", "step_product"):
+                if need[part]:
+                    ws[part] = self._alloc(need[part])
             item = DTYPES[self.model.dtype].itemsize
             for l in self.plan.layers:
                 if not l.is_output:
@@ -347,37 +352,37 @@ class CompiledModel:
         return per_sm * dev.get_attribute(a.MULTIPROCESSOR_COUNT)
 
     def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
-        proj_fn = self._functions[f"{l.name}_input_projection"][0]
-        proj_k = self.kernel(f"{l.name}_input_projection")
         persistent = l.persistence.value["mode"] != "none"
-        # The layer's one recurrent kernel (step, persistent or cluster family).
+        # The layer's one recurrent kernel (step, cell, persistent or cluster family).
         step_k = next(k for k in self.kernels
                       if k.owner == l.name and k.family.startswith("recurrent"))
         step_fn = self._functions[step_k.name][0]
+        library_product = l.persistence.value["math"] == "cublas"
         w = self._device_weights
         GH = l.gates * l.hidden_size
         y, y_st, y_sb = tensors[l.name]
         xproj = int(ws["projection"])
         cell = int(ws["cell_state"]) if l.cell == "lstm" else 0
-        pt, st = l.projection_tile.value, l.step_tile.value
+        st = l.step_tile.value
         chunk = min(l.unroll.value, S)
-        step_grid = (math.ceil(l.hidden_size / st["units_per_block"]),
-                     math.ceil(B / st["batch_per_block"]))
+        if library_product:
+            step_grid = (math.ceil(l.hidden_size / step_k.block[0]), B)
+            # hw = h·W_hhᵀ: column-major GH × B = W_hhᵀ (GH × H, as stored) · h (H × B), h
+            # being h0 or a step of y (one prepared call for each row stride; the alignment
+            # is that of every step).
+            item = DTYPES[self.model.dtype].itemsize
+            h_align = cublaslt.alignment(y.ptr, y_st * item, h0.ptr if h0 is not None else 0)
+            products = {h_sb: self._library.prepare(
+                cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.hidden_size,
+                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH), align_b=h_align)
+                for h_sb in {y_sb, *([h0.strides[0]] if h0 is not None else [])}}
+        else:
+            step_grid = (math.ceil(l.hidden_size / st["units_per_block"]),
+                         math.ceil(B / st["batch_per_block"]))
         for t0 in range(0, S, chunk):
             steps = min(chunk, S - t0)
-            rows = steps * B
-            args = {"w_ih": w[f"{l.name}.w_ih"], "xproj": xproj, "rows": rows, "batch": B}
-            if l.bias:
-                args["bias"] = w[f"{l.name}.bias"]
-            for i, s in enumerate(l.sources):
-                v, s_t, s_b = tensors[s.name]
-                args |= {f"x{i}": v.offset(t0 * s_t), f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
-            if l.layout.value == "xw":
-                grid = (math.ceil(GH / pt["bn"]), math.ceil(rows / pt["bm"]))
-            else:
-                grid = (math.ceil(rows / pt["bn"]), math.ceil(GH / pt["bm"]))
-            _launch(proj_fn, proj_k, grid, args)
-            xp_t, xp_b, xp_n = _projection_strides(l.layout.value, B, GH, rows)
+            self._project(l, tensors, t0, steps, B, xproj)
+            xp_t, xp_b, xp_n = _projection_strides(l.layout.value, B, GH, steps * B)
             if persistent:
                 self._run_persistent(l, step_fn, step_k, t0, steps, S, B, y, y_st, y_sb,
                                      h0, c0, c_out, xproj, cell, (xp_t, xp_b, xp_n))
@@ -385,15 +390,57 @@ class CompiledModel:
             for j in range(steps):
                 t = t0 + j
                 h_prev, h_sb = _previous_h(t, h0, y, y_st, y_sb)
-                args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "w_hh_t": w[f"{l.name}.w_hh_t"],
+                args = {"h_prev": h_prev, "h_prev_stride_b": h_sb,
                         "xproj": xproj + j * xp_t * 4, "xproj_stride_b": xp_b, "xproj_stride_n": xp_n,
                         "h_out": y.offset(t * y_st), "h_out_stride_b": y_sb, "batch": B}
+                if library_product:
+                    if h_prev:
+                        products[h_sb](int(w[f"{l.name}.w_hh_t"]), h_prev, int(ws["step_product"]))
+                    args["step_product"] = int(ws["step_product"]) if h_prev else 0
+                else:
+                    args["w_hh_t"] = w[f"{l.name}.w_hh_t"]
                 if l.cell == "gru" and l.bias:
                     args["bias_hn"] = w[f"{l.name}.bias_hn"]
                 if l.cell == "lstm":
                     args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
                              "c_out": c_out.ptr if t == S - 1 else 0, "first_step": int(t == 0)}
                 _launch(step_fn, step_k, step_grid, args)
+
+    def _project(self, l, tensors, t0: int, steps: int, B: int, xproj: int) -> None:
+        """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
+        kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias."""
+        w = self._device_weights
+        GH, rows = l.gates * l.hidden_size, steps * B
+        tile = l.projection_tile.value
+        if tile["math"] == "cublas":
+            # Y [rows, GH] (layout xw) is column-major GH × rows: W_ih (stored I × GH, used
+            # transposed) times the source's columns. A source whose steps are not B rows
+            # apart (batch-first input) is a batch of `steps` GEMMs of B columns.
+            item = DTYPES[self.model.dtype].itemsize
+            for i, s in enumerate(l.sources):
+                v, s_t, s_b = tensors[s.name]
+                dense = s_t == B * s_b
+                g = cublaslt.Matmul(
+                    self.model.dtype, l.precision.value, m=GH, n=rows if dense else B, k=s.size,
+                    transpose_a=True, lda=l.input_size, ldb=s_b, ldd=GH,
+                    batches=1 if dense else steps, stride_b=0 if dense else s_t,
+                    stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0)
+                self._library(g, int(w[f"{l.name}.w_ih"]) + s.offset * item, v.offset(t0 * s_t),
+                              xproj, int(w[f"{l.name}.bias"]) if g.bias else 0)
+            return
+        fn = self._functions[f"{l.name}_input_projection"][0]
+        k = self.kernel(f"{l.name}_input_projection")
+        args = {"w_ih": w[f"{l.name}.w_ih"], "xproj": xproj, "rows": rows, "batch": B}
+        if l.bias:
+            args["bias"] = w[f"{l.name}.bias"]
+        for i, s in enumerate(l.sources):
+            v, s_t, s_b = tensors[s.name]
+            args |= {f"x{i}": v.offset(t0 * s_t), f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
+        if l.layout.value == "xw":
+            grid = (math.ceil(GH / tile["bn"]), math.ceil(rows / tile["bm"]))
+        else:
+            grid = (math.ceil(rows / tile["bn"]), math.ceil(GH / tile["bm"]))
+        _launch(fn, k, grid, args)
 
     def _run_persistent(self, l, fn, k, t0, steps, S, B, y, y_st, y_sb, h0, c0, c_out,
                         xproj, cell, xproj_strides) -> None:
@@ -486,7 +533,7 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     for the GPU present (the h100 preset on a machine without one). ``weights``: a dict
     named like PyTorch's per layer (``l0.weight_ih`` …); by default PyTorch-style random
     weights from ``seed``. Option keywords (``seq_len``, ``batch``, ``layout``, ``unroll``,
-    ``persistence``, ``precision``, ``workspace_budget``) build :class:`CompileOptions`.
+    ``persistence``, ``precision``, ``gemm``, ``workspace_budget``) build :class:`CompileOptions`.
     Nothing here touches a GPU.
     """
     model = spec_mod.load(spec)
@@ -501,6 +548,9 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     if options.precision not in (None, "exact", "tensor"):
         raise SpecError(f"compile option 'precision': got {options.precision!r}, expected "
                         "'exact' (fp32 FMA) or 'tensor' (tensor cores; TF32 for float32)")
+    if options.gemm not in (None, "rnncc", "cublas"):
+        raise SpecError(f"compile option 'gemm': got {options.gemm!r}, expected 'rnncc' (rnncc's "
+                        "kernels only) or 'cublas' (cuBLASLt wherever it can run a GEMM)")
     if options.layout not in (None, "xw", "wx"):
         raise SpecError(f"compile option 'layout': got {options.layout!r}, expected 'xw' "
                         "(Y = X·Wᵀ) or 'wx' (Yᵀ = W·Xᵀ)")

@@ -31,6 +31,7 @@ class Target:
     memory_bytes: int
     memory_bandwidth: float        # bytes/s, HBM
     fp32_flops: float              # FLOP/s of FFMA (2 per FMA), dense
+    tensor_flops: float            # FLOP/s of fp16/bf16 tensor cores, dense (TF32: half)
     dtypes: tuple[str, ...]        # storage dtypes the kernels may use on this target
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,16 +54,18 @@ _HOPPER = dict(
 
 PRESETS: dict[str, Target] = {
     "h100": Target(name="h100", l2_bytes=50 * 2**20, memory_bytes=80 * 10**9,
-                   memory_bandwidth=3.35e12, fp32_flops=67e12, **_HOPPER),
+                   memory_bandwidth=3.35e12, fp32_flops=67e12, tensor_flops=989e12,
+                   **_HOPPER),
     "h200": Target(name="h200", l2_bytes=60 * 2**20, memory_bytes=141 * 10**9,
-                   memory_bandwidth=4.8e12, fp32_flops=67e12, **_HOPPER),
+                   memory_bandwidth=4.8e12, fp32_flops=67e12, tensor_flops=989e12,
+                   **_HOPPER),
     "a100": Target(name="a100", arch="sm_80", compute_capability=(8, 0), sm_count=108,
                    max_threads_per_sm=2048, max_threads_per_block=1024, max_blocks_per_sm=32,
                    registers_per_sm=65536, registers_per_block=65536,
                    shared_memory_per_sm=164 * 1024, shared_memory_per_block=48 * 1024,
                    shared_memory_per_block_optin=163 * 1024, max_cluster_size=0,
                    l2_bytes=40 * 2**20, memory_bytes=80 * 10**9, memory_bandwidth=2.0e12,
-                   fp32_flops=19.5e12, dtypes=("float32", "float16", "bfloat16")),
+                   fp32_flops=19.5e12, tensor_flops=312e12, dtypes=("float32", "float16", "bfloat16")),
 }
 
 
@@ -121,4 +124,6 @@ def from_device(ordinal: int = 0) -> Target:
         memory_bandwidth=2.0 * mem_khz * 1e3 * bus_bits / 8,
         # 128 FP32 lanes per SM on sm_80/sm_90, 2 FLOP per FMA.
         fp32_flops=sms * 128 * 2 * clock_khz * 1e3,
+        # Dense fp16 FLOP per clock per SM: 4096 with sm_90's wgmma, 2048 on sm_80.
+        tensor_flops=sms * (4096 if major >= 9 else 2048) * clock_khz * 1e3,
     )

@@ -40,6 +40,10 @@ def matrix():
                                     (1024, 33, 256, 100), ("grid", "cluster", "cluster", "grid")):
         yield dict(cell=cell, layout="xw", H=H, unroll=None, dtype=dtype, bias=True, persistence=mode,
                    precision="exact" if dtype != "float32" else "tensor")
+    # cuBLASLt's products: rnncc renders only the cell kernel of each step (and the merges).
+    for cell, dtype, H in zip(CELLS, ("float16", "bfloat16", "float32", "float16"), (33, 1024, 1, 256)):
+        yield dict(cell=cell, layout="xw", H=H, unroll=4, dtype=dtype, bias=cell != "rnn_tanh",
+                   gemm="cublas")
 
 
 def compile_case(case, batch=8):
@@ -52,7 +56,7 @@ def compile_case(case, batch=8):
             "outputs": ["c", {"name": "res", "sum": ["b", "c"]}, {"name": "cat", "concat": ["input", "c"]}]}
     return rnncc.compile(spec, target="h100", layout=case["layout"], unroll=case["unroll"],
                          seq_len=16, batch=batch, persistence=case.get("persistence", "none"),
-                         precision=case.get("precision"))
+                         precision=case.get("precision"), gemm=case.get("gemm", "rnncc"))
 
 
 CASES = list(matrix())
@@ -72,7 +76,11 @@ def test_all_templates_render_and_compile(nvcc):
         families = {k.family for k in m.kernels}
         step = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}.get(
             case.get("persistence"), "recurrent_step")
-        assert families == {"input_projection", step, "merge"}
+        if case.get("gemm") == "cublas":
+            assert families == {step, "merge"}
+            assert all("after cuBLASLt" in k.source for k in m.kernels if k.family == step)
+        else:
+            assert families == {"input_projection", step, "merge"}
         if step != "recurrent_step":
             tensor = m.plan.layers[0].precision.value == "tensor"
             assert all(l.persistence.value["math"] == ("tensor" if tensor else "fma") for l in m.plan.layers)
@@ -99,7 +107,7 @@ def test_second_compile_runs_no_nvcc(nvcc, tmp_path, monkeypatch):
     m.build()
     middle = build.cache_info()
     rnncc.compile(m.model, target="h100", layout="xw", unroll=1, seq_len=16, batch=8,
-                  persistence="none").build()
+                  persistence="none", gemm="rnncc").build()
     after = build.cache_info()
     assert middle.misses - before.misses == len(m.kernels)
     assert after.misses == middle.misses and after.hits - middle.hits == len(m.kernels)

@@ -82,8 +82,26 @@ def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, **
 @pytest.mark.parametrize("persistence", ["none", "grid"])
 def test_single_layer_float32(gpu, cell, hidden, batch, seq, persistence):
     m, _, _ = run_and_compare(single(cell, hidden, input_size=hidden + 3), seq, batch,
-                              seed=hidden + batch, with_state=(batch % 2 == 1), persistence=persistence)
+                              seed=hidden + batch, with_state=(batch % 2 == 1), persistence=persistence,
+                              gemm="rnncc")
     assert m.plan.layers[0].persistence.value["mode"] == persistence
+
+
+# cuBLASLt's products (the projection and each step's h·W_hhᵀ) with rnncc's cell kernel:
+# every cell × operand type, row strides of 33 and 36 elements (pointers 2- and 8-byte
+# aligned for fp16/bf16) and a GEMM-sized step.
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("kind", ["float16", "bfloat16", "float32", "float32 tf32"])
+@pytest.mark.parametrize("hidden,batch,seq", [(33, 5, 64), (1024, 64, 7)])
+def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
+    dtype, _, tf32 = kind.partition(" ")
+    precision = "tensor" if tf32 or dtype != "float32" else "exact"
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden + seq,
+                              with_state=batch % 2 == 1, persistence="none", gemm="cublas",
+                              precision=precision)
+    l = m.plan.layers[0]
+    assert l.persistence.value == {"mode": "none", "math": "cublas"}
+    assert l.projection_tile.value == {"math": "cublas"}
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -167,13 +185,24 @@ def test_stacked_with_sum_and_concat(gpu, seq, batch, batch_first, persistence):
                     persistence=persistence)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_stacked_on_cublaslt(gpu, dtype, batch_first):
+    """Merged inputs as one cuBLASLt call per source (concat slices of W_ih at odd offsets,
+    sums accumulated), and batch-first sources as batches of per-step GEMMs."""
+    m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), 37, 5, seed=len(dtype), with_state=True,
+                              batch_first=batch_first, gemm="cublas", persistence="none")
+    assert all(l.projection_tile.value["math"] == "cublas" for l in m.plan.layers)
+    assert not any(k.family == "input_projection" for k in m.kernels)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("layout", ["xw", "wx"])
 def test_stacked_on_tensor_cores(gpu, dtype, layout):
     """Merged inputs (sum, concat) through the tensor-core projection, both layouts, odd
     sizes (K=19, 33·2+19+33) and every persistence the planner picks."""
     m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), 37, 5, seed=len(dtype), with_state=True,
-                              precision="tensor", layout=layout)
+                              precision="tensor", layout=layout, gemm="rnncc")
     assert all(l.projection_tile.value["math"] == "tensor" for l in m.plan.layers)
     assert all("mma.sync" in k.source for k in m.kernels if k.family == "input_projection")
 
@@ -184,8 +213,8 @@ def test_both_layouts_same_numbers(gpu, cell):
             "layers": [{"name": "a", "cell": cell, "hidden_size": 65},
                        {"name": "b", "cell": cell, "hidden_size": 65,
                         "input": {"concat": ["a", "input"]}}]}
-    _, xw, _ = run_and_compare(spec, 7, 5, seed=11, layout="xw")
-    _, wx, _ = run_and_compare(spec, 7, 5, seed=11, layout="wx")
+    _, xw, _ = run_and_compare(spec, 7, 5, seed=11, layout="xw", gemm="rnncc")
+    _, wx, _ = run_and_compare(spec, 7, 5, seed=11, layout="wx", gemm="rnncc")
     # Same GEMM with the operands swapped: every product and sum in the same order.
     assert all(bool((a == b).all()) for a, b in zip(xw, wx))
 

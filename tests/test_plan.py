@@ -80,7 +80,7 @@ def test_persistence_grid_when_w_hh_fits_and_is_faster():
     assert small_batch.value["mode"] == "grid" and "resident in" in small_batch.reason
     assert small_batch.value["blocks"] <= 132 and small_batch.value["shared_bytes"] <= 227 * 1024
     too_big = plan_of(lstm(H=2048, I=64, dtype="float16"), batch=8).layers[0].persistence
-    assert too_big.value == {"mode": "none"} and "fits neither" in too_big.reason
+    assert too_big.value["mode"] == "none" and "fits neither" in too_big.reason
     with pytest.raises(rnncc.PlanError, match="persistence='cluster': W_hh 16.0 MiB does not fit"):
         plan_of(lstm(), batch=8, persistence="cluster")
 
@@ -93,7 +93,7 @@ def test_cluster_when_w_hh_fits_one_cluster():
     a100 = rnncc.compile(lstm(H=256, I=256), target="a100", batch=1).plan.layers[0].persistence
     assert a100.value["mode"] != "cluster"  # no thread-block clusters before sm_90
     forced = plan_of(lstm(), batch=64, persistence="none").layers[0].persistence
-    assert forced.value == {"mode": "none"} and forced.source == "user"
+    assert forced.value["mode"] == "none" and forced.source == "user"
     with pytest.raises(rnncc.SpecError, match="compile option 'persistence': got 'wavefront'"):
         plan_of(lstm(), persistence="wavefront")
 
@@ -151,3 +151,31 @@ def test_tensor_tiles_fit_and_cover_the_units():
         assert v["shared_bytes"] <= 227 * 1024
         owners = v["cluster"] if v["mode"] == "cluster" else v["blocks"] // v["batch_blocks"]
         assert owners * v["units_per_block"] >= H
+
+
+def test_gemm_bound_layers_go_to_cublaslt():
+    # W_hh (32 MiB) fits no SM's shared memory and B=256 makes each step a GEMM of its own.
+    c = rnncc.compile(lstm(H=2048, I=2048, dtype="float16"), target="h100", batch=256)
+    l = c.plan.layers[0]
+    assert l.persistence.value == {"mode": "none", "math": "cublas"}
+    assert "h·W_hhᵀ in cuBLASLt" in l.persistence.reason and "FMA step kernel" in l.persistence.reason
+    assert l.projection_tile.value == {"math": "cublas"} and "cuBLASLt" in l.projection_tile.reason
+    # rnncc renders the cell kernel only; the step's product and the projection are library calls.
+    assert [k.name for k in c.kernels] == ["l0_recurrent_step"]
+    assert "after cuBLASLt has computed" in c.kernels[0].source
+    assert "step_product" in [p.name for p in c.kernels[0].params]
+    assert "step_product 8.0 MiB" in c.plan.workspace.reason
+
+
+def test_gemm_option_forces_or_forbids_the_library():
+    own = plan_of(lstm(H=2048, I=2048, dtype="float16"), batch=256, gemm="rnncc").layers[0]
+    assert own.persistence.value["math"] == "fma" and own.projection_tile.value["math"] == "tensor"
+    assert "cuBLASLt" not in own.persistence.reason
+    small = plan_of(lstm(H=64, I=64), batch=4, gemm="cublas", persistence="none").layers[0]
+    assert small.persistence.value["math"] == "cublas"
+    assert small.projection_tile.value == {"math": "cublas"} and small.projection_tile.source == "user"
+    # The library adds the bias per gate column only in layout Y = X·Wᵀ.
+    wx = plan_of(lstm(H=64, I=64), batch=4, gemm="cublas", layout="wx").layers[0].projection_tile
+    assert wx.value["math"] != "cublas" and "needs layout Y = X·Wᵀ" in wx.reason
+    with pytest.raises(rnncc.SpecError, match="compile option 'gemm': got 'cudnn'"):
+        plan_of(lstm(), gemm="cudnn")

@@ -435,3 +435,45 @@ def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile
     compute = waves * blocks_per_sm * mmas * (MMA_SM_CLOCKS + loads_per_mma) / clock_hz(target)
     memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
     return max(compute, memory)
+
+
+# ---- GEMMs handed to cuBLASLt -------------------------------------------------------------
+# cuBLASLt's Hopper kernels (wgmma, TMA) ran a 16384×8192×2048 fp16 GEMM at 720 TFLOPS where
+# rnncc's mma.sync projection ran at 132, and 256×8192×2048 in ≈ 16 µs a call
+# (benchmarks/results/gemm-probe-h100-2026-11-23.txt). Modelled as waves of LIBRARY_TILE²
+# output tiles at LIBRARY_EFFICIENCY of the dense peak, K split (as the library does) when
+# there are fewer tiles than SMs, plus a host cost per call (ctypes).
+LIBRARY_TILE = 128
+LIBRARY_MIN_K_SPLIT = 256  # the shortest K slice worth a split
+LIBRARY_EFFICIENCY = 0.8
+LIBRARY_CALL_SECONDS = 4e-6
+
+
+def library_flops(itemsize: int, precision: str, target: Target) -> float:
+    """Dense FLOP/s of the units a library GEMM runs on: fp16/bf16 or TF32 tensor cores, or
+    FFMA for exact float32."""
+    if precision == "exact" and itemsize == 4:
+        return target.fp32_flops
+    return target.tensor_flops / (2 if itemsize == 4 else 1)
+
+
+def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
+                         target: Target) -> float:
+    """C[m,n] (float32) = A[m,k]·B[k,n] in cuBLASLt, operands of `itemsize` bytes."""
+    tiles = math.ceil(m / LIBRARY_TILE) * math.ceil(n / LIBRARY_TILE)
+    splits = max(1, min(target.sm_count // tiles, k // LIBRARY_MIN_K_SPLIT))
+    waves = math.ceil(tiles * splits / target.sm_count)
+    per_sm = library_flops(itemsize, precision, target) / target.sm_count * LIBRARY_EFFICIENCY
+    compute = waves * 2.0 * LIBRARY_TILE * LIBRARY_TILE * math.ceil(k / splits) / per_sm
+    memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
+    return max(compute, memory) + LIBRARY_CALL_SECONDS
+
+
+def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,
+                         target: Target) -> float:
+    """One step as h·W_hhᵀ in cuBLASLt followed by rnncc's cell kernel: the GPU's time (the
+    GEMM, then the cell reading the float32 product and writing h) or the host's (a library
+    call and a kernel launch a step), whichever is longer."""
+    gemm = library_gemm_seconds(gates * hidden, batch, hidden, itemsize, precision, target)
+    cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
+    return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)

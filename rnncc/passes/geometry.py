@@ -1,12 +1,20 @@
-"""Launch geometry: the tile of each kernel family, from the cost model's candidates."""
+"""Launch geometry: the tile of each kernel family, from the cost model's candidates.
+
+The input projection may instead go to cuBLASLt (``math="cublas"``), where its predicted
+time is lower: a hoisted projection of many rows is a large GEMM, and the library's Hopper
+kernels run it at several times the rate of rnncc's mma.sync tiles. Only in layout
+``Y = X·Wᵀ``: the library adds the bias per row of its column-major output, which is per
+gate column there.
+"""
 
 import math
 from dataclasses import asdict, replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, projection_seconds, step_seconds,
-                   step_tiles, tensor_projection_k_tile, tensor_projection_seconds)
+from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
+                   projection_seconds, step_seconds, step_tiles, tensor_projection_k_tile,
+                   tensor_projection_seconds)
 
 
 def plan_projection_tile(model, plan, target):
@@ -34,6 +42,25 @@ def plan_projection_tile(model, plan, target):
                          threads=best.threads)
         reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
                   f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
+        if o.gemm == "rnncc":
+            return replace(l, projection_tile=Decision(value, reason))
+        # One library call per source: a concat's sources cover slices of K, a sum's the whole.
+        library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
+                      for s in l.sources)
+        if l.layout.value != "xw":
+            if o.gemm == "cublas":
+                reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
+            return replace(l, projection_tile=Decision(value, reason))
+        if o.gemm == "cublas" or library < costs[best]:
+            why = ("forced by the user (gemm='cublas')" if o.gemm == "cublas" else
+                   f"{rows}×{cols}×{l.input_size} GEMM"
+                   f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 else ''} "
+                   f"predicted {library * 1e6:.1f} µs in cuBLASLt "
+                   f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
+            return replace(l, projection_tile=Decision(
+                {"math": "cublas"}, why + "; bias in the library's epilogue",
+                "user" if o.gemm == "cublas" else "model"))
+        reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
         return replace(l, projection_tile=Decision(value, reason))
     return plan.map_layers(decide)
 

@@ -7,8 +7,12 @@ block is co-resident). ``cluster`` (sm_90 thread-block clusters, up to 8 blocks)
 of W_hhᵀ in one cluster's shared memory and exchanges h through distributed shared
 memory with a cluster barrier; clusters serve independent batch tiles. The mode with the
 lowest predicted time per step is chosen. Layers in precision ``tensor`` run both
-persistent modes on tensor cores (``TensorTile``, mma.sync); the per-step kernel of mode
-``none`` computes with FMA in either precision.
+persistent modes on tensor cores (``TensorTile``, mma.sync).
+
+Mode ``none`` runs each step either as rnncc's step kernel (FMA, the product and the cell
+in one launch; ``math="fma"``) or as h·W_hhᵀ in cuBLASLt followed by rnncc's cell kernel
+(``math="cublas"``): where W_hh does not fit on chip and the batch makes the step a GEMM
+of its own, the library's tensor-core kernels are the fast way through it.
 """
 
 from dataclasses import asdict, replace
@@ -17,8 +21,8 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from .cost import (StepTile, cluster_seconds, cluster_sync_seconds, cluster_tiles,
-                   persistent_seconds, persistent_tiles, step_seconds, tensor_seconds,
-                   tensor_tiles)
+                   library_step_seconds, persistent_seconds, persistent_tiles, step_seconds,
+                   tensor_seconds, tensor_tiles)
 
 
 def plan_persistence(model, plan, target):
@@ -29,11 +33,11 @@ def plan_persistence(model, plan, target):
     def decide(l):
         B, H, G = o.batch, l.hidden_size, l.gates
         step_tile = StepTile(**{k: v for k, v in l.step_tile.value.items() if k != "threads"})
-        per_step = step_seconds(B, H, G, step_tile, target, itemsize)
         w_mb = G * H * H * itemsize / 2**20
+        none = _per_step(l, o, target, itemsize, step_tile)
         if o.persistence == "none":
-            return replace(l, persistence=Decision({"mode": "none"}, "forced by the user", "user"))
-        candidates = {"none": (per_step, {"mode": "none"}, "one launch per step")}
+            return replace(l, persistence=Decision(none[1], f"forced by the user; {none[2]}", "user"))
+        candidates = {"none": none}
         if l.precision.value == "tensor":
             modes = {m: ([t for t in tensor_tiles(H, G, B, target, m)
                           if t.shared_bytes(H, G, itemsize) <= budget], tensor_seconds)
@@ -74,9 +78,27 @@ def plan_persistence(model, plan, target):
         others = ", ".join(f"{k} {v[0] * 1e6:.1f}" for k, v in candidates.items() if k != chosen)
         if len(candidates) == 1:
             reason = (f"none: W_hh {w_mb:.1f} MiB fits neither one block per SM nor one cluster "
-                      f"({budget // 1024} KiB shared memory per block); one launch per step")
+                      f"({budget // 1024} KiB shared memory per block); {what}")
         else:
             reason = (f"{'forced by the user; ' if source == 'user' else ''}{chosen}: {what}; "
                       f"predicted {seconds * 1e6:.1f} µs/step (others, µs: {others})")
         return replace(l, persistence=Decision(value, reason, source))
     return plan.map_layers(decide)
+
+
+def _per_step(l, o, target, itemsize: int, step_tile: StepTile) -> tuple[float, dict, str]:
+    """(seconds per step, value, description) of mode none: rnncc's FMA step kernel, or
+    cuBLASLt's product and rnncc's cell kernel, whichever is predicted faster (or the
+    one option ``gemm`` names)."""
+    B, H, G = o.batch, l.hidden_size, l.gates
+    fma = step_seconds(B, H, G, step_tile, target, itemsize)
+    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target)
+    use_library = o.gemm == "cublas" or (o.gemm is None and library < fma)
+    seconds = library if use_library else fma
+    if use_library:
+        what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step "
+                f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
+    else:
+        what = "rnncc's FMA step kernel, a launch per step" + (
+            "" if o.gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
+    return seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what

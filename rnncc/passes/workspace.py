@@ -16,8 +16,12 @@ def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
     proj = max(min(l.unroll.value, seq_len) * batch * l.gates * l.hidden_size * 4
                for l in plan.layers)
     cell = max([batch * l.hidden_size * 4 for l in plan.layers if l.cell == "lstm"], default=0)
+    # h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the cell kernel.
+    product = max([batch * l.gates * l.hidden_size * 4 for l in plan.layers
+                   if l.persistence.value["math"] == "cublas"], default=0)
     seqs = sum(seq_len * batch * l.hidden_size * itemsize for l in plan.layers if not l.is_output)
-    return {"projection": proj, "cell_state": cell, "layer_sequences": seqs}
+    return {"projection": proj, "cell_state": cell, "step_product": product,
+            "layer_sequences": seqs}
 
 
 def plan_workspace(model, plan, target):
