@@ -3,11 +3,11 @@
 // dtype float32 (storage), float32 arithmetic and accumulation
 // target h100 (sm_90a); tuned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
-// layout: Y = X·Wᵀ -- predicted 218.4 µs vs 358.6 µs per 256-step chunk; the step kernel's reads of a unit's gates coalesce
+// layout: Y = X·Wᵀ -- predicted 436.5 µs vs 576.7 µs per 256-step chunk; the step kernel's reads of a unit's gates coalesce
 // gate_concat: unit-interleaved -- one GEMM of 4·H=1024 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
 // unroll: 256 -- F=S: projection hoisted out of the recurrence, one GEMM of 16384×1024×384; buffer 64.0 MiB ≤ budget 512.0 MiB
 // persistence: mode=cluster math=fma cluster=8 units_per_block=32 batch_per_block=4 batch_per_thread=4 k_split=16 units_per_thread=1 k_tile=32 threads=512 shared_bytes=171008 -- cluster: W_hh in a cluster of 8 × 167 KiB, FMA, 16 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 2.2 µs/step (others, µs: none 11.1, grid 7.3)
-// projection_tile: math=fma bm=128 bn=128 bk=8 tm=8 tn=8 threads=256 -- 16384×1024 in 128×128 tiles: 1024 blocks of 256 threads, predicted 198.3 µs (cuBLASLt predicted 255.9 µs)
+// projection_tile: math=cublas -- 16384×1024×384 GEMM in 2 calls predicted 255.9 µs in cuBLASLt vs 416.5 µs in rnncc's best tile (128×128); bias in the library's epilogue
 // step_tile: units_per_block=4 units_per_thread=1 batch_per_block=16 batch_per_thread=2 k_split=8 k_tile=32 stages=3 async_copy=True threads=256 -- 256 blocks of 256 threads on 132 SMs, 8 accumulators/thread, K split 8×; predicted 11.1 µs/step
 // merge_fusion: fused -- concat of input, d1 computed in the projection's tile loader; the merged input is never written to memory
 
