@@ -8,7 +8,9 @@ product, each beside the model's prediction. Needs a GPU and PyTorch (CUDA event
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
+import time
 
 import torch
 
@@ -40,8 +42,8 @@ def projection_ms(compiled, x, B: int) -> float:
 
 
 def main() -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = os.environ.get("RNNCC_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"gemm probe, {datetime.datetime.now(datetime.UTC):%F %H:%M} UTC, commit {commit}, "
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     target = from_device()
@@ -72,6 +74,18 @@ def main() -> None:
             predicted = seconds * 1e3
             print(f"{label}: projection {rows}×{GH}×{H} in {gemm:6s} {ms:8.3f} ms "
                   f"({tflops:6.1f} TFLOPS), model {predicted:8.3f} ms")
+        # The whole forward with the step product in cuBLASLt: the host's time to queue it
+        # (a library call and a cell-kernel launch a step) against the GPU's.
+        c = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S,
+                          precision=precision, gemm="cublas", persistence="none")
+        c(x)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        c(x)
+        host = time.perf_counter() - start
+        gpu = time_gpu(lambda: c(x), 1, 5).median_ms
+        print(f"{label}: forward with cuBLASLt steps: host {host * 1e3:.2f} ms to queue "
+              f"({host / S * 1e6:.1f} µs a step), {gpu:.2f} ms in all")
         h = torch.randn(B, H, device="cuda", dtype=tdt)
         w = torch.randn(H, 4 * H, device="cuda", dtype=tdt)
         step = time_gpu(lambda: [h @ w for _ in range(100)], 2, 5).median_ms * 10

@@ -111,9 +111,7 @@ class CublasLt:
 
         self._lib = _load()
         self._lib.cublasLtGetStatusName.restype = ctypes.c_char_p
-        # Typed once, so that a per-step call passes plain ints (the other entry points
-        # are called with every argument wrapped in its ctypes type).
-        self._lib.cublasLtMatmul.argtypes = [ctypes.c_void_p] * 14 + [ctypes.c_size_t, ctypes.c_void_p]
+        # No argtypes: every argument is passed wrapped in its exact ctypes type.
         handle = ctypes.c_void_p()
         self._check(self._lib.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
         self._handle = handle
@@ -191,17 +189,19 @@ class CublasLt:
         desc, la, lb, ld, algo = self._plan(g, (alignment(align_a, g.lda * item),
                                                 alignment(align_b, g.ldb * item, g.stride_b * item),
                                                 d_align, d_align))
-        matmul, check, what = self._lib.cublasLtMatmul, self._check, g.describe()
+        matmul, check, what, ptr = self._lib.cublasLtMatmul, self._check, g.describe(), ctypes.c_void_p
         handle, one = self._handle, ctypes.byref(self._one)
         beta = ctypes.byref(self._one if g.accumulate else self._zero)
-        workspace = int(self._workspace)
+        # Everything but the three pointers as ready ctypes objects: ctypes converts those
+        # fastest, and a step's host time is mostly this call.
+        tail = (algo, ptr(int(self._workspace)), ctypes.c_size_t(WORKSPACE_BYTES), ptr(0))
 
         def run(a: int, b: int, d: int, bias: int = 0) -> None:
             if g.bias:
                 self._set(self._lib.cublasLtMatmulDescSetAttribute, desc, _DESC_BIAS_POINTER,
-                          ctypes.c_void_p(bias), "bias pointer")
-            check(matmul(handle, desc, one, a, la, b, lb, beta, d, ld, d, ld, algo, workspace,
-                         WORKSPACE_BYTES, None), what)
+                          ptr(bias), "bias pointer")
+            dp = ptr(d)
+            check(matmul(handle, desc, one, ptr(a), la, ptr(b), lb, beta, dp, ld, dp, ld, *tail), what)
         return run
 
     def __call__(self, g: Matmul, a: int, b: int, d: int, bias: int = 0) -> None:

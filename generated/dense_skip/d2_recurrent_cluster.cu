@@ -7,7 +7,7 @@
 // gate_concat: unit-interleaved -- one GEMM of 4·H=1024 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
 // unroll: 256 -- F=S: projection hoisted out of the recurrence, one GEMM of 16384×1024×384; buffer 64.0 MiB ≤ budget 512.0 MiB
 // persistence: mode=cluster math=fma cluster=8 units_per_block=32 batch_per_block=4 batch_per_thread=4 k_split=16 units_per_thread=1 k_tile=32 threads=512 shared_bytes=171008 -- cluster: W_hh in a cluster of 8 × 167 KiB, FMA, 16 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 2.2 µs/step (others, µs: none 11.1, grid 7.3)
-// projection_tile: math=cublas -- 16384×1024×384 GEMM in 2 calls predicted 255.9 µs in cuBLASLt vs 416.5 µs in rnncc's best tile (128×128); bias in the library's epilogue
+// projection_tile: math=cublas -- 16384×1024×384 GEMM in 2 calls predicted 279.9 µs in cuBLASLt vs 416.5 µs in rnncc's best tile (128×128); bias in the library's epilogue
 // step_tile: units_per_block=4 units_per_thread=1 batch_per_block=16 batch_per_thread=2 k_split=8 k_tile=32 stages=3 async_copy=True threads=256 -- 256 blocks of 256 threads on 132 SMs, 8 accumulators/thread, K split 8×; predicted 11.1 µs/step
 // merge_fusion: fused -- concat of input, d1 computed in the projection's tile loader; the merged input is never written to memory
 

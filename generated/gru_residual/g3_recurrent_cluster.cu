@@ -6,8 +6,8 @@
 // layout: Y = X·Wᵀ -- predicted 863.0 µs vs 1073.3 µs per 256-step chunk; the step kernel's reads of a unit's gates coalesce
 // gate_concat: unit-interleaved -- one GEMM of 3·H=1536 rows instead of 3; gates (r,z,n) of a unit adjacent, so the cell fuses into the step
 // unroll: 256 -- F=S: projection hoisted out of the recurrence, one GEMM of 16384×1536×512; buffer 96.0 MiB ≤ budget 512.0 MiB
-// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219520 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 13.0, grid 5.5)
-// projection_tile: math=cublas -- 16384×1536×512 GEMM in 2 calls predicted 79.1 µs in cuBLASLt vs 182.2 µs in rnncc's best tile (128×128); bias in the library's epilogue
+// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219520 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 14.4, grid 5.5)
+// projection_tile: math=cublas -- 16384×1536×512 GEMM in 2 calls predicted 103.1 µs in cuBLASLt vs 182.2 µs in rnncc's best tile (128×128); bias in the library's epilogue
 // step_tile: units_per_block=4 units_per_thread=2 batch_per_block=8 batch_per_thread=4 k_split=16 k_tile=32 stages=2 async_copy=False threads=64 -- 1024 blocks of 64 threads on 132 SMs, 24 accumulators/thread, K split 16×; predicted 14.4 µs/step
 // merge_fusion: fused -- sum of g2, g1 computed in the projection's tile loader; the merged input is never written to memory
 

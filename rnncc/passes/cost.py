@@ -449,11 +449,13 @@ def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile
 # rnncc's mma.sync projection ran at 132, and 256×8192×2048 in ≈ 16 µs a call
 # (benchmarks/results/gemm-probe-h100-2026-11-23.txt). Modelled as waves of LIBRARY_TILE²
 # output tiles at LIBRARY_EFFICIENCY of the dense peak, K split (as the library does) when
-# there are fewer tiles than SMs, plus a host cost per call (ctypes).
+# there are fewer tiles than SMs. A call also costs host time: a step of mode none with the
+# product in cuBLASLt took 26.5 µs of host time (STEP_LAUNCH_SECONDS for the cell kernel's
+# launch, the rest the library call; same file).
 LIBRARY_TILE = 128
 LIBRARY_MIN_K_SPLIT = 256  # the shortest K slice worth a split
 LIBRARY_EFFICIENCY = 0.8
-LIBRARY_CALL_SECONDS = 4e-6
+LIBRARY_CALL_SECONDS = 16e-6
 
 
 def library_flops(itemsize: int, precision: str, target: Target) -> float:
@@ -466,14 +468,15 @@ def library_flops(itemsize: int, precision: str, target: Target) -> float:
 
 def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
                          target: Target) -> float:
-    """C[m,n] (float32) = A[m,k]·B[k,n] in cuBLASLt, operands of `itemsize` bytes."""
+    """GPU time of C[m,n] (float32) = A[m,k]·B[k,n] in cuBLASLt, operands of `itemsize`
+    bytes (the host's time per call is LIBRARY_CALL_SECONDS)."""
     tiles = math.ceil(m / LIBRARY_TILE) * math.ceil(n / LIBRARY_TILE)
     splits = max(1, min(target.sm_count // tiles, k // LIBRARY_MIN_K_SPLIT))
     waves = math.ceil(tiles * splits / target.sm_count)
     per_sm = library_flops(itemsize, precision, target) / target.sm_count * LIBRARY_EFFICIENCY
     compute = waves * 2.0 * LIBRARY_TILE * LIBRARY_TILE * math.ceil(k / splits) / per_sm
     memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
-    return max(compute, memory) + LIBRARY_CALL_SECONDS
+    return max(compute, memory)
 
 
 def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,

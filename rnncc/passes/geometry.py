@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
+from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
                    projection_seconds, step_seconds, step_tiles, tensor_projection_k_tile,
                    tensor_projection_seconds)
 
@@ -46,7 +46,7 @@ def plan_projection_tile(model, plan, target):
             return replace(l, projection_tile=Decision(value, reason))
         # One library call per source: a concat's sources cover slices of K, a sum's the whole.
         library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
-                      for s in l.sources)
+                      + LIBRARY_CALL_SECONDS for s in l.sources)
         if l.layout.value != "xw":
             if o.gemm == "cublas":
                 reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
