@@ -229,7 +229,7 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
         source = env.get_template("recurrent_step_cell.cu.j2").render(
             kernel=_header(plan, what + ", cell of a recurrent step (product in cuBLASLt)", decisions),
             entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell,
-            threads=CELL_THREADS, adds_projection=l.persistence.value["adds_projection"], **common)
+            threads=CELL_THREADS, **common)
         out.append(KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params,
                                 (CELL_THREADS, 1, 1)))
         return out

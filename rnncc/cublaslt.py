@@ -58,7 +58,7 @@ class Matmul:
     stride_b: int = 0       # elements between the batches' B (A is shared)
     stride_d: int = 0
     bias: bool = False
-    accumulate: bool = False  # β = 1: add C (D itself, or the array run() is given as c)
+    accumulate: bool = False
 
     def describe(self) -> str:
         return (f"{self.m}×{self.n}×{self.k} {self.dtype} ({self.precision})"
@@ -181,9 +181,8 @@ class CublasLt:
 
     def prepare(self, g: Matmul, align_a: int = 256, align_b: int = 256,
                 align_d: int = 256) -> Callable[[int, int, int, int], None]:
-        """``run(a, b, d, bias=0, c=0)`` queueing D = op(A)·B (+ bias) (+ C, D itself unless c
-        is given) on the legacy default stream, for pointers aligned to at least ``align_*``
-        bytes (C's as D's). The descriptors and the
+        """``run(a, b, d, bias=0)`` queueing D = op(A)·B (+ bias) (+ D) on the legacy default
+        stream, for pointers aligned to at least ``align_*`` bytes. The descriptors and the
         algorithm are chosen here, once; a run costs one library call (per-step use)."""
         item = 4 if g.dtype == "float32" else 2
         d_align = alignment(align_d, g.ldd * 4, g.stride_d * 4)
@@ -197,13 +196,12 @@ class CublasLt:
         # fastest, and a step's host time is mostly this call.
         tail = (algo, ptr(int(self._workspace)), ctypes.c_size_t(WORKSPACE_BYTES), ptr(0))
 
-        def run(a: int, b: int, d: int, bias: int = 0, c: int = 0) -> None:
+        def run(a: int, b: int, d: int, bias: int = 0) -> None:
             if g.bias:
                 self._set(self._lib.cublasLtMatmulDescSetAttribute, desc, _DESC_BIAS_POINTER,
                           ptr(bias), "bias pointer")
             dp = ptr(d)
-            cp = ptr(c) if c else dp  # C has D's layout
-            check(matmul(handle, desc, one, ptr(a), la, ptr(b), lb, beta, cp, ld, dp, ld, *tail), what)
+            check(matmul(handle, desc, one, ptr(a), la, ptr(b), lb, beta, dp, ld, dp, ld, *tail), what)
         return run
 
     def __call__(self, g: Matmul, a: int, b: int, d: int, bias: int = 0) -> None:

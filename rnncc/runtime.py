@@ -372,11 +372,9 @@ class CompiledModel:
             # is that of every step).
             item = DTYPES[self.model.dtype].itemsize
             h_align = cublaslt.alignment(y.ptr, y_st * item, h0.ptr if h0 is not None else 0)
-            adds_projection = l.persistence.value["adds_projection"]
             products = {h_sb: self._library.prepare(
                 cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.hidden_size,
-                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH,
-                                accumulate=adds_projection), align_b=h_align)
+                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH), align_b=h_align)
                 for h_sb in {y_sb, *([h0.strides[0]] if h0 is not None else [])}}
         else:
             step_grid = (math.ceil(l.hidden_size / st["units_per_block"]),
@@ -396,9 +394,8 @@ class CompiledModel:
                         "xproj": xproj + j * xp_t * 4, "xproj_stride_b": xp_b, "xproj_stride_n": xp_n,
                         "h_out": y.offset(t * y_st), "h_out_stride_b": y_sb, "batch": B}
                 if library_product:
-                    if h_prev:  # (+ this step's projection rows when adds_projection)
-                        products[h_sb](int(w[f"{l.name}.w_hh_t"]), h_prev, int(ws["step_product"]),
-                                       c=args["xproj"] if adds_projection else 0)
+                    if h_prev:
+                        products[h_sb](int(w[f"{l.name}.w_hh_t"]), h_prev, int(ws["step_product"]))
                     args["step_product"] = int(ws["step_product"]) if h_prev else 0
                 else:
                     args["w_hh_t"] = w[f"{l.name}.w_hh_t"]

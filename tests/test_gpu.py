@@ -100,18 +100,8 @@ def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
                               with_state=batch % 2 == 1, persistence="none", gemm="cublas",
                               precision=precision)
     l = m.plan.layers[0]
-    assert l.persistence.value == {"mode": "none", "math": "cublas", "adds_projection": cell != "gru"}
+    assert l.persistence.value == {"mode": "none", "math": "cublas"}
     assert l.projection_tile.value == {"math": "cublas"}
-
-
-@pytest.mark.parametrize("cell", ["lstm", "rnn_relu"])
-def test_cublaslt_step_with_projection_apart(gpu, cell):
-    """Layout Yᵀ = W·Xᵀ: rnncc's projection kernel, cuBLASLt's step product without the
-    projection in its epilogue."""
-    m, _, _ = run_and_compare(single(cell, 65, 40, "bfloat16"), 9, 3, seed=4, with_state=True,
-                              persistence="none", gemm="cublas", layout="wx")
-    l = m.plan.layers[0]
-    assert l.projection_tile.value["math"] == "tensor" and l.persistence.value["adds_projection"] is False
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -157,17 +157,13 @@ def test_gemm_bound_layers_go_to_cublaslt():
     # W_hh (32 MiB) fits no SM's shared memory and B=256 makes each step a GEMM of its own.
     c = rnncc.compile(lstm(H=2048, I=2048, dtype="float16"), target="h100", batch=256)
     l = c.plan.layers[0]
-    assert l.persistence.value == {"mode": "none", "math": "cublas", "adds_projection": True}
+    assert l.persistence.value == {"mode": "none", "math": "cublas"}
     assert "h·W_hhᵀ in cuBLASLt" in l.persistence.reason and "FMA step kernel" in l.persistence.reason
     assert l.projection_tile.value == {"math": "cublas"} and "cuBLASLt" in l.projection_tile.reason
     # rnncc renders the cell kernel only; the step's product and the projection are library calls.
     assert [k.name for k in c.kernels] == ["l0_recurrent_step"]
     assert "after cuBLASLt has computed" in c.kernels[0].source
     assert "step_product" in [p.name for p in c.kernels[0].params]
-    # A GRU's n gate needs h·W_hnᵀ alone: the projection stays out of the library's epilogue.
-    gru = {"name": "g", "dtype": "float16", "input_size": 2048,
-           "layers": [{"name": "l0", "cell": "gru", "hidden_size": 2048}]}
-    assert plan_of(gru, batch=256).layers[0].persistence.value["adds_projection"] is False
     assert "step_product 8.0 MiB" in c.plan.workspace.reason
 
 

@@ -95,18 +95,10 @@ def _per_step(l, o, target, itemsize: int, step_tile: StepTile) -> tuple[float, 
     library = library_step_seconds(B, H, G, itemsize, l.precision.value, target)
     use_library = o.gemm == "cublas" or (o.gemm is None and library < fma)
     seconds = library if use_library else fma
-    # LSTM and Elman cells only need xp + hw per gate, so the library's epilogue adds this
-    # step's projection (C = its rows of Y, β = 1) and the cell kernel reads one array. A
-    # GRU keeps h·W_hnᵀ apart (r multiplies it), and layout Yᵀ = W·Xᵀ has no such rows.
-    adds_projection = use_library and l.cell != "gru" and l.layout.value == "xw"
     if use_library:
-        what = (f"h·W_hhᵀ in cuBLASLt{' (+ the projection, in its epilogue)' if adds_projection else ''}"
-                f" and the cell in rnncc's kernel, a launch per step "
+        what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step "
                 f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
     else:
         what = "rnncc's FMA step kernel, a launch per step" + (
             "" if o.gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
-    value = {"mode": "none", "math": "cublas" if use_library else "fma"}
-    if use_library:
-        value["adds_projection"] = adds_projection
-    return seconds, value, what
+    return seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what
