@@ -8,6 +8,7 @@ it and the runtime passes arguments by these names.
 from __future__ import annotations
 
 import importlib.resources
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,13 +31,14 @@ class Param:
 @dataclass(frozen=True)
 class KernelSource:
     name: str                     # unique in the model, e.g. "l1_input_projection"
-    family: str                   # "input_projection" | "recurrent_step" | "merge"
-    owner: str                    # layer or output name
+    family: str                   # "input_projection" | "recurrent_step" | "merge" | ...
+    owner: str                    # layer or output name (the first user)
     entry: str                    # the extern "C" function
     source: str
     params: tuple[Param, ...]
     block: tuple[int, int, int]
     dynamic_shared: int = 0       # bytes of dynamic shared memory per block
+    users: tuple[str, ...] = ()   # every layer that runs it (identical layers share kernels)
 
     @property
     def filename(self) -> str:
@@ -74,19 +76,20 @@ def _i32(name: str, doc: str) -> Param:
     return Param(name, "i32", f"int {name}", doc)
 
 
-def _source_params(sources) -> list[Param]:
+def _source_params(sources, named: bool = True) -> list[Param]:
     out = []
     for i, s in enumerate(sources):
-        out += [_ptr(f"x{i}", "T", f"source '{s.name}': [S, B, {s.size}], features contiguous"),
+        what = f"source '{s.name}'" if named else f"source {i}"
+        out += [_ptr(f"x{i}", "T", f"{what}: [S, B, {s.size}], features contiguous"),
                 _i64(f"x{i}_stride_t", f"x{i}: elements between time steps"),
                 _i64(f"x{i}_stride_b", f"x{i}: elements between batch entries")]
     return out
 
 
-def projection_params(l: LayerPlan) -> tuple[Param, ...]:
+def projection_params(l: LayerPlan, shared: bool = False) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     y = "[rows, G·H]" if l.layout.value == "xw" else "[G·H, rows]"
-    params = _source_params(l.sources)
+    params = _source_params(l.sources, named=not shared)
     params.append(_ptr("w_ih", "T", f"[{G}·{H}, {l.input_size}] W_ih, row u·G+g (gate g of unit u)"))
     if l.bias:
         params.append(_ptr("bias", "float", "[G·H] b_ih + b_hh folded (GRU: without b_hn), same rows"))
@@ -171,37 +174,69 @@ def _header(plan: Plan, what: str, decisions: list[str]) -> dict:
                 decisions=decisions)
 
 
-def _layer_decisions(plan: Plan, l: LayerPlan) -> list[str]:
+# The decisions each kernel of a layer depends on (and its header lists); with the layer's
+# shape they are its signature: layers with equal signatures share the kernel.
+PROJECTION_DECISIONS = ("precision", "layout", "gate_concat", "projection_tile", "merge_fusion")
+RECURRENT_DECISIONS = ("precision", "gate_concat", "persistence", "step_tile")
+
+
+def _layer_decisions(plan: Plan, l: LayerPlan, keys: tuple[str, ...]) -> list[str]:
     lines = [f"target {plan.target} ({plan.arch}); tuned for S={plan.options.seq_len}, "
              f"B={plan.options.batch}"]
     for key, d in l.decisions().items():
-        lines.append(f"{key}: {_show(d.value)} -- {d.reason}")
+        if key in keys:
+            lines.append(f"{key}: {_show(d.value)} -- {d.reason}")
     return lines
 
 
-def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
-    env = environment()
-    what = f"layer {l.name} ({l.cell}, H={l.hidden_size}, input {l.input_size})"
-    decisions = _layer_decisions(plan, l)
-    common = dict(layer=l.name, dtype=plan.dtype, gates=l.gates, bias=l.bias,
-                  sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in l.sources],
-                  merge=l.merge)
-    out = []
+def kernel_signature(l: LayerPlan, family: str) -> str:
+    """What the layer's kernel of ``family`` ("input_projection" or "recurrent") depends on."""
+    if family == "input_projection":
+        shape = [l.gates, l.hidden_size, l.input_size, l.bias, l.merge,
+                 [(s.size, s.offset) for s in l.sources]]
+        keys = PROJECTION_DECISIONS
+    else:
+        shape, keys = [l.cell, l.gates, l.hidden_size, l.bias], RECURRENT_DECISIONS
+    return json.dumps([family, shape, {k: getattr(l, k).value for k in keys}], sort_keys=True)
 
+
+def _what(l: LayerPlan, users: tuple[str, ...]) -> str:
+    layers = f"layers {', '.join(users)}" if len(users) > 1 else f"layer {l.name}"
+    return f"{layers} ({l.cell}, H={l.hidden_size}, input {l.input_size})"
+
+
+def _common(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> dict:
+    return dict(layer=", ".join(users), dtype=plan.dtype, gates=l.gates, bias=l.bias,
+                sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in l.sources],
+                merge=l.merge)
+
+
+def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> KernelSource | None:
+    """Layer l's input-projection kernel, run by ``users``; None where cuBLASLt runs it."""
     tile = l.projection_tile.value
-    if tile["math"] != "cublas":  # else the runtime calls cuBLASLt: no kernel of rnncc's
-        name = f"{l.name}_input_projection"
-        params = projection_params(l)
-        template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
-        source = env.get_template(template).render(
-            kernel=_header(plan, what + ", input projection", decisions), entry=f"rnncc_{name}",
-            params=params, K=l.input_size, GH=l.gates * l.hidden_size, tile=tile,
-            layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],
-            operand_a="activations" if l.layout.value == "xw" else "weights",
-            operand_b="weights" if l.layout.value == "xw" else "activations", **common)
-        out.append(KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
-                                (tile["threads"], 1, 1)))
+    if tile["math"] == "cublas":
+        return None
+    name = f"{l.name}_input_projection"
+    params = projection_params(l, shared=len(users) > 1)
+    template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
+    source = environment().get_template(template).render(
+        kernel=_header(plan, _what(l, users) + ", input projection",
+                       _layer_decisions(plan, l, PROJECTION_DECISIONS)),
+        entry=f"rnncc_{name}", params=params, K=l.input_size, GH=l.gates * l.hidden_size,
+        tile=tile, layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],
+        operand_a="activations" if l.layout.value == "xw" else "weights",
+        operand_b="weights" if l.layout.value == "xw" else "activations",
+        **_common(plan, l, users))
+    return KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
+                        (tile["threads"], 1, 1), users=users)
 
+
+def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> KernelSource:
+    """Layer l's recurrent kernel (step, cell, grid- or cluster-persistent), run by ``users``."""
+    env = environment()
+    what = _what(l, users)
+    decisions = _layer_decisions(plan, l, RECURRENT_DECISIONS)
+    common = _common(plan, l, users)
     mode = l.persistence.value["mode"]
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
@@ -219,9 +254,8 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
         block = (tile["threads"], 1, 1) if tensor else \
             (tile["units_per_block"] // tile["units_per_thread"],
              tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
-        out.append(KernelSource(name, family, l.name, f"rnncc_{name}", source, params, block,
-                                tile["shared_bytes"]))
-        return out
+        return KernelSource(name, family, l.name, f"rnncc_{name}", source, params, block,
+                            tile["shared_bytes"], users)
 
     name = f"{l.name}_recurrent_step"
     if l.persistence.value["math"] == "cublas":
@@ -230,9 +264,8 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
             kernel=_header(plan, what + ", cell of a recurrent step (product in cuBLASLt)", decisions),
             entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell,
             threads=CELL_THREADS, **common)
-        out.append(KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params,
-                                (CELL_THREADS, 1, 1)))
-        return out
+        return KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params,
+                            (CELL_THREADS, 1, 1), users=users)
     params = step_params(l)
     tile = l.step_tile.value
     source = env.get_template("recurrent_step.cu.j2").render(
@@ -241,8 +274,8 @@ def render_layer(plan: Plan, l: LayerPlan) -> list[KernelSource]:
         **common)
     block = (tile["units_per_block"] // tile["units_per_thread"],
              tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
-    out.append(KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params, block))
-    return out
+    return KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params, block,
+                        users=users)
 
 
 def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
@@ -256,14 +289,23 @@ def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
         threads=MERGE_THREADS,
         sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in o.sources])
     return KernelSource(name, "merge", o.name, f"rnncc_{name}", source, params,
-                        (MERGE_THREADS, 1, 1))
+                        (MERGE_THREADS, 1, 1), users=(o.name,))
 
 
 def render(plan: Plan) -> tuple[KernelSource, ...]:
-    """Every kernel of the model, in execution order."""
-    kernels: list[KernelSource] = []
+    """Every kernel of the model, in the order of first use; identical layers share theirs."""
+    # Each kernel once per signature, for every layer that has it (a stack of equal layers
+    # compiles one recurrent kernel), in the order of first use.
+    renderers = {"input_projection": render_projection, "recurrent": render_recurrent}
+    users: dict[str, tuple[LayerPlan, list[str]]] = {}
     for l in plan.layers:
-        kernels += render_layer(plan, l)
+        for family in renderers:
+            users.setdefault(kernel_signature(l, family), (l, []))[1].append(l.name)
+    kernels: list[KernelSource] = []
+    for signature, (first, names) in users.items():
+        kernel = renderers[json.loads(signature)[0]](plan, first, tuple(names))
+        if kernel is not None:
+            kernels.append(kernel)
     kernels += [render_output(plan, o) for o in plan.outputs if o.kernel is not None]
     return tuple(kernels)
 

@@ -96,6 +96,12 @@ class CompiledModel:
     def kernel(self, name: str) -> codegen.KernelSource:
         return next(k for k in self.kernels if k.name == name)
 
+    def kernel_of(self, user: str, family: str) -> codegen.KernelSource | None:
+        """The kernel of ``family`` (a prefix: "input_projection", "recurrent", "merge")
+        that layer or output ``user`` runs; None where it has none (a cuBLASLt projection)."""
+        return next((k for k in self.kernels if user in k.users and k.family.startswith(family)),
+                    None)
+
     def write(self, directory: str | os.PathLike) -> list[Path]:
         """Write one ``.cu`` per kernel and ``plan.json`` (only files whose content changed),
         and remove ``.cu`` files rnncc generated there before that this plan no longer has."""
@@ -354,8 +360,7 @@ class CompiledModel:
     def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
         persistent = l.persistence.value["mode"] != "none"
         # The layer's one recurrent kernel (step, cell, persistent or cluster family).
-        step_k = next(k for k in self.kernels
-                      if k.owner == l.name and k.family.startswith("recurrent"))
+        step_k = self.kernel_of(l.name, "recurrent")
         step_fn = self._functions[step_k.name][0]
         library_product = l.persistence.value["math"] == "cublas"
         w = self._device_weights
@@ -428,8 +433,8 @@ class CompiledModel:
                 self._library(g, int(w[f"{l.name}.w_ih"]) + s.offset * item, v.offset(t0 * s_t),
                               xproj, int(w[f"{l.name}.bias"]) if g.bias else 0)
             return
-        fn = self._functions[f"{l.name}_input_projection"][0]
-        k = self.kernel(f"{l.name}_input_projection")
+        k = self.kernel_of(l.name, "input_projection")
+        fn = self._functions[k.name][0]
         args = {"w_ih": w[f"{l.name}.w_ih"], "xproj": xproj, "rows": rows, "batch": B}
         if l.bias:
             args["bias"] = w[f"{l.name}.bias"]
@@ -474,8 +479,8 @@ class CompiledModel:
         _launch(fn, k, grid, args)
 
     def _run_merge(self, o, tensors, out, out_tb, S, B) -> None:
-        fn = self._functions[f"{o.name}_merge"][0]
-        k = self.kernel(f"{o.name}_merge")
+        k = self.kernel_of(o.name, "merge")
+        fn = self._functions[k.name][0]
         args = {"out": out.ptr, "out_stride_t": out_tb[0], "out_stride_b": out_tb[1],
                 "seq_len": S, "batch": B}
         for i, s in enumerate(o.sources):

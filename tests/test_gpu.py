@@ -219,6 +219,13 @@ def test_both_layouts_same_numbers(gpu, cell):
     assert all(bool((a == b).all()) for a, b in zip(xw, wx))
 
 
+def test_equal_layers_share_kernels(gpu):
+    stack = {"name": "stack", "input_size": 48,
+             "layers": [{"name": f"l{i}", "cell": "gru", "hidden_size": 48} for i in range(3)]}
+    m, _, _ = run_and_compare(stack, 9, 5, seed=6, with_state=True, gemm="rnncc")
+    assert [k.users for k in m.kernels] == [("l0", "l1", "l2")] * 2
+
+
 @pytest.mark.parametrize("unroll", [1, 3, 7])
 def test_unroll_factor(gpu, unroll):
     m, _, _ = run_and_compare(single("lstm", 33, 33), 7, 5, seed=5, unroll=unroll)

@@ -179,3 +179,16 @@ def test_gemm_option_forces_or_forbids_the_library():
     assert wx.value["math"] != "cublas" and "needs layout Y = X·Wᵀ" in wx.reason
     with pytest.raises(rnncc.SpecError, match="compile option 'gemm': got 'cudnn'"):
         plan_of(lstm(), gemm="cudnn")
+
+
+def test_equal_layers_share_their_kernels():
+    stack = {"name": "stack", "input_size": 48,
+             "layers": [{"name": f"l{i}", "cell": "gru", "hidden_size": 48} for i in range(3)]}
+    m = rnncc.compile(stack, target="h100", batch=5, gemm="rnncc")
+    assert [(k.family, k.users) for k in m.kernels] == [
+        ("input_projection", ("l0", "l1", "l2")), (m.kernels[1].family, ("l0", "l1", "l2"))]
+    assert "layers l0, l1, l2" in m.kernels[0].source.split("\n")[1]
+    # A different size is a different kernel.
+    stack["layers"][2]["hidden_size"] = 40
+    m = rnncc.compile(stack, target="h100", batch=5, gemm="rnncc")
+    assert [k.users for k in m.kernels] == [("l0", "l1"), ("l0", "l1"), ("l2",), ("l2",)]

@@ -3,13 +3,9 @@
 // dtype float32 (storage), float32 arithmetic and accumulation
 // target h100 (sm_90a); tuned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
-// layout: Y = X·Wᵀ -- predicted 4522.5 µs vs 5083.4 µs per 256-step chunk; the step kernel's reads of a unit's gates coalesce
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
-// unroll: 256 -- F=S: projection hoisted out of the recurrence, one GEMM of 16384×4096×1024; buffer 256.0 MiB ≤ budget 512.0 MiB
 // persistence: mode=none math=cublas -- none: h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step (rnncc's FMA step kernel: 25.5 µs/step); predicted 25.0 µs/step (others, µs: grid 33.1)
-// projection_tile: math=cublas -- 16384×4096×1024 GEMM predicted 2660.3 µs in cuBLASLt vs 4442.4 µs in rnncc's best tile (128×128); bias in the library's epilogue
 // step_tile: units_per_block=8 units_per_thread=1 batch_per_block=32 batch_per_thread=4 k_split=4 k_tile=32 stages=3 async_copy=True threads=256 -- 256 blocks of 256 threads on 132 SMs, 16 accumulators/thread, K split 4×; predicted 25.5 µs/step
-// merge_fusion: none -- single input, no merge
 
 //
 // The cell of one time step of layer l0 (lstm), after cuBLASLt has computed the
