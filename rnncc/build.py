@@ -15,15 +15,16 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from . import __version__
 from .codegen import KernelSource
@@ -45,7 +46,8 @@ def cache_dir() -> Path:
 
 
 def nvcc_flags(arch: str) -> list[str]:
-    flags = ["-cubin", f"-arch={arch}", "-O3", "-std=c++17"]
+    # -Xptxas -v: ptxas reports registers, shared memory and spills (kept beside the cubin).
+    flags = ["-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-Xptxas", "-v"]
     if os.environ.get("RNNCC_LINEINFO") == "1":
         flags.append("-lineinfo")
     return flags
@@ -75,6 +77,34 @@ def cache_key(kernel: KernelSource, arch: str) -> str:
     return f"{kernel.name}-{arch}-{digest}"
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reported for a compiled kernel."""
+
+    registers: int         # per thread
+    shared_static: int     # bytes per block, declared in the source (dynamic comes on top)
+    spill_stores: int      # bytes
+    spill_loads: int
+    stack_frame: int
+
+
+def _parse_ptxas(report: str) -> Resources:
+    def number(pattern: str) -> int:
+        m = re.search(pattern, report)
+        return int(m.group(1)) if m else 0
+    return Resources(registers=number(r"Used (\d+) registers"),
+                     shared_static=number(r"(\d+) bytes smem"),
+                     spill_stores=number(r"(\d+) bytes spill stores"),
+                     spill_loads=number(r"(\d+) bytes spill loads"),
+                     stack_frame=number(r"(\d+) bytes stack frame"))
+
+
+def resources(kernel: KernelSource, arch: str) -> Resources | None:
+    """ptxas's report for ``kernel``, if its cubin is in the cache (else None)."""
+    path = cache_dir() / f"{cache_key(kernel, arch)}.ptxas.txt"
+    return _parse_ptxas(path.read_text()) if path.exists() else None
+
+
 def compile_cubin(kernel: KernelSource, arch: str) -> bytes:
     """The cubin of ``kernel`` for ``arch``, from the cache or built by nvcc."""
     directory = cache_dir()
@@ -91,10 +121,12 @@ def compile_cubin(kernel: KernelSource, arch: str) -> bytes:
             with _info_lock:
                 _info.hits += 1
             return path.read_bytes()
-        cubin, seconds = _run_nvcc(kernel, arch)
-        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(cubin)
-        os.replace(tmp, path)
+        cubin, report, seconds = _run_nvcc(kernel, arch)
+        suffix = f".tmp{os.getpid()}.{threading.get_ident()}"
+        for final, data in ((directory / f"{key}.ptxas.txt", report.encode()), (path, cubin)):
+            tmp = final.with_suffix(suffix)  # the cubin last: its presence means both are there
+            tmp.write_bytes(data)
+            os.replace(tmp, final)
     with _info_lock:
         _info.misses += 1
         _info.nvcc_seconds += seconds
@@ -102,7 +134,7 @@ def compile_cubin(kernel: KernelSource, arch: str) -> bytes:
     return cubin
 
 
-def _run_nvcc(kernel: KernelSource, arch: str) -> tuple[bytes, float]:
+def _run_nvcc(kernel: KernelSource, arch: str) -> tuple[bytes, str, float]:
     nvcc = nvcc_path()
     if nvcc is None:
         raise CompileError("nvcc not found: install the CUDA toolkit, put nvcc on PATH or set "
@@ -118,14 +150,20 @@ def _run_nvcc(kernel: KernelSource, arch: str) -> tuple[bytes, float]:
         if proc.returncode != 0:
             raise CompileError(f"nvcc failed on generated kernel {kernel.name} ({arch}); this is "
                                f"a bug in rnncc, please report it with the source.\n{proc.stderr}")
-        return out.read_bytes(), seconds
+        return out.read_bytes(), proc.stdout + proc.stderr, seconds
 
 
-def compile_all(kernels: Iterable[KernelSource], arch: str,
-                jobs: int | None = None) -> dict[str, bytes]:
-    """Cubins of several kernels, distinct ones built by nvcc in parallel."""
+def compile_all(kernels: Iterable[KernelSource], arch: str, jobs: int | None = None,
+                progress: Callable[[int, int, str], None] | None = None) -> dict[str, bytes]:
+    """Cubins of several kernels, built by nvcc in parallel (one job per CPU); calls
+    ``progress(done, total, kernel name)`` as each one is ready."""
     kernels = list(kernels)
     jobs = jobs or min(len(kernels), os.cpu_count() or 1) or 1
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        cubins = list(pool.map(lambda k: compile_cubin(k, arch), kernels))
-    return {k.name: c for k, c in zip(kernels, cubins)}
+        futures = {pool.submit(compile_cubin, k, arch): k for k in kernels}
+        cubins = {}
+        for done, future in enumerate(as_completed(futures), 1):
+            cubins[futures[future].name] = future.result()
+            if progress is not None:
+                progress(done, len(kernels), futures[future].name)
+    return {k.name: cubins[k.name] for k in kernels}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -50,31 +51,68 @@ def _compile(args, seq_len=None, batch=None):
                          gemm=args.gemm, seed=getattr(args, "seed", 0))
 
 
+def _build_with_progress(m) -> tuple[dict[str, bytes], float, int, int]:
+    """(cubins, seconds, built, from the cache) of every kernel; a progress line on stderr
+    once the build has taken over a second."""
+    from . import build
+
+    start = time.perf_counter()
+    shown = []
+
+    def progress(done: int, total: int, name: str) -> None:
+        if shown or time.perf_counter() - start > 1.0:
+            shown.append(done)
+            sys.stderr.write(f"\rnvcc: {done}/{total} kernels ready ({name}){' ' * 20}"
+                             + ("\n" if done == total else ""))
+            sys.stderr.flush()
+    before = build.cache_info()
+    cubins = m.build(progress=progress)
+    after = build.cache_info()
+    seconds = time.perf_counter() - start
+    return cubins, seconds, after.misses - before.misses, after.hits - before.hits
+
+
 def cmd_compile(args) -> int:
+    start = time.perf_counter()
     m = _compile(args)
+    planned = time.perf_counter() - start
     written = m.write(args.output)
     for path in written:
         print(f"wrote {path}")
-    if args.cubin:
-        start = time.perf_counter()
-        cubins = m.build()
-        for name, blob in cubins.items():
-            path = Path(args.output) / f"{name}.{m.target.arch}.cubin"
-            path.write_bytes(blob)
-            print(f"wrote {path}")
-        print(f"nvcc: {len(cubins)} kernels in {time.perf_counter() - start:.1f} s")
+    if args.cubin or args.timing:
+        cubins, nvcc_s, built, cached = _build_with_progress(m)
+        if args.cubin:
+            for name, blob in cubins.items():
+                path = Path(args.output) / f"{name}.{m.target.arch}.cubin"
+                path.write_bytes(blob)
+                print(f"wrote {path}")
+        print(f"nvcc: {len(cubins)} kernels ({built} built, {cached} from the cache) in {nvcc_s:.2f} s")
+        if args.timing:
+            layers = len(m.plan.layers)
+            print(f"timing: spec → plan → CUDA source {planned:.3f} s ({layers} layers, "
+                  f"{len(m.kernels)} distinct kernels), nvcc {nvcc_s:.3f} s "
+                  f"({os.cpu_count()} CPUs), total {time.perf_counter() - start:.3f} s")
     return 0
 
 
 def cmd_explain(args) -> int:
     m = _compile(args)
+    if args.resources:
+        _build_with_progress(m)
+    kernels = m.kernel_report()
     if args.json:
-        print(m.plan.to_json(), end="")
+        print(json.dumps({**m.plan.to_dict(), "kernels": kernels}, indent=2, ensure_ascii=False))
         return 0
     print(m.explain(), end="")
     print("kernels:")
-    for k in m.kernels:
-        print(f"  {k.filename:<36} block {k.block[0]}×{k.block[1]}×{k.block[2]}")
+    for k in kernels:
+        r = k["resources"]
+        used = (f"{r['registers']} registers/thread, {r['shared_static'] + k['dynamic_shared_bytes']} B "
+                f"shared/block" + (f", spills {r['spill_stores']}/{r['spill_loads']} B" if r['spill_stores']
+                                   or r['spill_loads'] else "")
+                if r else "registers: not built yet (--resources)")
+        users = f"  for {', '.join(k['users'])}" if len(k["users"]) > 1 else ""
+        print(f"  {k['name'] + '.cu':<36} block {'×'.join(map(str, k['block']))}, {used}{users}")
     return 0
 
 
@@ -189,12 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     _add_plan_options(p, "h100")
     p.add_argument("-o", "--output", default="out", help="output directory (default: out/)")
     p.add_argument("--cubin", action="store_true", help="also build cubins with nvcc (no GPU needed)")
+    p.add_argument("--timing", action="store_true",
+                   help="build the cubins (cached) and print how long planning and nvcc took")
     p.set_defaults(fn=cmd_compile)
 
     p = sub.add_parser("explain", help="print every plan decision and its reason",
                        description="Print the plan: per layer each decision, its value and why.")
     _add_plan_options(p, "h100")
-    p.add_argument("--json", action="store_true", help="print plan.json instead")
+    p.add_argument("--json", action="store_true",
+                   help="print the plan and the kernels as JSON (for tools)")
+    p.add_argument("--resources", action="store_true",
+                   help="build the kernels (nvcc, cached) to show their registers and shared memory")
     p.set_defaults(fn=cmd_explain)
 
     p = sub.add_parser("run", help="GPU: run random inputs, check against the reference, time it",

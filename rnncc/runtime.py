@@ -15,7 +15,7 @@ import atexit
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -78,12 +78,16 @@ class CompiledModel:
     """
 
     def __init__(self, model: Model, plan: Plan, target: target_mod.Target,
-                 kernels: tuple[codegen.KernelSource, ...], weights: Mapping[str, Any]):
+                 kernels: tuple[codegen.KernelSource, ...], weights: Mapping[str, Any] | None,
+                 seed: int = 0):
         self.model = model
         self.plan = plan
         self.target = target
         self.kernels = kernels
-        self._weights = weights_mod.check(model, weights)
+        # Given weights are checked now; the default random ones (from seed) are drawn on
+        # first use, so that compiling and explaining cost no weight generation.
+        self._weights_now = None if weights is None else weights_mod.check(model, weights)
+        self._seed = seed
         self._functions: dict[str, Any] | None = None
         self._device_weights: dict[str, Any] | None = None
         self._workspace: dict[str, Any] = {}
@@ -120,11 +124,29 @@ class CompiledModel:
                 stale.unlink()
         return written
 
-    def build(self, jobs: int | None = None) -> dict[str, bytes]:
-        """Cubins of every kernel (nvcc, cached on disk); needs no GPU."""
-        return build.compile_all(self.kernels, self.target.arch, jobs)
+    def build(self, jobs: int | None = None, progress=None) -> dict[str, bytes]:
+        """Cubins of every kernel (nvcc in parallel, cached on disk); needs no GPU.
+        ``progress(done, total, name)`` is called as each kernel is ready."""
+        return build.compile_all(self.kernels, self.target.arch, jobs, progress)
+
+    def kernel_report(self) -> list[dict[str, Any]]:
+        """Each kernel with its launch geometry and, once built (``build()``), ptxas's
+        registers per thread, static shared memory and spills."""
+        out = []
+        for k in self.kernels:
+            r = build.resources(k, self.target.arch)
+            out.append({"name": k.name, "family": k.family, "users": list(k.users),
+                        "block": list(k.block), "dynamic_shared_bytes": k.dynamic_shared,
+                        "resources": None if r is None else asdict(r)})
+        return out
 
     # ---- weights ---------------------------------------------------------------------
+    @property
+    def _weights(self) -> dict[str, np.ndarray]:
+        if self._weights_now is None:
+            self._weights_now = weights_mod.init(self.model, self._seed)
+        return self._weights_now
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """Weights as float32 NumPy arrays, named ``<layer>.weight_ih`` etc."""
         return {k: v.copy() for k, v in self._weights.items()}
@@ -134,7 +156,7 @@ class CompiledModel:
         return {k: round_to(v, self.model.dtype) for k, v in self._weights.items()}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        self._weights = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
+        self._weights_now = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
         self._device_weights = None
 
     # ---- device ----------------------------------------------------------------------
@@ -565,6 +587,4 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
             raise SpecError(f"compile option '{field_name}': got {value!r}, expected a positive integer")
     plan = build_plan(model, tgt, options)
     kernels = codegen.render(plan)
-    if weights is None:
-        weights = weights_mod.init(model, seed)
-    return CompiledModel(model, plan, tgt, kernels, weights)
+    return CompiledModel(model, plan, tgt, kernels, weights, seed)

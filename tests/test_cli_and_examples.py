@@ -123,3 +123,31 @@ def test_readme_performance_table_is_generated():
     assert block.strip() == mod.table().strip(), "run: python3 benchmarks/readme_table.py --update"
     block = readme[readme.index(mod.BENCH_BEGIN) + len(mod.BENCH_BEGIN):readme.index(mod.BENCH_END)]
     assert block.strip() == mod.bench_table().strip(), "run: python3 benchmarks/readme_table.py --update"
+
+
+def test_compile_timing_cold_then_warm_and_kernel_resources(nvcc, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path / "cache"))
+    gnmt = str(ROOT / "examples/gnmt_encoder.yaml")
+    assert main(["compile", gnmt, "-o", str(tmp_path / "out"), "--timing"]) == 0
+    cold = capsys.readouterr().out
+    assert "nvcc: 7 kernels (7 built, 0 from the cache)" in cold and "timing: spec → plan" in cold
+    assert main(["compile", gnmt, "-o", str(tmp_path / "out"), "--timing"]) == 0
+    warm = capsys.readouterr().out
+    assert "nvcc: 7 kernels (0 built, 7 from the cache)" in warm
+    # ptxas's report is kept beside each cubin: explain shows registers and shared memory.
+    assert main(["explain", gnmt, "--json"]) == 0
+    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    assert len(kernels) == 7 and all(k["resources"]["registers"] > 0 for k in kernels)
+    step = next(k for k in kernels if k["family"] == "recurrent_step")
+    assert step["users"] == [f"l{i}" for i in range(1, 9)] and step["block"] == [128, 1, 1]
+    assert main(["explain", gnmt]) == 0
+    assert "registers/thread" in capsys.readouterr().out
+
+
+def test_ptxas_report_parsed():
+    from rnncc.build import _parse_ptxas
+    r = _parse_ptxas("ptxas info    : Function properties for k\n"
+                     "    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+                     "ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem\n")
+    assert (r.registers, r.shared_static, r.spill_stores, r.spill_loads, r.stack_frame) == \
+        (40, 1024, 4, 12, 8)
