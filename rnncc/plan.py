@@ -24,6 +24,9 @@ class Decision:
     value: Any
     reason: str
     source: str = "model"  # "model" | "user" | "measured"
+    # Predicted seconds of each alternative considered (the chosen one included), where
+    # the decision was made by time; None for rules.
+    alternatives: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ class Plan:
             for key, d in l.decisions().items():
                 lines.append(f"  {key:<16} {_show(d.value):<28} {d.reason}"
                              + ("" if d.source == "model" else f"  [{d.source}]"))
+                if d.alternatives and len(d.alternatives) > 1:
+                    ranked = sorted(d.alternatives.items(), key=lambda kv: kv[1])
+                    lines.append(f"  {'':<16} {'':<28} alternatives, predicted µs: "
+                                 + " · ".join(f"{k} {v * 1e6:.1f}" for k, v in ranked))
         for out in self.outputs:
             if out.kernel is not None:
                 lines.append(f"output {out.name}: {out.merge} of {', '.join(s.name for s in out.sources)}")

@@ -192,3 +192,14 @@ def test_equal_layers_share_their_kernels():
     stack["layers"][2]["hidden_size"] = 40
     m = rnncc.compile(stack, target="h100", batch=5, gemm="rnncc")
     assert [k.users for k in m.kernels] == [("l0", "l1"), ("l0", "l1"), ("l2",), ("l2",)]
+
+
+def test_timed_decisions_list_their_alternatives():
+    l = plan_of(lstm(H=1024, I=1024), batch=64).layers[0]
+    for d in (l.layout, l.persistence, l.projection_tile):
+        assert d.alternatives and len(d.alternatives) > 1
+    assert set(l.layout.alternatives) == {"xw", "wx"}
+    assert min(l.layout.alternatives, key=l.layout.alternatives.get) == l.layout.value
+    assert {"grid", "none (FMA step kernel)", "none (cuBLASLt + cell kernel)"} <= set(l.persistence.alternatives)
+    assert "cuBLASLt" in l.projection_tile.alternatives
+    assert l.unroll.alternatives is None  # a rule, not a race

@@ -42,15 +42,17 @@ def plan_projection_tile(model, plan, target):
                          threads=best.threads)
         reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
                   f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
+        alternatives = {f"rnncc {t.bm}×{t.bn}": c for t, c in costs.items()}
         if o.gemm == "rnncc":
-            return replace(l, projection_tile=Decision(value, reason))
+            return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
         # One library call per source: a concat's sources cover slices of K, a sum's the whole.
         library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
                       + LIBRARY_CALL_SECONDS for s in l.sources)
         if l.layout.value != "xw":
             if o.gemm == "cublas":
                 reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
-            return replace(l, projection_tile=Decision(value, reason))
+            return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
+        alternatives["cuBLASLt"] = library
         if o.gemm == "cublas" or library < costs[best]:
             why = ("forced by the user (gemm='cublas')" if o.gemm == "cublas" else
                    f"{rows}×{cols}×{l.input_size} GEMM"
@@ -59,9 +61,9 @@ def plan_projection_tile(model, plan, target):
                    f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
             return replace(l, projection_tile=Decision(
                 {"math": "cublas"}, why + "; bias in the library's epilogue",
-                "user" if o.gemm == "cublas" else "model"))
+                "user" if o.gemm == "cublas" else "model", alternatives))
         reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
-        return replace(l, projection_tile=Decision(value, reason))
+        return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
     return plan.map_layers(decide)
 
 

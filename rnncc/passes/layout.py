@@ -43,5 +43,5 @@ def plan_layout(model, plan, target):
                   f"{l.unroll.value}-step chunk; " +
                   ("the step kernel's reads of a unit's gates coalesce" if best == "xw"
                    else "fewer padded tiles"))
-        return replace(l, layout=Decision(best, reason))
+        return replace(l, layout=Decision(best, reason, alternatives=costs))
     return plan.map_layers(decide)

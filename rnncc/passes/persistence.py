@@ -34,9 +34,10 @@ def plan_persistence(model, plan, target):
         B, H, G = o.batch, l.hidden_size, l.gates
         step_tile = StepTile(**{k: v for k, v in l.step_tile.value.items() if k != "threads"})
         w_mb = G * H * H * itemsize / 2**20
-        none = _per_step(l, o, target, itemsize, step_tile)
+        none, per_step = _per_step(l, o, target, itemsize, step_tile)
         if o.persistence == "none":
-            return replace(l, persistence=Decision(none[1], f"forced by the user; {none[2]}", "user"))
+            return replace(l, persistence=Decision(none[1], f"forced by the user; {none[2]}", "user",
+                                                   per_step))
         candidates = {"none": none}
         if l.precision.value == "tensor":
             modes = {m: ([t for t in tensor_tiles(H, G, B, target, m)
@@ -82,14 +83,16 @@ def plan_persistence(model, plan, target):
         else:
             reason = (f"{'forced by the user; ' if source == 'user' else ''}{chosen}: {what}; "
                       f"predicted {seconds * 1e6:.1f} µs/step (others, µs: {others})")
-        return replace(l, persistence=Decision(value, reason, source))
+        alternatives = {**per_step, **{k: v[0] for k, v in candidates.items() if k != "none"}}
+        return replace(l, persistence=Decision(value, reason, source, alternatives))
     return plan.map_layers(decide)
 
 
-def _per_step(l, o, target, itemsize: int, step_tile: StepTile) -> tuple[float, dict, str]:
-    """(seconds per step, value, description) of mode none: rnncc's FMA step kernel, or
-    cuBLASLt's product and rnncc's cell kernel, whichever is predicted faster (or the
-    one option ``gemm`` names)."""
+def _per_step(l, o, target, itemsize: int,
+              step_tile: StepTile) -> tuple[tuple[float, dict, str], dict[str, float]]:
+    """((seconds per step, value, description), predicted seconds of each variant) of mode
+    none: rnncc's FMA step kernel, or cuBLASLt's product and rnncc's cell kernel, whichever
+    is predicted faster (or the one option ``gemm`` names)."""
     B, H, G = o.batch, l.hidden_size, l.gates
     fma = step_seconds(B, H, G, step_tile, target, itemsize)
     library = library_step_seconds(B, H, G, itemsize, l.precision.value, target)
@@ -101,4 +104,7 @@ def _per_step(l, o, target, itemsize: int, step_tile: StepTile) -> tuple[float, 
     else:
         what = "rnncc's FMA step kernel, a launch per step" + (
             "" if o.gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
-    return seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what
+    variants = {"none (FMA step kernel)": fma}
+    if o.gemm != "rnncc":
+        variants["none (cuBLASLt + cell kernel)"] = library
+    return (seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what), variants
