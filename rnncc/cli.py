@@ -37,6 +37,9 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
     p.add_argument("--precision", choices=["exact", "tensor"],
                    help="products in fp32 FMA (exact) or on tensor cores (tensor; TF32 for "
                         "float32). Default: tensor for fp16/bf16, exact for float32")
+    p.add_argument("--autotune", action="store_true",
+                   help="time the best candidates of each layer on the GPU present and keep the "
+                        "fastest (cached on disk; needs --target device)")
     p.add_argument("--gemm", choices=["rnncc", "cublas"],
                    help="run the input projection and per-step products in rnncc's kernels "
                         "only, or in cuBLASLt wherever it can (default: the faster predicted)")
@@ -48,7 +51,9 @@ def _compile(args, seq_len=None, batch=None):
     return rnncc.compile(args.spec, target=args.target, seq_len=seq_len or args.seq_len,
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
                          persistence=args.persistence, precision=args.precision,
-                         gemm=args.gemm, seed=getattr(args, "seed", 0))
+                         gemm=args.gemm, seed=getattr(args, "seed", 0),
+                         autotune=args.autotune,
+                         progress=lambda msg: print(f"autotune: {msg}", file=sys.stderr))
 
 
 def _build_with_progress(m) -> tuple[dict[str, bytes], float, int, int]:

@@ -27,6 +27,25 @@ class Decision:
     # Predicted seconds of each alternative considered (the chosen one included), where
     # the decision was made by time; None for rules.
     alternatives: dict[str, float] | None = None
+    # Measured seconds of each autotuning candidate (layout/persistence/gemm), if tuned.
+    measured: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What autotuning measured for one layer: the fastest candidate and every candidate's
+    time (a forward of the layer alone, seconds), and where the numbers came from."""
+
+    layer: str
+    layout: str            # the fastest candidate's choices
+    persistence: str
+    gemm: str
+    times: tuple[tuple[str, float], ...]  # (candidate label, seconds), fastest first
+    origin: str            # "measured now" or "disk cache <file>"
+
+    @staticmethod
+    def label(layout: str, persistence: str, gemm: str) -> str:
+        return f"{layout}/{persistence}/{gemm}"
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,14 @@ class CompileOptions:
     precision: str | None = None    # force "exact" (fp32 FMA) or "tensor" (tensor cores)
     gemm: str | None = None         # force "rnncc" (own kernels only) or "cublas" (cuBLASLt
                                     # for every projection and per-step product it can run)
+    tuned: tuple[Measurement, ...] = ()  # autotuning's picks: per layer, over the above
+
+    def measured(self, layer: str) -> Measurement | None:
+        return next((m for m in self.tuned if m.layer == layer), None)
+
+    def gemm_for(self, layer: str) -> str | None:
+        m = self.measured(layer)
+        return m.gemm if m else self.gemm
 
 
 @dataclass(frozen=True)
@@ -128,6 +155,10 @@ class Plan:
                     ranked = sorted(d.alternatives.items(), key=lambda kv: kv[1])
                     lines.append(f"  {'':<16} {'':<28} alternatives, predicted µs: "
                                  + " · ".join(f"{k} {v * 1e6:.1f}" for k, v in ranked))
+                if d.measured:
+                    ranked = sorted(d.measured.items(), key=lambda kv: kv[1])
+                    lines.append(f"  {'':<16} {'':<28} measured ms (layer forward): "
+                                 + " · ".join(f"{k} {v * 1e3:.3f}" for k, v in ranked))
         for out in self.outputs:
             if out.kernel is not None:
                 lines.append(f"output {out.name}: {out.merge} of {', '.join(s.name for s in out.sources)}")

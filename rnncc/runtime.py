@@ -15,7 +15,7 @@ import atexit
 import logging
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -553,7 +553,7 @@ def _copy_rows(dst: int, src: int, src_stride_b: int, rows: int, cols: int, dtyp
 
 def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = None, *,
             weights: Mapping[str, Any] | None = None, options: CompileOptions | None = None,
-            seed: int = 0, **option_kwargs) -> CompiledModel:
+            seed: int = 0, autotune: bool = False, progress=None, **option_kwargs) -> CompiledModel:
     """Compile a spec (YAML path or text, dict, or Model) for ``target``.
 
     ``target``: a preset name (``h100``, ``h200``, ``a100``), ``"device"``, or ``None``
@@ -561,7 +561,10 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     named like PyTorch's per layer (``l0.weight_ih`` …); by default PyTorch-style random
     weights from ``seed``. Option keywords (``seq_len``, ``batch``, ``layout``, ``unroll``,
     ``persistence``, ``precision``, ``gemm``, ``workspace_budget``) build :class:`CompileOptions`.
-    Nothing here touches a GPU.
+    Nothing here touches a GPU, unless ``autotune``: then the cost model's best candidates
+    of each layer are timed on the GPU present (``target`` must be it) and the fastest
+    kept, cached on disk (see :mod:`rnncc.autotune`); ``progress(message)`` hears of each
+    timing.
     """
     model = spec_mod.load(spec)
     tgt = target_mod.get(target)
@@ -586,5 +589,13 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(f"compile option '{field_name}': got {value!r}, expected a positive integer")
     plan = build_plan(model, tgt, options)
+    if autotune:
+        from . import autotune as autotune_mod
+        if target not in (None, "auto", "device") and not (
+                isinstance(target, target_mod.Target) and target == target_mod.get("device")):
+            raise SpecError(f"compile: autotune measures on the GPU present; got target={target!r}, "
+                            "expected target='device'")
+        options = replace(options, tuned=autotune_mod.tune(model, plan, tgt, progress))
+        plan = build_plan(model, tgt, options)
     kernels = codegen.render(plan)
     return CompiledModel(model, plan, tgt, kernels, weights, seed)

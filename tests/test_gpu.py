@@ -7,6 +7,8 @@ precision.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -217,6 +219,28 @@ def test_both_layouts_same_numbers(gpu, cell):
     _, wx, _ = run_and_compare(spec, 7, 5, seed=11, layout="wx", gemm="rnncc")
     # Same GEMM with the operands swapped: every product and sum in the same order.
     assert all(bool((a == b).all()) for a, b in zip(xw, wx))
+
+
+def test_autotune_measures_once_then_reads_the_cache(gpu, tmp_path, monkeypatch):
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    spec = single("gru", 96, 64, "float16")
+    m, _, _ = run_and_compare(spec, 16, 8, seed=1, autotune=True, seq_len=16, batch=8)
+    l = m.plan.layers[0]
+    assert l.layout.source == l.persistence.source == "measured"
+    assert "measured now" in l.layout.reason
+    times = l.layout.measured
+    assert 2 <= len(times) <= 4 and all(t > 0 for t in times.values())
+    assert min(times, key=times.get) == "/".join([l.layout.value, l.persistence.value["mode"],
+                                                  min(times, key=times.get).split("/")[2]])
+    again = rnncc.compile(spec, target="device", autotune=True, seq_len=16, batch=8)
+    assert "disk cache" in again.plan.layers[0].layout.reason
+    assert again.plan.layers[0].layout.measured == times
+    # A corrupt entry is not trusted: measured again and rewritten.
+    entry = next((tmp_path / "autotune").glob("*.json"))
+    entry.write_text("{garbage")
+    third = rnncc.compile(spec, target="device", autotune=True, seq_len=16, batch=8)
+    assert "measured now" in third.plan.layers[0].layout.reason
+    assert json.loads(entry.read_text())["layout"] == third.plan.layers[0].layout.value
 
 
 def test_equal_layers_share_kernels(gpu):

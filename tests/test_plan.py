@@ -203,3 +203,44 @@ def test_timed_decisions_list_their_alternatives():
     assert {"grid", "none (FMA step kernel)", "none (cuBLASLt + cell kernel)"} <= set(l.persistence.alternatives)
     assert "cuBLASLt" in l.projection_tile.alternatives
     assert l.unroll.alternatives is None  # a rule, not a race
+
+
+def test_measured_choices_override_the_model_per_layer():
+    from rnncc.plan import CompileOptions, Measurement
+    times = (("wx/grid/rnncc", 1.0e-3), ("xw/none/cublas", 2.0e-3))
+    tuned = (Measurement("l0", "wx", "grid", "rnncc", times, "measured now"),)
+    l = rnncc.compile(lstm(H=256, I=256), target="h100",
+                      options=CompileOptions(batch=8, tuned=tuned)).plan.layers[0]
+    assert (l.layout.value, l.layout.source) == ("wx", "measured")
+    assert l.persistence.value["mode"] == "grid" and l.persistence.source == "measured"
+    assert l.projection_tile.value["math"] != "cublas"
+    assert l.layout.measured == dict(times) and "fastest of 2 candidates" in l.layout.reason
+    assert "measured ms (layer forward): wx/grid/rnncc 1.000" in \
+        rnncc.compile(lstm(H=256, I=256), target="h100",
+                      options=CompileOptions(batch=8, tuned=tuned)).explain()
+
+
+def test_autotune_candidates_ranked_and_cache_entries_checked(tmp_path):
+    from rnncc import autotune
+    from rnncc.target import PRESETS
+    plan = plan_of(lstm(H=1024, I=1024, dtype="float16"), batch=64)
+    l = plan.layers[0]
+    cands = autotune._candidates(l, "float16", plan.options, PRESETS["h100"])
+    assert len(cands) >= 4 and [c[0] for c in cands] == sorted(c[0] for c in cands)
+    assert len({c[1] for c in cands}) == len(cands)
+    key = autotune.layer_key(l, "float16", plan.options, {"gpu": "H100", "sms": 132,
+                                                          "driver": 13000, "rnncc": "0.1.0"})
+    path = tmp_path / "entry.json"
+    good = {"key": key, "layout": "xw", "persistence": "grid", "gemm": "cublas",
+            "times": [["xw/grid/cublas", 0.001]]}
+    path.write_text(json.dumps(good))
+    assert autotune._read(path, key) == good
+    for broken in ("{not json", json.dumps({**good, "layout": "diagonal"}),
+                   json.dumps({**good, "key": {**key, "batch": 8}}), json.dumps({**good, "times": [["x", -1]]})):
+        path.write_text(broken)
+        assert autotune._read(path, key) is None  # ignored, measured again
+
+
+def test_autotune_needs_the_gpu_present():
+    with pytest.raises(rnncc.SpecError, match="autotune measures on the GPU present"):
+        rnncc.compile(lstm(), target="h100", autotune=True)

@@ -22,6 +22,8 @@ def plan_projection_tile(model, plan, target):
     itemsize = DTYPES[plan.dtype].itemsize
 
     def decide(l):
+        gemm = o.gemm_for(l.name)
+        chooser = "measured" if o.measured(l.name) else "user"
         rows, cols = l.unroll.value * o.batch, l.gates * l.hidden_size
         m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
         tensor = l.precision.value == "tensor"
@@ -43,25 +45,26 @@ def plan_projection_tile(model, plan, target):
         reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
                   f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
         alternatives = {f"rnncc {t.bm}×{t.bn}": c for t, c in costs.items()}
-        if o.gemm == "rnncc":
+        if gemm == "rnncc":
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
         # One library call per source: a concat's sources cover slices of K, a sum's the whole.
         library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
                       + LIBRARY_CALL_SECONDS for s in l.sources)
         if l.layout.value != "xw":
-            if o.gemm == "cublas":
+            if gemm == "cublas":
                 reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
         alternatives["cuBLASLt"] = library
-        if o.gemm == "cublas" or library < costs[best]:
-            why = ("forced by the user (gemm='cublas')" if o.gemm == "cublas" else
+        if gemm == "cublas" or library < costs[best]:
+            why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
+                   if gemm == "cublas" else
                    f"{rows}×{cols}×{l.input_size} GEMM"
                    f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 else ''} "
                    f"predicted {library * 1e6:.1f} µs in cuBLASLt "
                    f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
             return replace(l, projection_tile=Decision(
                 {"math": "cublas"}, why + "; bias in the library's epilogue",
-                "user" if o.gemm == "cublas" else "model", alternatives))
+                chooser if gemm == "cublas" else "model", alternatives))
         reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
         return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
     return plan.map_layers(decide)

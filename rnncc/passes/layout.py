@@ -37,6 +37,11 @@ def plan_layout(model, plan, target):
             return replace(l, layout=Decision(o.layout, f"forced by the user (layout={o.layout})",
                                               "user"))
         costs = layout_costs(l, plan, target)
+        m = o.measured(l.name)
+        if m is not None:
+            return replace(l, layout=Decision(
+                m.layout, f"measured: {m.times[0][0]} was the fastest of {len(m.times)} candidates "
+                          f"(layout/persistence/gemm; {m.origin})", "measured", costs, dict(m.times)))
         best = min(costs, key=lambda k: (costs[k], k != "xw"))
         other = "wx" if best == "xw" else "xw"
         reason = (f"predicted {costs[best] * 1e6:.1f} µs vs {costs[other] * 1e6:.1f} µs per "

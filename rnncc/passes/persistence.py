@@ -35,9 +35,13 @@ def plan_persistence(model, plan, target):
         step_tile = StepTile(**{k: v for k, v in l.step_tile.value.items() if k != "threads"})
         w_mb = G * H * H * itemsize / 2**20
         none, per_step = _per_step(l, o, target, itemsize, step_tile)
-        if o.persistence == "none":
-            return replace(l, persistence=Decision(none[1], f"forced by the user; {none[2]}", "user",
-                                                   per_step))
+        tuned = o.measured(l.name)
+        forced, source = (tuned.persistence, "measured") if tuned else (o.persistence, "user")
+        measured = dict(tuned.times) if tuned else None
+        if forced == "none":
+            how = "measured" if tuned else "forced by the user"
+            return replace(l, persistence=Decision(none[1], f"{how}; {none[2]}", source,
+                                                   per_step, measured))
         candidates = {"none": none}
         if l.precision.value == "tensor":
             modes = {m: ([t for t in tensor_tiles(H, G, B, target, m)
@@ -66,12 +70,12 @@ def plan_persistence(model, plan, target):
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs")
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
-        if o.persistence is not None and o.persistence != "none":
-            if o.persistence not in candidates:
-                raise PlanError(f"layer '{l.name}', option persistence={o.persistence!r}: W_hh "
+        if forced is not None:
+            if forced not in candidates:
+                raise PlanError(f"layer '{l.name}', option persistence={forced!r}: W_hh "
                                 f"{w_mb:.1f} MiB does not fit that mode on {target.name} "
                                 f"({budget // 1024} KiB shared memory per block)")
-            chosen, source = o.persistence, "user"
+            chosen = forced
         else:
             chosen = min(candidates, key=lambda k: candidates[k][0])
             source = "model"
@@ -81,10 +85,11 @@ def plan_persistence(model, plan, target):
             reason = (f"none: W_hh {w_mb:.1f} MiB fits neither one block per SM nor one cluster "
                       f"({budget // 1024} KiB shared memory per block); {what}")
         else:
-            reason = (f"{'forced by the user; ' if source == 'user' else ''}{chosen}: {what}; "
+            how = {"user": "forced by the user; ", "measured": "measured; "}.get(source, "")
+            reason = (f"{how}{chosen}: {what}; "
                       f"predicted {seconds * 1e6:.1f} µs/step (others, µs: {others})")
         alternatives = {**per_step, **{k: v[0] for k, v in candidates.items() if k != "none"}}
-        return replace(l, persistence=Decision(value, reason, source, alternatives))
+        return replace(l, persistence=Decision(value, reason, source, alternatives, measured))
     return plan.map_layers(decide)
 
 
@@ -96,15 +101,16 @@ def _per_step(l, o, target, itemsize: int,
     B, H, G = o.batch, l.hidden_size, l.gates
     fma = step_seconds(B, H, G, step_tile, target, itemsize)
     library = library_step_seconds(B, H, G, itemsize, l.precision.value, target)
-    use_library = o.gemm == "cublas" or (o.gemm is None and library < fma)
+    gemm = o.gemm_for(l.name)
+    use_library = gemm == "cublas" or (gemm is None and library < fma)
     seconds = library if use_library else fma
     if use_library:
         what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step "
                 f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
     else:
         what = "rnncc's FMA step kernel, a launch per step" + (
-            "" if o.gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
+            "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
     variants = {"none (FMA step kernel)": fma}
-    if o.gemm != "rnncc":
+    if gemm != "rnncc":
         variants["none (cuBLASLt + cell kernel)"] = library
     return (seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what), variants
