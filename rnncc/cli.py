@@ -192,6 +192,9 @@ def cmd_run(args) -> int:
 def cmd_bench(args) -> int:
     from . import bench
 
+    if args.ablate:
+        from . import ablation
+        return ablation.main(Path(args.output), quick=args.quick, time_limit_s=args.time_limit)
     return bench.main(args.quick, Path(args.output), tuple(args.cells.split(",")), args.warmup,
                       args.repeats)
 
@@ -267,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", default="benchmarks/results", help="where the JSON and PNG go")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--ablate", action="store_true",
+                   help="instead: force and time every alternative of layout, persistence and "
+                        "gemm over the grid of shapes; JSON + a PNG per decision (resumes)")
+    p.add_argument("--time-limit", type=float,
+                   help="--ablate: stop starting new points after this many seconds")
     p.set_defaults(fn=cmd_bench)
 
     args = parser.parse_args(argv)

@@ -230,8 +230,8 @@ def test_autotune_measures_once_then_reads_the_cache(gpu, tmp_path, monkeypatch)
     assert "measured now" in l.layout.reason
     times = l.layout.measured
     assert 2 <= len(times) <= 4 and all(t > 0 for t in times.values())
-    assert min(times, key=times.get) == "/".join([l.layout.value, l.persistence.value["mode"],
-                                                  min(times, key=times.get).split("/")[2]])
+    fastest = min(times, key=times.get)
+    assert fastest.split("/")[:2] == [l.layout.value, l.persistence.value["mode"]]
     again = rnncc.compile(spec, target="device", autotune=True, seq_len=16, batch=8)
     assert "disk cache" in again.plan.layers[0].layout.reason
     assert again.plan.layers[0].layout.measured == times

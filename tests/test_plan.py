@@ -244,3 +244,25 @@ def test_autotune_candidates_ranked_and_cache_entries_checked(tmp_path):
 def test_autotune_needs_the_gpu_present():
     with pytest.raises(rnncc.SpecError, match="autotune measures on the GPU present"):
         rnncc.compile(lstm(), target="h100", autotune=True)
+
+
+def test_ablation_candidates_and_summary():
+    from rnncc import ablation
+    from rnncc.target import PRESETS
+    base, models = ablation._models(ablation.Point("lstm", "float16", 1024, 64, 256), PRESETS["h100"])
+    labels = [label for _, label, _ in models]
+    assert len(labels) == len(set(labels)) >= 4
+    runs = {ablation.effective(m.plan.layers[0]) for _, _, m in models}
+    assert ablation.effective(base.plan.layers[0]) in runs  # the cost model's pick is timed
+    assert len(ablation.grid()) == 128
+
+    def record(key, times, pick):
+        cands = [{"label": k, "measured_s": v} for k, v in times.items()]
+        best = min(times.values())
+        return {"key": key, "candidates": cands, "model_pick_runs": [pick.split("/")[0]],
+                "model_pick": pick, "autotune_pick": pick,
+                "model_over_best": times[pick] / best, "autotune_over_best": times[pick] / best}
+    s = ablation.summary([record("a", {"xw/grid/rnncc": 1.0, "wx/grid/rnncc": 1.5}, "xw/grid/rnncc"),
+                          record("b", {"xw/none/cublas": 3.0, "wx/none/rnncc": 2.0}, "xw/none/cublas")])
+    assert (s["autotune_within_10pct"], s["model_within_20pct"]) == (1, 1)
+    assert s["layouts_that_win_somewhere"] == ["wx", "xw"] and s["model_picks_the_winning_layout"] == 1
