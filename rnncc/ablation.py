@@ -203,10 +203,12 @@ def main(out_dir: Path, quick: bool = False, batch_points: int = 8,
     path = out_dir / f"{stem}.json"
     done = {r["key"]: r for r in json.loads(path.read_text())["points"]} if path.exists() else {}
     todo = [p for p in grid(quick) if p.key not in done]
-    start = time.perf_counter()
+    start, total, timed = time.perf_counter(), len(grid(quick)), [len(done)]
 
     def progress(msg: str) -> None:
-        sys.stderr.write(f"[{len(done)}/{len(done) + len(todo)}] {msg}\n")
+        if not msg.startswith("nvcc"):
+            timed[0] += 1
+        sys.stderr.write(f"[{timed[0]}/{total} points, {time.perf_counter() - start:.0f} s] {msg}\n")
         sys.stderr.flush()
 
     while todo and (time_limit_s is None or time.perf_counter() - start < time_limit_s):
