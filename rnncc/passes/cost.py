@@ -111,7 +111,11 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     k_steps = math.ceil(hidden / tile.k_split)
     # The step kernel stages float32 tiles: a unit's 4 gates are one float4 for any dtype.
     issue = per_sm * warps * k_steps * fma_cycles_per_k(tile, gates, float4_weights=True)
-    l2 = per_sm * (tile.units_per_block * gates + tile.batch_per_block) * hidden * itemsize \
+    # Counted per element at 4 bytes whatever the dtype: the kernel loads one element a
+    # thread and converts it to float, so half-precision weights stream no faster (the fit
+    # was float32; the ablation measured fp16 H=2048 steps 3× slower than bytes predicted,
+    # benchmarks/results/ablation-h100-2026-11-23.json at 02fb222).
+    l2 = per_sm * (tile.units_per_block * gates + tile.batch_per_block) * hidden * 4 \
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
