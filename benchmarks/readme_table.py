@@ -1,5 +1,5 @@
-"""Markdown tables of the `rnncc run --json` and `rnncc bench` records in
-benchmarks/results/, for the README.
+"""Markdown tables of the `rnncc run --json`, `rnncc bench` and `rnncc bench --ablate`
+records in benchmarks/results/, for the README.
 
     python3 benchmarks/readme_table.py            # print the table
     python3 benchmarks/readme_table.py --update   # replace the table in README.md
@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 BENCH_BEGIN, BENCH_END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
+ABLATION_BEGIN, ABLATION_END = "<!-- ablation-table:begin -->", "<!-- ablation-table:end -->"
 
 
 def table() -> str:
@@ -71,13 +72,47 @@ def bench_table() -> str:
             f"{rec['method']}.")
 
 
+def ablation_table() -> str:
+    """The newest complete `rnncc bench --ablate` record: the issue's checks."""
+    records = [json.loads(p.read_text()) | {"path": p}
+               for p in sorted((ROOT / "benchmarks" / "results").glob("ablation-*.json"))]
+    records = [r for r in records if r.get("complete") and not r["path"].stem.endswith("-quick")]
+    if not records:
+        return "(no complete `rnncc bench --ablate` record yet)"
+    rec = max(records, key=lambda r: r["environment"]["date"])
+    points, path = rec["points"], rec["path"]
+    n = len(points)
+
+    def share(key: str, limit: float) -> str:
+        k = sum(p[key] <= limit for p in points)
+        return f"{k}/{n} ({100 * k / n:.1f}%)"
+    wins = rec["summary"]["layout_wins_by_1.2x"]
+    by = {lay: sum(w["winner"] == lay for w in wins) for lay in ("xw", "wx")}
+    rows = ["| check | target | cost model alone | with autotune |", "|---|---|---|---|",
+            f"| pick within 10% of the fastest alternative | ≥ 95% with autotune | "
+            f"{share('model_over_best', 1.10)} | {share('autotune_over_best', 1.10)} |",
+            f"| pick within 20% of the fastest alternative | ≥ 80% for the cost model | "
+            f"{share('model_over_best', 1.20)} | {share('autotune_over_best', 1.20)} |",
+            f"| picks the layout that wins by ≥ 1.2× (Y = X·Wᵀ wins at {by['xw']} points, "
+            f"Yᵀ = W·Xᵀ at {by['wx']}) | each layout wins somewhere, the winner picked | "
+            f"{sum(w['model_picks'] == w['winner'] for w in wins)}/{len(wins)} | "
+            f"{sum(w['autotune_picks'] == w['winner'] for w in wins)}/{len(wins)} |"]
+    env = rec["environment"]
+    pngs = ", ".join(f"[{d}]({'benchmarks/results/' + path.stem}-{d}.png)"
+                     for d in ("layout", "persistence", "gemm"))
+    return ("\n".join(rows) + f"\n\nFrom [{path.name}](benchmarks/results/{path.name}), {n} points "
+            f"(plots per decision: {pngs}); {env['device']}, commit {str(env['commit'])[:10]}; "
+            f"{rec['method']}.")
+
+
 def update_readme() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    text = text[:start] + "\n" + table() + "\n" + text[end:]
-    start, end = text.index(BENCH_BEGIN) + len(BENCH_BEGIN), text.index(BENCH_END)
-    readme.write_text(text[:start] + "\n" + bench_table() + "\n" + text[end:])
+    for begin, end_mark, render in ((BEGIN, END, table), (BENCH_BEGIN, BENCH_END, bench_table),
+                                    (ABLATION_BEGIN, ABLATION_END, ablation_table)):
+        start, end = text.index(begin) + len(begin), text.index(end_mark)
+        text = text[:start] + "\n" + render() + "\n" + text[end:]
+    readme.write_text(text)
 
 
 if __name__ == "__main__":
@@ -87,3 +122,5 @@ if __name__ == "__main__":
         print(table())
         print()
         print(bench_table())
+        print()
+        print(ablation_table())
