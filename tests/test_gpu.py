@@ -243,6 +243,21 @@ def test_autotune_measures_once_then_reads_the_cache(gpu, tmp_path, monkeypatch)
     assert json.loads(entry.read_text())["layout"] == third.plan.layers[0].layout.value
 
 
+def test_two_processes_tuning_at_once_measure_once(gpu, tmp_path):
+    import subprocess
+    import sys
+    code = ("import rnncc; m = rnncc.compile({'name': 'm', 'dtype': 'float32', 'input_size': 40, "
+            "'layers': [{'name': 'l0', 'cell': 'lstm', 'hidden_size': 72}]}, target='device', "
+            "autotune=True, seq_len=16, batch=4); print(m.plan.layers[0].layout.reason)")
+    env = {**__import__("os").environ, "RNNCC_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted("measured now" in o for o in outs) == [False, True]  # the other read the cache
+    assert len(list((tmp_path / "autotune").glob("*.json"))) == 1
+
+
 def test_equal_layers_share_kernels(gpu):
     stack = {"name": "stack", "input_size": 48,
              "layers": [{"name": f"l{i}", "cell": "gru", "hidden_size": 48} for i in range(3)]}

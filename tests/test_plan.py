@@ -215,6 +215,18 @@ def test_measured_choices_override_the_model_per_layer():
     assert l.persistence.value["mode"] == "grid" and l.persistence.source == "measured"
     assert l.projection_tile.value["math"] != "cublas"
     assert l.layout.measured == dict(times) and "fastest of 2 candidates" in l.layout.reason
+    # A merged input was timed as one source: its projection placement stays the model's.
+    gnmt = rnncc.compile("examples/gnmt_encoder.yaml", target="h100").plan
+    tuned_all = tuple(Measurement(l.name, "xw", "none", "cublas", (("xw/none/cublas", 1e-3),), "x")
+                      for l in gnmt.layers)
+    tuned_plan = rnncc.compile("examples/gnmt_encoder.yaml", target="h100",
+                               options=CompileOptions(tuned=tuned_all)).plan
+    for before, after in zip(gnmt.layers, tuned_plan.layers):
+        assert after.persistence.value["math"] == "cublas"
+        if len(after.sources) > 1:
+            assert after.projection_tile == before.projection_tile
+        else:
+            assert after.projection_tile.value == {"math": "cublas"}
     assert "measured ms (layer forward): wx/grid/rnncc 1.000" in \
         rnncc.compile(lstm(H=256, I=256), target="h100",
                       options=CompileOptions(batch=8, tuned=tuned)).explain()

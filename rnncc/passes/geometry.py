@@ -22,8 +22,12 @@ def plan_projection_tile(model, plan, target):
     itemsize = DTYPES[plan.dtype].itemsize
 
     def decide(l):
-        gemm = o.gemm_for(l.name)
-        chooser = "measured" if o.measured(l.name) else "user"
+        # Autotuning times a layer with one source: a merged input's projection (a fused
+        # loader here, a call per source in cuBLASLt) was not measured, so it stays the
+        # cost model's (or the user's) choice.
+        tuned = o.measured(l.name) is not None and len(l.sources) == 1
+        gemm = o.gemm_for(l.name) if tuned else o.gemm
+        chooser = "measured" if tuned else "user"
         rows, cols = l.unroll.value * o.batch, l.gates * l.hidden_size
         m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
         tensor = l.precision.value == "tensor"
