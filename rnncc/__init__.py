@@ -18,6 +18,14 @@ from .plan import CompileOptions  # noqa: E402
 from .runtime import CompiledModel, compile  # noqa: E402
 from .build import cache_info  # noqa: E402
 
+
+def optimize(model, verbose: bool = True):
+    """Swap every torch.nn.LSTM/GRU/RNN in a torch module for its rnncc.nn twin (see
+    :func:`rnncc.nn.optimize`); imports PyTorch on first use."""
+    from .nn import optimize as _optimize
+    return _optimize(model, verbose)
+
 __all__ = ["compile", "CompiledModel", "CompileOptions", "Model", "ModelBuilder", "Sum",
            "Concat", "load", "from_torch", "RnnccError", "SpecError", "PlanError",
-           "CompileError", "RuntimeCheckError", "DeviceUnavailable", "cache_info", "__version__"]
+           "CompileError", "RuntimeCheckError", "DeviceUnavailable", "cache_info", "optimize",
+           "__version__"]

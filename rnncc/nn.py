@@ -1,0 +1,357 @@
+"""PyTorch modules run by rnncc: drop-in twins of ``torch.nn.LSTM``, ``GRU`` and ``RNN``,
+and ``Model(spec)`` for any spec graph.
+
+The twins take their twin's constructor arguments, have its parameters (same names, shapes
+and initialisation, so ``load_state_dict`` of a ``torch.nn`` checkpoint works unchanged)
+and return what it returns. On a CUDA tensor the forward runs the compiled kernels (one
+compile per dtype, for any S and B); on a CPU tensor it runs the float64 reference
+executor and returns the input's dtype (a slow path for development, warned once).
+
+Inference only: with grad mode on, a forward on inputs or parameters that require grad
+raises, rather than return outputs whose backward would be silently wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from . import reference
+from .errors import SpecError
+from .ir import Model as IrModel
+from .spec import load as load_spec
+
+
+class CpuPathWarning(RuntimeWarning):
+    """rnncc ran on the CPU through its NumPy reference executor (slow; for development)."""
+
+
+_TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def _refuse_training(owner: str, tensors, parameters) -> None:
+    if torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
+                                    or any(p.requires_grad for p in parameters)):
+        raise RuntimeError(
+            f"{owner}: rnncc runs inference only (no backward yet), and this forward would "
+            "need gradients (grad mode is on and the input or parameters require grad). Run it "
+            "under torch.no_grad() or torch.inference_mode(), or call requires_grad_(False) "
+            "on the module.")
+
+
+def _numpy64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+class _Runner:
+    """The compiled variants of one module (one per dtype) and the CPU path, shared by the
+    twins and Model. Weights are re-sent to the GPU only when a parameter has changed."""
+
+    def __init__(self, owner: str):
+        self.owner = owner
+        self.compiled: dict[str, tuple[Any, tuple]] = {}
+
+    def run(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
+            state: dict, batch_first: bool):
+        """(outputs tuple, final state dict of torch tensors) of ``model`` on x."""
+        if x.is_cuda:
+            return self._gpu(model, weights, x, state, batch_first)
+        # One message and one place: Python's default filter shows it once per process.
+        warnings.warn("rnncc on CPU tensors runs its NumPy reference executor, a slow path "
+                      "meant for development; move the module and its inputs to CUDA for the "
+                      "compiled kernels", CpuPathWarning, stacklevel=2)
+        xs = _numpy64(x.transpose(0, 1) if batch_first else x)
+        st = {k: tuple(_numpy64(p) for p in v) if isinstance(v, tuple) else _numpy64(v)
+              for k, v in state.items()}
+        outs, final = reference.run(model, {k: _numpy64(w) for k, w in weights.items()}, xs, st)
+
+        def back(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(a).to(x.dtype)
+        outs = tuple(back(o.transpose(1, 0, 2) if batch_first else o) for o in outs)
+        final = {k: tuple(back(p) for p in v) if isinstance(v, tuple) else back(v)
+                 for k, v in final.items()}
+        return outs, final
+
+    def _gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
+             state: dict, batch_first: bool):
+        from .runtime import compile as compile_model
+
+        if x.device.index not in (0, None):
+            raise RuntimeError(f"{self.owner}: rnncc runs on cuda:0 for now; got {x.device}")
+        dtype = model.dtype
+        version = tuple((w.data_ptr(), w._version) for w in weights.values())
+        entry = self.compiled.get(dtype)
+        if entry is None:
+            entry = (compile_model(model, target="device", weights=weights), version)
+        elif entry[1] != version:
+            entry[0].load_state_dict(weights)
+            entry = (entry[0], version)
+        self.compiled[dtype] = entry
+        y, final = entry[0](x.contiguous() if x.stride(-1) != 1 else x, state or None,
+                            batch_first=batch_first)
+        return (y if isinstance(y, tuple) else (y,)), final
+
+
+class _RecurrentTwin(torch.nn.Module):
+    """Shared body of LSTM, GRU and RNN."""
+
+    _gates = 1
+    _torch_name = ""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None):
+        super().__init__()
+        name = f"rnncc.nn.{type(self).__name__}"
+        if bidirectional:
+            raise SpecError(f"{name}: bidirectional=True is not supported yet; expected False")
+        if not 0.0 <= dropout <= 1.0:
+            raise SpecError(f"{name}: dropout={dropout}, expected a probability in [0, 1]")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional = False
+        G, H = self._gates, hidden_size
+        kw = {"device": device, "dtype": dtype}
+        for k in range(num_layers):
+            fan_in = input_size if k == 0 else H
+            self.register_parameter(f"weight_ih_l{k}", torch.nn.Parameter(torch.empty(G * H, fan_in, **kw)))
+            self.register_parameter(f"weight_hh_l{k}", torch.nn.Parameter(torch.empty(G * H, H, **kw)))
+            if bias:
+                self.register_parameter(f"bias_ih_l{k}", torch.nn.Parameter(torch.empty(G * H, **kw)))
+                self.register_parameter(f"bias_hh_l{k}", torch.nn.Parameter(torch.empty(G * H, **kw)))
+        self.reset_parameters()
+        self._runner = _Runner(name)
+
+    def reset_parameters(self) -> None:
+        """torch.nn's initialisation: every parameter uniform in ±1/√hidden_size."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            torch.nn.init.uniform_(p, -bound, bound)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        return s + self._extra()
+
+    def _extra(self) -> str:
+        return ""
+
+    def _cell(self) -> str:
+        raise NotImplementedError
+
+    def _spec(self, dtype: str) -> IrModel:
+        return IrModel.from_dict({
+            "name": f"rnncc_nn_{type(self).__name__.lower()}", "dtype": dtype,
+            "input_size": self.input_size,
+            "layers": [{"name": f"l{k}", "cell": self._cell(), "hidden_size": self.hidden_size,
+                        "bias": self.bias} for k in range(self.num_layers)]})
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ())
+        return {f"l{k}.{n}": getattr(self, f"{n}_l{k}").detach()
+                for k in range(self.num_layers) for n in names}
+
+    def forward(self, input: torch.Tensor, hx=None):
+        name = f"rnncc.nn.{type(self).__name__}"
+        lstm = self._cell() == "lstm"
+        states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
+        _refuse_training(name, (input, *states), self.parameters())
+        dtype = _TORCH_DTYPES.get(self.weight_ih_l0.dtype)
+        if dtype is None and input.is_cuda:
+            raise SpecError(f"{name}: parameters are {self.weight_ih_l0.dtype}; the GPU path "
+                            "runs float32, float16 or bfloat16")
+        if input.dtype != self.weight_ih_l0.dtype:
+            raise RuntimeError(f"{name}: input is {input.dtype} but the parameters are "
+                               f"{self.weight_ih_l0.dtype}; expected the same dtype")
+        unbatched = input.dim() == 2
+        if input.dim() not in (2, 3) or input.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input of shape {tuple(input.shape)}, expected "
+                               f"(S, B, {self.input_size}){' batch first' if self.batch_first else ''}"
+                               f" or unbatched (S, {self.input_size})")
+        x = input.unsqueeze(0 if self.batch_first else 1) if unbatched else input
+        B = x.shape[0 if self.batch_first else 1]
+        state = {}
+        if hx is not None:
+            parts = hx if lstm else (hx,)
+            if lstm and (not isinstance(hx, tuple) or len(hx) != 2):
+                raise RuntimeError(f"{name}: hx must be a tuple (h_0, c_0)")
+            want = (self.num_layers, self.hidden_size) if unbatched else \
+                (self.num_layers, B, self.hidden_size)
+            for p in parts:
+                if tuple(p.shape) != want:
+                    raise RuntimeError(f"{name}: initial state of shape {tuple(p.shape)}, "
+                                       f"expected {want}")
+            parts = [p.unsqueeze(1) if unbatched else p for p in parts]
+            for k in range(self.num_layers):
+                state[f"l{k}"] = tuple(p[k].contiguous() for p in parts) if lstm \
+                    else parts[0][k].contiguous()
+        outs, final = self._runner.run(self._spec(dtype or "float32"), self._weights(), x, state,
+                                       self.batch_first)
+        y = outs[0]
+        layers = [final[f"l{k}"] for k in range(self.num_layers)]
+        if lstm:
+            h_n = torch.stack([h for h, _ in layers])
+            c_n = torch.stack([c for _, c in layers])
+        else:
+            h_n = torch.stack(layers)
+        if unbatched:
+            y = y.squeeze(0 if self.batch_first else 1)
+            h_n = h_n.squeeze(1)
+            c_n = c_n.squeeze(1) if lstm else None
+        return (y, (h_n, c_n)) if lstm else (y, h_n)
+
+
+class LSTM(_RecurrentTwin):
+    """``torch.nn.LSTM`` run by rnncc (``proj_size`` and ``bidirectional`` not yet)."""
+
+    _gates = 4
+
+    def __init__(self, *args, proj_size: int = 0, **kwargs):
+        if proj_size:
+            raise SpecError(f"rnncc.nn.LSTM: proj_size={proj_size} is not supported; expected 0")
+        super().__init__(*args, **kwargs)
+        self.proj_size = 0
+
+    def _cell(self) -> str:
+        return "lstm"
+
+
+class GRU(_RecurrentTwin):
+    """``torch.nn.GRU`` run by rnncc (``bidirectional`` not yet)."""
+
+    _gates = 3
+
+    def _cell(self) -> str:
+        return "gru"
+
+
+class RNN(_RecurrentTwin):
+    """``torch.nn.RNN`` (tanh or relu) run by rnncc (``bidirectional`` not yet)."""
+
+    def __init__(self, *args, nonlinearity: str = "tanh", **kwargs):
+        if nonlinearity not in ("tanh", "relu"):
+            raise SpecError(f"rnncc.nn.RNN: nonlinearity={nonlinearity!r}, expected 'tanh' or 'relu'")
+        self.nonlinearity = nonlinearity
+        super().__init__(*args, **kwargs)
+
+    def _cell(self) -> str:
+        return f"rnn_{self.nonlinearity}"
+
+    def _extra(self) -> str:
+        return "" if self.nonlinearity == "tanh" else ", nonlinearity='relu'"
+
+
+class _LayerParameters(torch.nn.Module):
+    def __init__(self, gates: int, hidden: int, inputs: int, bias: bool, **kw):
+        super().__init__()
+        self.weight_ih = torch.nn.Parameter(torch.empty(gates * hidden, inputs, **kw))
+        self.weight_hh = torch.nn.Parameter(torch.empty(gates * hidden, hidden, **kw))
+        if bias:
+            self.bias_ih = torch.nn.Parameter(torch.empty(gates * hidden, **kw))
+            self.bias_hh = torch.nn.Parameter(torch.empty(gates * hidden, **kw))
+        bound = 1.0 / math.sqrt(hidden)
+        for p in self.parameters():
+            torch.nn.init.uniform_(p, -bound, bound)
+
+
+class Model(torch.nn.Module):
+    """Any rnncc spec (skip connections included) as a module: parameters per layer
+    (``layers.<name>.weight_ih`` …, PyTorch's shapes), ``forward(x, state=None)`` returning
+    ``(y, state)`` like a compiled model (``y`` a tuple when the spec has several outputs)."""
+
+    def __init__(self, spec, batch_first: bool = False, device=None, dtype=None):
+        super().__init__()
+        self.spec = load_spec(spec)
+        self.batch_first = batch_first
+        torch_dtype = dtype or {v: k for k, v in _TORCH_DTYPES.items()}[self.spec.dtype]
+        self.layers = torch.nn.ModuleDict({
+            l.name: _LayerParameters(l.gates, l.hidden_size, l.input_size, l.bias,
+                                     device=device, dtype=torch_dtype)
+            for l in self.spec.layers})
+        self._runner = _Runner(f"rnncc.nn.Model('{self.spec.name}')")
+
+    def forward(self, x: torch.Tensor, state: Mapping[str, Any] | None = None):
+        states = [t for v in (state or {}).values() for t in (v if isinstance(v, tuple) else (v,))]
+        _refuse_training(self._runner.owner, (x, *states), self.parameters())
+        dtype = _TORCH_DTYPES.get(next(self.parameters()).dtype, self.spec.dtype)
+        model = self.spec if dtype == self.spec.dtype else \
+            IrModel.from_dict({**self.spec.to_dict(), "dtype": dtype})
+        weights = {f"{name}.{k}": p.detach() for name, layer in self.layers.items()
+                   for k, p in layer.named_parameters()}
+        outs, final = self._runner.run(model, weights, x, dict(state or {}), self.batch_first)
+        return (outs[0] if len(outs) == 1 else outs), final
+
+
+# ---- optimize ---------------------------------------------------------------------------
+
+_TWINS = {torch.nn.LSTM: LSTM, torch.nn.GRU: GRU, torch.nn.RNN: RNN}
+
+
+def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
+    """(the rnncc twin of a torch.nn.LSTM/GRU/RNN with its weights, device, dtype and
+    requires_grad flags, or None; a description, or why not)."""
+    cls = _TWINS.get(type(module))
+    if cls is None:
+        return None, f"{type(module).__name__} is not an nn.LSTM, nn.GRU or nn.RNN"
+    if module.bidirectional:
+        return None, "bidirectional=True is not supported yet"
+    if getattr(module, "proj_size", 0):
+        return None, f"proj_size={module.proj_size} is not supported"
+    p = module.weight_ih_l0
+    if p.dtype not in (*_TORCH_DTYPES, torch.float64):
+        return None, f"parameters are {p.dtype}"
+    kwargs = dict(input_size=module.input_size, hidden_size=module.hidden_size,
+                  num_layers=module.num_layers, bias=module.bias, batch_first=module.batch_first,
+                  dropout=module.dropout, device=p.device, dtype=p.dtype)
+    if cls is RNN:
+        kwargs["nonlinearity"] = module.nonlinearity
+    twin = cls(**kwargs)
+    twin.load_state_dict(module.state_dict())
+    for name, param in twin.named_parameters():
+        param.requires_grad_(getattr(module, name).requires_grad)
+    twin.train(module.training)
+    what = (f"nn.{type(module).__name__}({module.input_size}, {module.hidden_size}, "
+            f"num_layers={module.num_layers}, {str(p.dtype).removeprefix('torch.')})")
+    return twin, what
+
+
+def optimize(model: torch.nn.Module, verbose: bool = True) -> torch.nn.Module:
+    """Replace, in place, every ``torch.nn.LSTM/GRU/RNN`` inside ``model`` that rnncc can
+    run by its ``rnncc.nn`` twin with the same weights; leave everything else alone.
+    Returns the model (the twin itself when ``model`` is one) and, with ``verbose``,
+    prints what it replaced and why it skipped anything."""
+    report: list[str] = []
+    done: dict[int, torch.nn.Module | None] = {}  # a module shared by two parents: one twin
+
+    def swap(module: torch.nn.Module, path: str) -> torch.nn.Module | None:
+        if id(module) not in done:
+            twin, what = twin_of(module)
+            done[id(module)] = twin
+            report.append(f"replaced {path or '(the model)'}: {what} → rnncc.nn.{type(module).__name__}"
+                          if twin is not None else f"skipped {path or '(the model)'}: {what}")
+        return done[id(module)]
+
+    if type(model) in _TWINS:
+        twin = swap(model, "")
+        result = twin if twin is not None else model
+    else:
+        result = model
+        for parent_path, parent in list(model.named_modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) in _TWINS:
+                    twin = swap(child, f"{parent_path}.{name}" if parent_path else name)
+                    if twin is not None:
+                        setattr(parent, name, twin)
+    if verbose:
+        for line in report or ["nothing to replace: no nn.LSTM, nn.GRU or nn.RNN inside"]:
+            print(f"rnncc.optimize: {line}")
+    return result

@@ -1,0 +1,144 @@
+"""rnncc.nn on the CPU: torch.nn twins (state_dict, numbers), optimize, Model(spec), the
+training error and the slow-path warning. The GPU path is in test_gpu.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import rnncc  # noqa: E402
+import rnncc.nn as rnn  # noqa: E402
+from rnncc.dtypes import max_relative_error  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TOL = 1e-5  # float32 CPU path against torch.nn (the reference runs in float64)
+pytestmark = pytest.mark.filterwarnings("ignore::rnncc.nn.CpuPathWarning")
+
+TWINS = [(torch.nn.LSTM, rnn.LSTM, {}), (torch.nn.GRU, rnn.GRU, {}),
+         (torch.nn.RNN, rnn.RNN, {}), (torch.nn.RNN, rnn.RNN, {"nonlinearity": "relu"})]
+
+
+def rel(a, b) -> float:
+    return max_relative_error(a.detach().double().numpy(), b.detach().double().numpy())
+
+
+@pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
+@pytest.mark.parametrize("num_layers,bias,batch_first", [(1, True, False), (3, False, True)])
+def test_twin_matches_torch(torch_cls, rnncc_cls, kw, num_layers, bias, batch_first):
+    torch.manual_seed(num_layers)
+    args = dict(input_size=11, hidden_size=17, num_layers=num_layers, bias=bias,
+                batch_first=batch_first, **kw)
+    ours, theirs = rnncc_cls(**args), torch_cls(**args)
+    # Same parameter names and shapes: a torch.nn checkpoint loads unchanged, both ways.
+    assert {k: v.shape for k, v in ours.state_dict().items()} == \
+        {k: v.shape for k, v in theirs.state_dict().items()}
+    ours.load_state_dict(theirs.state_dict())
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(4, 9, 11)  # (B, S, I) or (S, B, I)
+    B = x.shape[0] if batch_first else x.shape[1]
+    h0 = torch.randn(num_layers, B, 17)
+    hx = (h0, torch.randn(num_layers, B, 17)) if torch_cls is torch.nn.LSTM else h0
+    with torch.no_grad():
+        for args_ in ((x,), (x, hx), (x[0] if batch_first else x[:, 0],)):  # last: unbatched
+            want, got = theirs(*args_), ours(*args_)
+            assert got[0].shape == want[0].shape and got[0].dtype == want[0].dtype
+            assert rel(got[0], want[0]) <= TOL
+            for g, w in zip(*(s if isinstance(s, tuple) else (s,) for s in (got[1], want[1]))):
+                assert g.shape == w.shape and rel(g, w) <= TOL
+
+
+def test_float64_inputs_stay_float64():
+    lstm = torch.nn.LSTM(5, 6).double()
+    twin, _ = rnn.twin_of(lstm)
+    x = torch.randn(3, 2, 5, dtype=torch.float64)
+    with torch.no_grad():
+        y, (h, c) = twin(x)
+        assert y.dtype == h.dtype == torch.float64
+        assert rel(y, lstm(x)[0]) <= 1e-12
+
+
+def test_unsupported_arguments_are_refused():
+    with pytest.raises(rnncc.SpecError, match="bidirectional=True is not supported"):
+        rnn.GRU(4, 4, bidirectional=True)
+    with pytest.raises(rnncc.SpecError, match="proj_size=2 is not supported"):
+        rnn.LSTM(4, 4, proj_size=2)
+    with pytest.raises(rnncc.SpecError, match="nonlinearity='gelu'"):
+        rnn.RNN(4, 4, nonlinearity="gelu")
+
+
+def test_training_is_refused_not_silently_wrong():
+    lstm = rnn.LSTM(4, 5)
+    x = torch.randn(3, 2, 4)
+    with pytest.raises(RuntimeError, match="inference only.*torch.no_grad\\(\\) or torch.inference_mode\\(\\)"):
+        lstm(x)  # parameters require grad, grad mode is on
+    with torch.inference_mode():
+        lstm(x)
+    lstm.requires_grad_(False)
+    lstm(x)  # nothing requires grad
+    with pytest.raises(RuntimeError, match="inference only"):
+        lstm(x.requires_grad_())
+
+
+class Nested(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.encoder = torch.nn.Sequential(torch.nn.LSTM(8, 16, num_layers=2, batch_first=True))
+        self.heads = torch.nn.ModuleDict({"gru": torch.nn.GRU(16, 12, batch_first=True),
+                                          "bi": torch.nn.GRU(16, 12, batch_first=True, bidirectional=True)})
+        self.out = torch.nn.Linear(12, 3)
+
+    def forward(self, tokens):
+        h, _ = self.encoder[0](self.embed(tokens))
+        g, _ = self.heads["gru"](h)
+        b, _ = self.heads["bi"](h)
+        return self.out(g) + b[..., :12].sum()
+
+
+def test_optimize_replaces_what_it_can_and_says_why_not(capsys):
+    torch.manual_seed(1)
+    model = Nested().eval()
+    tokens = torch.randint(0, 50, (3, 7))
+    with torch.no_grad():
+        want = model(tokens)
+    same = rnncc.optimize(model)
+    assert same is model
+    out = capsys.readouterr().out
+    assert "replaced encoder.0: nn.LSTM(8, 16, num_layers=2, float32) → rnncc.nn.LSTM" in out
+    assert "replaced heads.gru" in out and "skipped heads.bi: bidirectional=True is not supported yet" in out
+    assert isinstance(model.encoder[0], rnn.LSTM) and isinstance(model.heads["gru"], rnn.GRU)
+    assert type(model.heads["bi"]) is torch.nn.GRU and type(model.embed) is torch.nn.Embedding
+    with torch.no_grad():
+        assert rel(model(tokens), want) <= TOL
+    lone = rnncc.optimize(torch.nn.RNN(3, 4), verbose=False)
+    assert isinstance(lone, rnn.RNN)
+
+
+def test_model_of_any_spec_matches_the_reference():
+    m = rnn.Model(ROOT / "examples/dense_skip.yaml")
+    names = {k for k in m.state_dict()}
+    assert "layers.d1.weight_ih" in names and "layers.d3.bias_hh" in names
+    x = torch.randn(5, 2, 128)
+    with torch.no_grad():
+        y, state = m(x)
+    weights = {k.removeprefix("layers."): v.numpy() for k, v in m.state_dict().items()}
+    want, want_state = rnncc.reference.run(m.spec, weights, x.double().numpy())
+    assert y.shape == (5, 2, 512) and max_relative_error(y.double().numpy(), want[0]) <= TOL
+    assert set(state) == {"d1", "d2", "d3"}
+
+
+def test_example_runs_on_the_cpu_and_warns_once():
+    code = ("import runpy, torch; torch.cuda.is_available = lambda: False; "
+            "runpy.run_path('examples/swap_into_model.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", code], cwd=ROOT,
+                          capture_output=True, text=True, env={**__import__("os").environ,
+                                                               "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert "rnncc.optimize: replaced lstm: nn.LSTM(128, 256, num_layers=2, float32)" in proc.stdout
+    assert "max relative difference" in proc.stdout
+    assert proc.stderr.count("CpuPathWarning") == 1  # 3 forwards, one warning
