@@ -340,3 +340,56 @@ def test_persistent_refused_when_not_co_resident(gpu):
     assert m.plan.layers[0].persistence.value["blocks"] == 2048
     with pytest.raises(rnncc.RuntimeCheckError, match="co-resident blocks but this GPU holds"):
         m(np.zeros((3, 8, 64), np.float32))
+
+
+# ---- rnncc.nn on the GPU ---------------------------------------------------------------
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype):
+    import rnncc.nn as rnn
+
+    torch.manual_seed(3)
+    tdt = getattr(torch, dtype)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(cell, torch.nn.RNN)
+    kw = {"nonlinearity": cell.removeprefix("rnn_")} if cell.startswith("rnn") else {}
+    theirs = cls(40, 48, num_layers=2, batch_first=True, **kw).to("cuda", tdt).eval()
+    ours, what = rnn.twin_of(theirs)
+    assert ours is not None, what
+    x = torch.randn(5, 37, 40, device="cuda", dtype=tdt)
+    h0 = torch.randn(2, 5, 48, device="cuda", dtype=tdt)
+    hx = (h0, torch.randn_like(h0)) if cell == "lstm" else h0
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    with torch.inference_mode():
+        want, got = theirs(x, hx), ours(x, hx)
+    tol = 2 * tolerance(dtype, "tensor" if dtype != "float32" else "exact")  # both approximate
+    assert got[0].dtype == tdt and got[0].is_cuda
+    assert max_relative_error(got[0].float().cpu().numpy(), want[0].float().cpu().numpy()) <= tol
+    states = zip(got[1], want[1]) if cell == "lstm" else [(got[1], want[1])]
+    for g, w in states:
+        assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
+
+
+def test_new_shapes_compile_nothing(gpu, torch, tmp_path, monkeypatch):
+    """S and B are run-time arguments: one compile (at the first call) serves them all."""
+    import rnncc.nn as rnn
+
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    lstm = rnn.LSTM(32, 64, num_layers=2).to("cuda").requires_grad_(False)
+    before = rnncc.cache_info()
+    lstm(torch.randn(7, 5, 32, device="cuda"))
+    first = rnncc.cache_info()
+    kernels = len(lstm._runner.compiled["float32"][0].kernels)
+    assert first.misses - before.misses == kernels  # nvcc ran once per distinct kernel
+    for S in (1, 17, 256):
+        for B in (1, 3, 8, 64, 65):
+            y, (h, c) = lstm(torch.randn(S, B, 32, device="cuda"))
+            assert y.shape == (S, B, 64) and h.shape == (2, B, 64)
+    after = rnncc.cache_info()
+    assert (after.misses, after.hits) == (first.misses, first.hits)  # no nvcc, no cache lookups
+    print(f"nvcc runs: {first.misses - before.misses} for 15 (S, B) shapes")
+
+
+def test_optimize_the_example_model_on_gpu(gpu, torch):
+    import runpy
+    runpy.run_path("examples/swap_into_model.py", run_name="__main__")  # asserts ≤ 1e-5 itself
