@@ -196,8 +196,10 @@ def test_equal_layers_share_their_kernels():
 
 def test_timed_decisions_list_their_alternatives():
     l = plan_of(lstm(H=1024, I=1024), batch=64).layers[0]
-    for d in (l.layout, l.persistence, l.projection_tile):
+    for d in (l.layout, l.persistence, l.projection_tile, l.step_tile):
         assert d.alternatives and len(d.alternatives) > 1
+    best_tile = min(l.step_tile.alternatives.values())
+    assert f"predicted {best_tile * 1e6:.1f} µs/step" in l.step_tile.reason
     assert set(l.layout.alternatives) == {"xw", "wx"}
     assert min(l.layout.alternatives, key=l.layout.alternatives.get) == l.layout.value
     assert {"grid", "none (FMA step kernel)", "none (cuBLASLt + cell kernel)"} <= set(l.persistence.alternatives)

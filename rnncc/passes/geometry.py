@@ -95,5 +95,11 @@ def plan_step_tile(model, plan, target):
                   f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
                   f"K split {best.k_split}×; predicted "
                   f"{step_seconds(B, H, G, best, target, itemsize) * 1e6:.1f} µs/step")
-        return replace(l, step_tile=Decision(value, reason))
+        # The five best candidates, named units/per thread × rows/per thread × K split.
+        ranked = sorted(fits, key=key)[:5]
+        alternatives = {f"{t.units_per_block}/{t.units_per_thread}u×{t.batch_per_block}/"
+                        f"{t.batch_per_thread}b×k{t.k_split}": step_seconds(B, H, G, t, target, itemsize)
+                        for t in ranked}
+        assert len(alternatives) == len(ranked)  # the names tell the tiles apart
+        return replace(l, step_tile=Decision(value, reason, alternatives=alternatives))
     return plan.map_layers(decide)
