@@ -449,13 +449,13 @@ def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile
 
 
 # ---- GEMMs handed to cuBLASLt -------------------------------------------------------------
-# cuBLASLt's Hopper kernels (wgmma, TMA) ran a 16384×8192×2048 fp16 GEMM at 720 TFLOPS where
-# rnncc's mma.sync projection ran at 132, and 256×8192×2048 in ≈ 16 µs a call
+# cuBLASLt's Hopper kernels (wgmma, TMA) ran a 16384×8192×2048 fp16 GEMM at 629 TFLOPS where
+# rnncc's mma.sync projection ran at 132, and 256×8192×2048 in 16–21 µs a call through torch
 # (benchmarks/results/gemm-probe-h100-2026-11-23.txt). Modelled as waves of LIBRARY_TILE²
 # output tiles at LIBRARY_EFFICIENCY of the dense peak, K split (as the library does) when
 # there are fewer tiles than SMs. A call also costs host time: a step of mode none with the
-# product in cuBLASLt took 26.5 µs of host time (STEP_LAUNCH_SECONDS for the cell kernel's
-# launch, the rest the library call; same file).
+# product in cuBLASLt took 22–47 µs of host time (same file); the model takes
+# STEP_LAUNCH_SECONDS for the cell kernel's launch plus LIBRARY_CALL_SECONDS for the call.
 LIBRARY_TILE = 128
 LIBRARY_MIN_K_SPLIT = 256  # the shortest K slice worth a split
 LIBRARY_EFFICIENCY = 0.8
