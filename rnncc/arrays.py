@@ -98,6 +98,18 @@ def host_array(x: Any, what: str, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(to_storage(a, dtype) if dtype == "bfloat16" else a)
 
 
+def stream_of(x: Any, kind: str) -> int:
+    """The raw CUstream the caller's work on x is ordered on: PyTorch's current stream of
+    x's device, CuPy's current stream, else the legacy default stream (0)."""
+    if kind == "torch":
+        import torch
+        return torch.cuda.current_stream(x.device).cuda_stream
+    if kind == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
 def empty_like_kind(kind: str, like: Any, shape: tuple[int, ...], dtype: str, alloc):
     """A new array of ``kind`` on the device. ``alloc(nbytes)`` makes raw device memory
     for kinds without their own allocator (NumPy results are copied back later)."""

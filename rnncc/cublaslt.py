@@ -6,8 +6,8 @@ at several times the rate of rnncc's mma.sync tiles. The plan says where (``math
 cublas``); rnncc's own kernels do everything around those calls.
 
 Only ``libcublasLt`` is needed, from the CUDA toolkit that nvcc comes with or from the
-nvidia-cublas wheel; it is loaded on first use, like PyCUDA. Calls go to the legacy
-default stream, in order with rnncc's kernels and the caller's default-stream work.
+nvidia-cublas wheel; it is loaded on first use, like PyCUDA. Each call goes on the stream
+the runtime gives it (the caller's), in order with rnncc's kernels.
 
 Every matrix here is column-major, as the library sees it: rnncc's row-major [rows, cols]
 array with row stride ``ld`` is a column-major cols × rows matrix with leading dimension
@@ -181,8 +181,9 @@ class CublasLt:
 
     def prepare(self, g: Matmul, align_a: int = 256, align_b: int = 256,
                 align_d: int = 256) -> Callable[[int, int, int, int], None]:
-        """``run(a, b, d, bias=0)`` queueing D = op(A)·B (+ bias) (+ D) on the legacy default
-        stream, for pointers aligned to at least ``align_*`` bytes. The descriptors and the
+        """``run(a, b, d, bias=0, stream=0)`` queueing D = op(A)·B (+ bias) (+ D) on
+        ``stream`` (a raw CUstream; 0 the legacy default), for pointers aligned to at least
+        ``align_*`` bytes. The descriptors and the
         algorithm are chosen here, once; a run costs one library call (per-step use)."""
         item = 4 if g.dtype == "float32" else 2
         d_align = alignment(align_d, g.ldd * 4, g.stride_d * 4)
@@ -194,16 +195,18 @@ class CublasLt:
         beta = ctypes.byref(self._one if g.accumulate else self._zero)
         # Everything but the three pointers as ready ctypes objects: ctypes converts those
         # fastest, and a step's host time is mostly this call.
-        tail = (algo, ptr(int(self._workspace)), ctypes.c_size_t(WORKSPACE_BYTES), ptr(0))
+        workspace = (algo, ptr(int(self._workspace)), ctypes.c_size_t(WORKSPACE_BYTES))
 
-        def run(a: int, b: int, d: int, bias: int = 0) -> None:
+        def run(a: int, b: int, d: int, bias: int = 0, stream: int = 0) -> None:
             if g.bias:
                 self._set(self._lib.cublasLtMatmulDescSetAttribute, desc, _DESC_BIAS_POINTER,
                           ptr(bias), "bias pointer")
             dp = ptr(d)
-            check(matmul(handle, desc, one, ptr(a), la, ptr(b), lb, beta, dp, ld, dp, ld, *tail), what)
+            check(matmul(handle, desc, one, ptr(a), la, ptr(b), lb, beta, dp, ld, dp, ld,
+                         *workspace, ptr(stream)), what)
         return run
 
-    def __call__(self, g: Matmul, a: int, b: int, d: int, bias: int = 0) -> None:
-        """One GEMM now, for these pointers (the descriptors are cached per shape)."""
-        self.prepare(g, alignment(a), alignment(b), alignment(d))(a, b, d, bias)
+    def __call__(self, g: Matmul, a: int, b: int, d: int, bias: int = 0, stream: int = 0) -> None:
+        """One GEMM queued on ``stream`` now, for these pointers (the descriptors are cached
+        per shape)."""
+        self.prepare(g, alignment(a), alignment(b), alignment(d))(a, b, d, bias, stream)

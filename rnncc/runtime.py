@@ -3,7 +3,10 @@
 PyCUDA is imported lazily: ``rnncc.compile`` renders source and plan on any machine;
 only calling the model (or ``build()`` for cubins, which needs nvcc) goes further.
 Kernels run on the device's primary context, so PyTorch/CuPy pointers are valid here,
-and on the default (legacy) stream, in order with the caller's default-stream work.
+and on the caller's stream (PyTorch's or CuPy's current stream for their arrays, else the
+legacy default stream), so they order with the caller's work and a ``torch.cuda.graph``
+captures them. Once a model has run at a shape, a call allocates nothing but its outputs
+(through the caller's allocator) and never synchronises.
 
 Debug knob: ``RNNCC_DEBUG_POISON=1`` fills every output and workspace buffer with NaN
 bytes before the kernels run, so an element no kernel wrote shows up as NaN.
@@ -22,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import arrays, build, codegen, cublaslt, spec as spec_mod, target as target_mod
+from . import arrays, build, codegen, cublaslt, driver, spec as spec_mod, target as target_mod
 from . import weights as weights_mod
 from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceUnavailable, RuntimeCheckError, SpecError
@@ -166,17 +169,9 @@ class CompiledModel:
             import pycuda.driver as cuda
 
             cubins = self.build()
-            formats = {"ptr": "P", "i64": "q", "i32": "i"}
-            functions = {}
-            for k in self.kernels:
-                module = cuda.module_from_buffer(cubins[k.name])
-                fn = module.get_function(k.entry)
-                fn.prepare("".join(formats[p.kind] for p in k.params))
-                if k.dynamic_shared:
-                    fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                     k.dynamic_shared)
-                functions[k.name] = (fn, module)
-            self._functions = functions
+            self._functions = {k.name: driver.load(k.name, cubins[k.name], k.entry,
+                                                   tuple(p.kind for p in k.params), k.dynamic_shared)
+                               for k in self.kernels}
             # cuBLASLt, where the plan hands it GEMMs (a handle and workspace per model).
             uses_library = any(l.projection_tile.value["math"] == "cublas"
                                or l.persistence.value["math"] == "cublas" for l in self.plan.layers)
@@ -264,6 +259,10 @@ class CompiledModel:
         ctx = self._load()
         import pycuda.driver as cuda
 
+        # The caller's stream (PyTorch's or CuPy's current one; else the legacy default
+        # stream): every kernel, library call and copy of this call is queued on it.
+        stream = arrays.stream_of(x, kind)
+
         def make(shape_: tuple[int, ...]) -> tuple[Any, arrays.DeviceView]:
             arr = arrays.empty_like_kind("numpy" if host else kind, x, shape_, dtype, self._alloc)
             v = arrays.to_view(arr, shape_, dtype)
@@ -297,10 +296,12 @@ class CompiledModel:
             c_arr = c_view = None
             if l.cell == "lstm":
                 c_arr, c_view = make((B, l.hidden_size))
-            self._run_layer(l, tensors, ws, S, B, h0, c0, c_view)
+            self._run_layer(l, tensors, ws, S, B, h0, c0, c_view, stream)
             y_view, st, sb = tensors[l.name]
             h_arr, h_view = make((B, l.hidden_size))
-            _copy_rows(h_view.ptr, y_view.offset((S - 1) * st), sb, B, l.hidden_size, dtype)
+            item = DTYPES[dtype].itemsize
+            driver.copy_rows(h_view.ptr, l.hidden_size * item, y_view.offset((S - 1) * st),
+                             sb * item, l.hidden_size * item, B, stream)
             final_state[l.name] = (h_arr, c_arr) if l.cell == "lstm" else h_arr
 
         outputs = []
@@ -309,7 +310,7 @@ class CompiledModel:
                 outputs.append(results[o.name])
                 continue
             arr, v = make(seq_shape(o.size))
-            self._run_merge(o, tensors, v, t_b(v), S, B)
+            self._run_merge(o, tensors, v, t_b(v), S, B, stream)
             outputs.append(arr)
 
         if host:
@@ -366,24 +367,24 @@ class CompiledModel:
         memory)."""
         import pycuda.driver as cuda
 
-        fn = self._functions[k.name][0]
+        fn = self._functions[k.name]
         dev = device_context().device
         a = cuda.device_attribute
         threads = k.block[0] * k.block[1] * k.block[2]
         warps = -(-threads // 32)
         regs_per_warp = -(-fn.num_regs * 32 // 256) * 256
         by_regs = (dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR) // regs_per_warp) // warps
-        smem = fn.shared_size_bytes + k.dynamic_shared + 1024  # 1 KiB reserved per block
+        smem = fn.shared_static + k.dynamic_shared + 1024  # 1 KiB reserved per block
         by_smem = dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // smem
         by_threads = dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR) // threads
         per_sm = min(by_regs, by_smem, by_threads, dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR))
         return per_sm * dev.get_attribute(a.MULTIPROCESSOR_COUNT)
 
-    def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out) -> None:
+    def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out, stream: int) -> None:
         persistent = l.persistence.value["mode"] != "none"
         # The layer's one recurrent kernel (step, cell, persistent or cluster family).
         step_k = self.kernel_of(l.name, "recurrent")
-        step_fn = self._functions[step_k.name][0]
+        step_fn = self._functions[step_k.name]
         library_product = l.persistence.value["math"] == "cublas"
         w = self._device_weights
         GH = l.gates * l.hidden_size
@@ -408,11 +409,11 @@ class CompiledModel:
                          math.ceil(B / st["batch_per_block"]))
         for t0 in range(0, S, chunk):
             steps = min(chunk, S - t0)
-            self._project(l, tensors, t0, steps, B, xproj)
+            self._project(l, tensors, t0, steps, B, xproj, stream)
             xp_t, xp_b, xp_n = _projection_strides(l.layout.value, B, GH, steps * B)
             if persistent:
                 self._run_persistent(l, step_fn, step_k, t0, steps, S, B, y, y_st, y_sb,
-                                     h0, c0, c_out, xproj, cell, (xp_t, xp_b, xp_n))
+                                     h0, c0, c_out, xproj, cell, (xp_t, xp_b, xp_n), stream)
                 continue
             for j in range(steps):
                 t = t0 + j
@@ -422,7 +423,8 @@ class CompiledModel:
                         "h_out": y.offset(t * y_st), "h_out_stride_b": y_sb, "batch": B}
                 if library_product:
                     if h_prev:
-                        products[h_sb](int(w[f"{l.name}.w_hh_t"]), h_prev, int(ws["step_product"]))
+                        products[h_sb](int(w[f"{l.name}.w_hh_t"]), h_prev, int(ws["step_product"]),
+                                       stream=stream)
                     args["step_product"] = int(ws["step_product"]) if h_prev else 0
                 else:
                     args["w_hh_t"] = w[f"{l.name}.w_hh_t"]
@@ -431,9 +433,9 @@ class CompiledModel:
                 if l.cell == "lstm":
                     args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
                              "c_out": c_out.ptr if t == S - 1 else 0, "first_step": int(t == 0)}
-                _launch(step_fn, step_k, step_grid, args)
+                _launch(step_fn, step_k, step_grid, args, stream)
 
-    def _project(self, l, tensors, t0: int, steps: int, B: int, xproj: int) -> None:
+    def _project(self, l, tensors, t0: int, steps: int, B: int, xproj: int, stream: int) -> None:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
         kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias."""
         w = self._device_weights
@@ -453,10 +455,10 @@ class CompiledModel:
                     batches=1 if dense else steps, stride_b=0 if dense else s_t,
                     stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0)
                 self._library(g, int(w[f"{l.name}.w_ih"]) + s.offset * item, v.offset(t0 * s_t),
-                              xproj, int(w[f"{l.name}.bias"]) if g.bias else 0)
+                              xproj, int(w[f"{l.name}.bias"]) if g.bias else 0, stream)
             return
         k = self.kernel_of(l.name, "input_projection")
-        fn = self._functions[k.name][0]
+        fn = self._functions[k.name]
         args = {"w_ih": w[f"{l.name}.w_ih"], "xproj": xproj, "rows": rows, "batch": B}
         if l.bias:
             args["bias"] = w[f"{l.name}.bias"]
@@ -467,10 +469,10 @@ class CompiledModel:
             grid = (math.ceil(GH / tile["bn"]), math.ceil(rows / tile["bm"]))
         else:
             grid = (math.ceil(rows / tile["bn"]), math.ceil(GH / tile["bm"]))
-        _launch(fn, k, grid, args)
+        _launch(fn, k, grid, args, stream)
 
     def _run_persistent(self, l, fn, k, t0, steps, S, B, y, y_st, y_sb, h0, c0, c_out,
-                        xproj, cell, xproj_strides) -> None:
+                        xproj, cell, xproj_strides, stream: int) -> None:
         """One persistent launch (grid or cluster) for the steps t0 .. t0+steps-1 of layer l
         (all of them when F = S)."""
         p = l.persistence.value
@@ -498,11 +500,11 @@ class CompiledModel:
         if l.cell == "lstm":
             args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
                      "c_final": c_out.ptr if t0 + steps == S else 0, "first_chunk": int(t0 == 0)}
-        _launch(fn, k, grid, args)
+        _launch(fn, k, grid, args, stream)
 
-    def _run_merge(self, o, tensors, out, out_tb, S, B) -> None:
+    def _run_merge(self, o, tensors, out, out_tb, S, B, stream: int) -> None:
         k = self.kernel_of(o.name, "merge")
-        fn = self._functions[k.name][0]
+        fn = self._functions[k.name]
         args = {"out": out.ptr, "out_stride_t": out_tb[0], "out_stride_b": out_tb[1],
                 "seq_len": S, "batch": B}
         for i, s in enumerate(o.sources):
@@ -510,7 +512,7 @@ class CompiledModel:
             args |= {f"x{i}": v.ptr, f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
         total = S * B * o.size
         blocks = max(1, min(math.ceil(total / k.block[0]), self.target.sm_count * 8))
-        _launch(fn, k, (blocks, 1), args)
+        _launch(fn, k, (blocks, 1), args, stream)
 
 
 def _previous_h(t: int, h0, y, y_st: int, y_sb: int) -> tuple[int, int]:
@@ -526,29 +528,13 @@ def _projection_strides(layout: str, B: int, GH: int, rows: int) -> tuple[int, i
     return (B * GH, GH, 1) if layout == "xw" else (B, 1, rows)
 
 
-def _launch(fn, kernel: codegen.KernelSource, grid: tuple[int, int], args: dict) -> None:
+def _launch(fn: driver.Kernel, kernel: codegen.KernelSource, grid: tuple[int, int], args: dict,
+            stream: int) -> None:
     if grid[1] > 65535:
         raise RuntimeCheckError(f"{kernel.name}: grid {grid} exceeds 65535 blocks in y; "
                                 "the call is too large (split the sequence)")
-    values = []
-    for p in kernel.params:
-        v = args[p.name]
-        values.append(int(v))
-    fn.prepared_async_call(grid, kernel.block, None, *values, shared_size=kernel.dynamic_shared)
-
-
-def _copy_rows(dst: int, src: int, src_stride_b: int, rows: int, cols: int, dtype: str) -> None:
-    """dst [rows, cols] contiguous ← src rows ``src_stride_b`` elements apart (device to device)."""
-    import pycuda.driver as cuda
-
-    item = DTYPES[dtype].itemsize
-    copy = cuda.Memcpy2D()
-    copy.set_src_device(src)
-    copy.set_dst_device(dst)
-    copy.src_pitch = src_stride_b * item
-    copy.dst_pitch = copy.width_in_bytes = cols * item
-    copy.height = rows
-    copy(aligned=True)
+    fn.launch(grid, kernel.block, [int(args[p.name]) for p in kernel.params],
+              kernel.dynamic_shared, stream)
 
 
 def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = None, *,
