@@ -56,7 +56,11 @@ def _check(status: int, what: str) -> None:
 
 @dataclass
 class Kernel:
-    """A loaded kernel: its module and function handles and what the occupancy check needs."""
+    """A loaded kernel: its module and function handles and what the occupancy check needs.
+
+    The argument buffers are made once and refilled for each launch (the driver copies
+    them when the launch is queued): a launch per step must cost little host time. So a
+    Kernel is not to be launched from two threads at once."""
 
     name: str
     module: ctypes.c_void_p
@@ -65,16 +69,27 @@ class Kernel:
     num_regs: int
     shared_static: int       # bytes
 
+    def __post_init__(self) -> None:
+        self._args = [_ARG_TYPES[k]() for k in self.kinds]
+        self._params = (ctypes.c_void_p * len(self._args))(*[ctypes.addressof(a) for a in self._args])
+
     def launch(self, grid: tuple[int, int], block: tuple[int, int, int], values, shared: int,
                stream: int) -> None:
         """Queue the kernel on ``stream`` (a raw CUstream; 0 is the legacy default stream)."""
-        args = [_ARG_TYPES[k](v) for k, v in zip(self.kinds, values)]
-        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        _check(_lib().cuLaunchKernel(self.function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]),
-                                     ctypes.c_uint(1), ctypes.c_uint(block[0]),
-                                     ctypes.c_uint(block[1]), ctypes.c_uint(block[2]),
-                                     ctypes.c_uint(shared), ctypes.c_void_p(stream), params, None),
-               f"launching {self.name}")
+        for arg, value in zip(self._args, values):
+            arg.value = value
+        status = _launch_kernel()(self.function, grid[0], grid[1], 1, block[0], block[1], block[2],
+                                  shared, stream, self._params, None)
+        if status:
+            _check(status, f"launching {self.name}")
+
+
+@lru_cache(maxsize=None)
+def _launch_kernel():
+    """cuLaunchKernel, typed once so that a launch passes plain ints."""
+    fn = _lib().cuLaunchKernel
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    return fn
 
 
 def load(name: str, cubin: bytes, entry: str, kinds: tuple[str, ...], dynamic_shared: int) -> Kernel:
