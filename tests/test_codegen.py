@@ -143,3 +143,16 @@ def test_nvcc_present_in_ci():
         assert build.nvcc_path() is not None
         out = subprocess.run([build.nvcc_path(), "--version"], capture_output=True, text=True)
         assert out.returncode == 0
+
+
+def test_compile_cost_and_cache_hits_are_logged(nvcc, tmp_path, monkeypatch, caplog):
+    import logging
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    m = compile_case(CASES[0])
+    with caplog.at_level(logging.DEBUG, logger="rnncc.build"):
+        m.build()
+        m.build()
+    lines = [r.getMessage() for r in caplog.records if "kernels for sm_90a" in r.getMessage()]
+    n = len(m.kernels)
+    assert lines[0].startswith(f"{n} kernels for sm_90a: {n} built by nvcc")
+    assert f": 0 built by nvcc (0.00 s of nvcc), {n} from the cache" in lines[1]
