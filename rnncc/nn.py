@@ -13,8 +13,10 @@ raises, rather than return outputs whose backward would be silently wrong.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
+from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
@@ -47,37 +49,61 @@ def _numpy64(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy()
 
 
+def _layout(model: IrModel) -> tuple:
+    """What the traced forward needs of a model, as plain tuples (torch.compile traces
+    through them): (outputs, ((layer, is LSTM), ...), weight names in the op's order)."""
+    return (len(model.outputs), tuple((l.name, l.cell == "lstm") for l in model.layers),
+            tuple(_weight_names(model)))
+
+
+def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
+             state: dict, batch_first: bool):
+    """The CUDA forward: one call of the custom op rnncc::forward."""
+    outputs, layers, names = layout
+    h0 = [state[n][0] if lstm else state[n] for n, lstm in layers] if state else []
+    c0 = [state[n][1] for n, lstm in layers if lstm] if state else []
+    flat = torch.ops.rnncc.forward(spec, x, [weights[n] for n in names], h0, c0, batch_first)
+    final, i = {}, outputs
+    for n, lstm in layers:
+        final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
+        i += 2 if lstm else 1
+    return tuple(flat[:outputs]), final
+
+
+def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
+         state: dict, batch_first: bool):
+    """(outputs tuple, final state dict of torch tensors) of the model ``spec`` (JSON) on x:
+    on CUDA through the custom op rnncc::forward, on the CPU by the reference executor."""
+    if x.is_cuda:
+        return _run_gpu(spec, layout, weights, x, state, batch_first)
+    model = _model_of(spec)
+    # One message and one place: Python's default filter shows it once per process.
+    warnings.warn("rnncc on CPU tensors runs its NumPy reference executor, a slow path "
+                  "meant for development; move the module and its inputs to CUDA for the "
+                  "compiled kernels", CpuPathWarning, stacklevel=3)
+    xs = _numpy64(x.transpose(0, 1) if batch_first else x)
+    st = {k: tuple(_numpy64(p) for p in v) if isinstance(v, tuple) else _numpy64(v)
+          for k, v in state.items()}
+    outs, final = reference.run(model, {k: _numpy64(w) for k, w in weights.items()}, xs, st)
+
+    def back(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(x.dtype)
+    outs = tuple(back(o.transpose(1, 0, 2) if batch_first else o) for o in outs)
+    final = {k: tuple(back(p) for p in v) if isinstance(v, tuple) else back(v)
+             for k, v in final.items()}
+    return outs, final
+
+
 class _Runner:
-    """The compiled variants of one module (one per dtype) and the CPU path, shared by the
-    twins and Model. Weights are re-sent to the GPU only when a parameter has changed."""
+    """The compiled variants (one per dtype) of one spec in this process. Weights are
+    re-sent to the GPU only when a parameter has changed."""
 
     def __init__(self, owner: str):
         self.owner = owner
         self.compiled: dict[str, tuple[Any, tuple]] = {}
 
-    def run(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
+    def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
             state: dict, batch_first: bool):
-        """(outputs tuple, final state dict of torch tensors) of ``model`` on x."""
-        if x.is_cuda:
-            return self._gpu(model, weights, x, state, batch_first)
-        # One message and one place: Python's default filter shows it once per process.
-        warnings.warn("rnncc on CPU tensors runs its NumPy reference executor, a slow path "
-                      "meant for development; move the module and its inputs to CUDA for the "
-                      "compiled kernels", CpuPathWarning, stacklevel=2)
-        xs = _numpy64(x.transpose(0, 1) if batch_first else x)
-        st = {k: tuple(_numpy64(p) for p in v) if isinstance(v, tuple) else _numpy64(v)
-              for k, v in state.items()}
-        outs, final = reference.run(model, {k: _numpy64(w) for k, w in weights.items()}, xs, st)
-
-        def back(a: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(a).to(x.dtype)
-        outs = tuple(back(o.transpose(1, 0, 2) if batch_first else o) for o in outs)
-        final = {k: tuple(back(p) for p in v) if isinstance(v, tuple) else back(v)
-                 for k, v in final.items()}
-        return outs, final
-
-    def _gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
-             state: dict, batch_first: bool):
         from .runtime import compile as compile_model
 
         if x.device.index not in (0, None):
@@ -94,6 +120,54 @@ class _Runner:
         y, final = entry[0](x.contiguous() if x.stride(-1) != 1 else x, state or None,
                             batch_first=batch_first)
         return (y if isinstance(y, tuple) else (y,)), final
+
+
+# ---- the GPU forward as a torch.library custom op -----------------------------------------
+# torch.compile(fullgraph=True) traces through the modules to this op; its fake
+# implementation gives the output shapes. The op receives the spec as JSON text (ops take
+# tensors and plain values), and compiled models are kept per spec in this process: that
+# is rnncc's in-memory compile cache.
+
+@lru_cache(maxsize=None)
+def _model_of(spec: str) -> IrModel:
+    return IrModel.from_dict(json.loads(spec))
+
+
+@lru_cache(maxsize=None)
+def _runner_of(spec: str) -> _Runner:
+    return _Runner(f"rnncc model '{_model_of(spec).name}'")
+
+
+def _weight_names(model: IrModel) -> list[str]:
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    return [f"{l.name}.{n}" for l in model.layers for n in names[:4 if l.bias else 2]]
+
+
+@torch.library.custom_op("rnncc::forward", mutates_args=())
+def _forward(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
+             c0: list[torch.Tensor], batch_first: bool) -> list[torch.Tensor]:
+    """Outputs of the model ``spec`` on CUDA tensor x, then each layer's h_n (and c_n for
+    an LSTM layer). ``h0`` has one tensor per layer or none; ``c0`` one per LSTM layer."""
+    model = _model_of(spec)
+    state, lstm_c0 = {}, iter(c0)
+    for i, l in enumerate(model.layers if h0 else ()):
+        state[l.name] = (h0[i], next(lstm_c0)) if l.cell == "lstm" else h0[i]
+    outs, final = _runner_of(spec).gpu(model, dict(zip(_weight_names(model), weights)), x, state,
+                                       batch_first)
+    flat = [o for o in outs]
+    for l in model.layers:
+        flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]
+    return flat
+
+
+@_forward.register_fake
+def _(spec, x, weights, h0, c0, batch_first):
+    model = _model_of(spec)
+    S, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+    out = [x.new_empty((B, S, o.size) if batch_first else (S, B, o.size)) for o in model.outputs]
+    for l in model.layers:
+        out += [x.new_empty(B, l.hidden_size) for _ in range(2 if l.cell == "lstm" else 1)]
+    return out
 
 
 class _RecurrentTwin(torch.nn.Module):
@@ -124,7 +198,10 @@ class _RecurrentTwin(torch.nn.Module):
                 self.register_parameter(f"bias_ih_l{k}", torch.nn.Parameter(torch.empty(G * H, **kw)))
                 self.register_parameter(f"bias_hh_l{k}", torch.nn.Parameter(torch.empty(G * H, **kw)))
         self.reset_parameters()
-        self._runner = _Runner(name)
+        # The spec of each dtype the GPU runs, as the JSON text the custom op takes.
+        self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
+                       for dtype in _TORCH_DTYPES.values()}
+        self._layout = _layout(self._spec("float32"))
 
     def reset_parameters(self) -> None:
         """torch.nn's initialisation: every parameter uniform in ±1/√hidden_size."""
@@ -194,8 +271,8 @@ class _RecurrentTwin(torch.nn.Module):
             for k in range(self.num_layers):
                 state[f"l{k}"] = tuple(p[k].contiguous() for p in parts) if lstm \
                     else parts[0][k].contiguous()
-        outs, final = self._runner.run(self._spec(dtype or "float32"), self._weights(), x, state,
-                                       self.batch_first)
+        outs, final = _run(self._specs[dtype or "float32"], self._layout, self._weights(), x,
+                           state, self.batch_first)
         y = outs[0]
         layers = [final[f"l{k}"] for k in range(self.num_layers)]
         if lstm:
@@ -277,17 +354,19 @@ class Model(torch.nn.Module):
             l.name: _LayerParameters(l.gates, l.hidden_size, l.input_size, l.bias,
                                      device=device, dtype=torch_dtype)
             for l in self.spec.layers})
-        self._runner = _Runner(f"rnncc.nn.Model('{self.spec.name}')")
+        self._owner = f"rnncc.nn.Model('{self.spec.name}')"
+        self._specs = {dtype: json.dumps({**self.spec.to_dict(), "dtype": dtype})
+                       for dtype in _TORCH_DTYPES.values()}
+        self._layout = _layout(self.spec)
 
     def forward(self, x: torch.Tensor, state: Mapping[str, Any] | None = None):
         states = [t for v in (state or {}).values() for t in (v if isinstance(v, tuple) else (v,))]
-        _refuse_training(self._runner.owner, (x, *states), self.parameters())
+        _refuse_training(self._owner, (x, *states), self.parameters())
         dtype = _TORCH_DTYPES.get(next(self.parameters()).dtype, self.spec.dtype)
-        model = self.spec if dtype == self.spec.dtype else \
-            IrModel.from_dict({**self.spec.to_dict(), "dtype": dtype})
         weights = {f"{name}.{k}": p.detach() for name, layer in self.layers.items()
                    for k, p in layer.named_parameters()}
-        outs, final = self._runner.run(model, weights, x, dict(state or {}), self.batch_first)
+        outs, final = _run(self._specs[dtype], self._layout, weights, x, dict(state or {}),
+                           self.batch_first)
         return (outs[0] if len(outs) == 1 else outs), final
 
 

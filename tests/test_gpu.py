@@ -379,7 +379,7 @@ def test_new_shapes_compile_nothing(gpu, torch, tmp_path, monkeypatch):
     before = rnncc.cache_info()
     lstm(torch.randn(7, 5, 32, device="cuda"))
     first = rnncc.cache_info()
-    kernels = len(lstm._runner.compiled["float32"][0].kernels)
+    kernels = len(rnn._runner_of(lstm._specs["float32"]).compiled["float32"][0].kernels)
     assert first.misses - before.misses == kernels  # nvcc ran once per distinct kernel
     for S in (1, 17, 256):
         for B in (1, 3, 8, 64, 65):
@@ -457,6 +457,37 @@ def test_cuda_graph_capture_replays(gpu, torch):
             end.synchronize()
             return start.elapsed_time(end) / n
         t_eager, t_graph = per_call_ms(lambda: model(x)), per_call_ms(graph.replay)
-        print(f"{persistence_case} fp16 H=256 B=8 S=64 "
-              f"({model._runner.compiled['float16'][0].plan.layers[0].persistence.value['mode']}): "
+        plan = rnn._runner_of(model._specs["float16"]).compiled["float16"][0].plan
+        print(f"{persistence_case} fp16 H=256 B=8 S=64 ({plan.layers[0].persistence.value['mode']}): "
               f"eager {t_eager:.3f} ms, captured {t_graph:.3f} ms a forward")
+
+
+def test_torch_compile_fullgraph(gpu, torch):
+    """The forward is the custom op rnncc::forward with a fake implementation: a model
+    with rnncc modules inside compiles with fullgraph=True (no graph break) and gives
+    eager's numbers."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(8)
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = rnn.LSTM(32, 48, num_layers=2, batch_first=True)
+            self.gru = rnn.GRU(48, 40)
+            self.out = torch.nn.Linear(40, 5)
+
+        def forward(self, x):
+            h, (h_n, c_n) = self.lstm(x)
+            g, g_n = self.gru(h.transpose(0, 1))
+            return self.out(g) + h_n.sum() + c_n.sum() + g_n.sum()
+
+    model = Tagger().cuda().requires_grad_(False)
+    x = torch.randn(6, 11, 32, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    eager = model(x)
+    compiled = torch.compile(model, fullgraph=True)
+    got = compiled(x)
+    assert got.shape == eager.shape and torch.allclose(got, eager, rtol=1e-5, atol=1e-5)
+    got2 = compiled(torch.randn(9, 3, 32, device="cuda"))  # other S and B
+    assert got2.shape == (3, 9, 5)

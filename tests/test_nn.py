@@ -142,3 +142,42 @@ def test_example_runs_on_the_cpu_and_warns_once():
     assert "rnncc.optimize: replaced lstm: nn.LSTM(128, 256, num_layers=2, float32)" in proc.stdout
     assert "max relative difference" in proc.stdout
     assert proc.stderr.count("CpuPathWarning") == 1  # 3 forwards, one warning
+
+
+def test_the_cuda_forward_traces_into_one_graph():
+    """torch.compile(fullgraph=True) sees the CUDA branch as one custom op (rnncc::forward)
+    with a fake implementation. Checked here on CPU tensors: the op gets a CPU kernel (the
+    reference executor, this test only) and the branch is called directly."""
+    from rnncc import reference
+
+    def cpu_kernel(spec, x, weights, h0, c0, batch_first):
+        model = rnn._model_of(spec)
+        w = {n: t.double().numpy() for n, t in zip(rnn._weight_names(model), weights)}
+        outs, final = reference.run(model, w, (x.transpose(0, 1) if batch_first else x).double().numpy())
+        flat = [torch.from_numpy(o.transpose(1, 0, 2) if batch_first else o).float().contiguous()
+                for o in outs]
+        for l in model.layers:
+            flat += [torch.from_numpy(v).float() for v in
+                     (final[l.name] if l.cell == "lstm" else (final[l.name],))]
+        return flat
+    torch.library.register_kernel("rnncc::forward", "cpu", cpu_kernel)
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = rnn.LSTM(16, 24, num_layers=2, batch_first=True)
+            self.gru = rnn.GRU(24, 20)
+            self.out = torch.nn.Linear(20, 5)
+
+        def forward(self, x):
+            h, (h_n, c_n) = self.lstm(x)
+            g, g_n = self.gru(h.transpose(0, 1))
+            return self.out(g) + h_n.sum() + c_n.sum() + g_n.sum()
+
+    model = Tagger().requires_grad_(False)
+    x = torch.randn(3, 7, 16)
+    eager = model(x)  # the CPU path (reference executor)
+    import unittest.mock
+    with unittest.mock.patch.object(rnn, "_run", rnn._run_gpu):  # the CUDA branch
+        got = torch.compile(model, fullgraph=True, backend="eager")(x)
+    assert rel(got, eager) <= TOL
