@@ -60,8 +60,12 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
              state: dict, batch_first: bool):
     """The CUDA forward: one call of the custom op rnncc::forward."""
     outputs, layers, names = layout
-    h0 = [state[n][0] if lstm else state[n] for n, lstm in layers] if state else []
-    c0 = [state[n][1] for n, lstm in layers if lstm] if state else []
+    # One tensor per layer (per LSTM layer for c0); an empty one where the state is not
+    # given (zeros), and empty lists when none is.
+    none = x.new_empty(0)
+    h0 = [(state[n][0] if lstm else state[n]) if n in state else none
+          for n, lstm in layers] if state else []
+    c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm] if state else []
     flat = torch.ops.rnncc.forward(spec, x, [weights[n] for n in names], h0, c0, batch_first)
     final, i = {}, outputs
     for n, lstm in layers:
@@ -147,11 +151,14 @@ def _weight_names(model: IrModel) -> list[str]:
 def _forward(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
              c0: list[torch.Tensor], batch_first: bool) -> list[torch.Tensor]:
     """Outputs of the model ``spec`` on CUDA tensor x, then each layer's h_n (and c_n for
-    an LSTM layer). ``h0`` has one tensor per layer or none; ``c0`` one per LSTM layer."""
+    an LSTM layer). ``h0`` has one tensor per layer or none, ``c0`` one per LSTM layer; an
+    empty tensor means that layer starts from zeros."""
     model = _model_of(spec)
     state, lstm_c0 = {}, iter(c0)
     for i, l in enumerate(model.layers if h0 else ()):
-        state[l.name] = (h0[i], next(lstm_c0)) if l.cell == "lstm" else h0[i]
+        c = next(lstm_c0) if l.cell == "lstm" else None
+        if h0[i].numel():
+            state[l.name] = (h0[i], c) if l.cell == "lstm" else h0[i]
     outs, final = _runner_of(spec).gpu(model, dict(zip(_weight_names(model), weights)), x, state,
                                        batch_first)
     flat = [o for o in outs]
