@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import autotune
+from .autotune import effective
 from .plan import Measurement
 
 HIDDEN, BATCH, SEQ, CELLS, DTYPES = (64, 256, 1024, 2048), (1, 8, 64, 256), (16, 256), \
@@ -55,12 +56,6 @@ def grid(quick: bool = False) -> list[Point]:
         return [Point(c, d, h, b, 256) for c, d, h, b in
                 itertools.product(("lstm",), DTYPES, (256, 1024), (8, 64))]
     return [Point(*p) for p in itertools.product(CELLS, DTYPES, HIDDEN, BATCH, SEQ)]
-
-
-def effective(l) -> tuple[str, str, str, str]:
-    """What a planned layer runs: layout, persistence mode, step math, projection math."""
-    return (l.layout.value, l.persistence.value["mode"], l.persistence.value["math"],
-            l.projection_tile.value["math"])
 
 
 def _models(point: Point, target):

@@ -81,6 +81,12 @@ def _single_layer_spec(l: LayerPlan, dtype: str) -> dict:
             "layers": [{"name": "l0", "cell": l.cell, "hidden_size": l.hidden_size, "bias": l.bias}]}
 
 
+def effective(l: LayerPlan) -> tuple[str, str, str, str]:
+    """What a planned layer runs: layout, persistence mode, step math, projection math."""
+    return (l.layout.value, l.persistence.value["mode"], l.persistence.value["math"],
+            l.projection_tile.value["math"])
+
+
 def _candidates(l: LayerPlan, dtype: str, options: CompileOptions, target):
     """Valid (layout, persistence, gemm) combinations with the cost model's prediction of a
     forward (projection + S steps), best first; combinations that plan identically
@@ -98,11 +104,9 @@ def _candidates(l: LayerPlan, dtype: str, options: CompileOptions, target):
         except PlanError:
             continue  # W_hh does not fit that mode
         p = plan.layers[0]
-        effective = (p.layout.value, p.persistence.value["mode"], p.persistence.value["math"],
-                     p.projection_tile.value["math"])
-        if effective in seen:
+        if effective(p) in seen:
             continue
-        seen.add(effective)
+        seen.add(effective(p))
         steps = -(-options.seq_len // p.unroll.value)
         projection = p.projection_tile.alternatives[
             "cuBLASLt" if p.projection_tile.value["math"] == "cublas" else
