@@ -297,13 +297,13 @@ def render(plan: Plan) -> tuple[KernelSource, ...]:
     # Each kernel once per signature, for every layer that has it (a stack of equal layers
     # compiles one recurrent kernel), in the order of first use.
     renderers = {"input_projection": render_projection, "recurrent": render_recurrent}
-    users: dict[str, tuple[LayerPlan, list[str]]] = {}
+    users: dict[str, tuple[str, LayerPlan, list[str]]] = {}
     for l in plan.layers:
         for family in renderers:
-            users.setdefault(kernel_signature(l, family), (l, []))[1].append(l.name)
+            users.setdefault(kernel_signature(l, family), (family, l, []))[2].append(l.name)
     kernels: list[KernelSource] = []
-    for signature, (first, names) in users.items():
-        kernel = renderers[json.loads(signature)[0]](plan, first, tuple(names))
+    for family, first, names in users.values():
+        kernel = renderers[family](plan, first, tuple(names))
         if kernel is not None:
             kernels.append(kernel)
     kernels += [render_output(plan, o) for o in plan.outputs if o.kernel is not None]
