@@ -63,8 +63,18 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
     return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
 
 
+class FmaThreads:
+    """Threads of an FMA tile: a thread per (units_per_thread units, batch_per_thread
+    rows) of the block's tile, times the K split (step, grid and cluster kernels alike)."""
+
+    @property
+    def threads(self) -> int:
+        return (self.units_per_block // self.units_per_thread) * \
+            (self.batch_per_block // self.batch_per_thread) * self.k_split
+
+
 @dataclass(frozen=True)
-class StepTile:
+class StepTile(FmaThreads):
     units_per_block: int
     units_per_thread: int
     batch_per_block: int
@@ -73,11 +83,6 @@ class StepTile:
     k_tile: int = 32
     stages: int = 2          # shared-memory buffers of K tiles
     async_copy: bool = False  # cp.async global → shared (float32 storage), else via registers
-
-    @property
-    def threads(self) -> int:
-        return (self.units_per_block // self.units_per_thread) * \
-            (self.batch_per_block // self.batch_per_thread) * self.k_split
 
     def shared_bytes(self, gates: int, itemsize: int) -> int:
         tile = self.stages * self.k_tile * (self.units_per_block * gates + self.batch_per_block + 4) * 4
@@ -160,7 +165,7 @@ def resident_shared_bytes(tile, hidden: int, gates: int, itemsize: int) -> int:
 
 
 @dataclass(frozen=True)
-class PersistentTile:
+class PersistentTile(FmaThreads):
     """Tile of the grid-persistent step: a block owns `units_per_block` units for the
     whole sequence and loops over batch tiles of `batch_per_block` rows."""
 
@@ -171,11 +176,6 @@ class PersistentTile:
     batch_blocks: int          # blocks along y sharing the batch tiles
     units_per_thread: int = 1
     k_tile: int = 32
-
-    @property
-    def threads(self) -> int:
-        return (self.units_per_block // self.units_per_thread) * \
-            (self.batch_per_block // self.batch_per_thread) * self.k_split
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
         """Must equal SHARED_BYTES in recurrent_persistent.cu.j2 (a static_assert checks)."""
@@ -245,7 +245,7 @@ def cluster_sync_seconds(cluster: int) -> float:
 
 
 @dataclass(frozen=True)
-class ClusterTile:
+class ClusterTile(FmaThreads):
     """Tile of the cluster-persistent step: `cluster` blocks share one batch tile of
     `batch_per_block` rows; block r owns units [r·units_per_block, (r+1)·units_per_block)."""
 
@@ -256,11 +256,6 @@ class ClusterTile:
     k_split: int
     units_per_thread: int = 1
     k_tile: int = 32
-
-    @property
-    def threads(self) -> int:
-        return (self.units_per_block // self.units_per_thread) * \
-            (self.batch_per_block // self.batch_per_thread) * self.k_split
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
         """Must equal SHARED_BYTES in recurrent_cluster.cu.j2 (a static_assert checks):
