@@ -231,6 +231,12 @@ def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> Kerne
                         (tile["threads"], 1, 1), users=users)
 
 
+def _fma_block(tile: dict) -> tuple[int, int, int]:
+    """Block of an FMA tile (step, grid, cluster): threads along units, rows, K split."""
+    return (tile["units_per_block"] // tile["units_per_thread"],
+            tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+
+
 def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> KernelSource:
     """Layer l's recurrent kernel (step, cell, grid- or cluster-persistent), run by ``users``."""
     env = environment()
@@ -251,9 +257,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> Kernel
                            f"{', tensor cores' if tensor else ''})", decisions),
             entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell, tile=tile,
             shared_bytes=tile["shared_bytes"], **common)
-        block = (tile["threads"], 1, 1) if tensor else \
-            (tile["units_per_block"] // tile["units_per_thread"],
-             tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+        block = (tile["threads"], 1, 1) if tensor else _fma_block(tile)
         return KernelSource(name, family, l.name, f"rnncc_{name}", source, params, block,
                             tile["shared_bytes"], users)
 
@@ -272,8 +276,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> Kernel
         kernel=_header(plan, what + ", recurrent step", decisions), entry=f"rnncc_{name}",
         params=params, H=l.hidden_size, cell=l.cell, tile=tile, async_copy=tile["async_copy"],
         **common)
-    block = (tile["units_per_block"] // tile["units_per_thread"],
-             tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+    block = _fma_block(tile)
     return KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params, block,
                         users=users)
 
