@@ -47,5 +47,26 @@ def torch():
     return pytest.importorskip("torch")
 
 
+@pytest.fixture(scope="session")
+def rnncc_tagger(torch):
+    """make(I, H, H2): a tagger holding rnncc modules (a 2-layer batch-first LSTM of H, a
+    GRU of H2 over its sequence, a linear head of 5) whose output uses every final state;
+    the torch.compile tests trace it."""
+    import rnncc.nn as rnn
+
+    class Tagger(torch.nn.Module):
+        def __init__(self, inputs: int, hidden: int, gru_hidden: int):
+            super().__init__()
+            self.lstm = rnn.LSTM(inputs, hidden, num_layers=2, batch_first=True)
+            self.gru = rnn.GRU(hidden, gru_hidden)
+            self.out = torch.nn.Linear(gru_hidden, 5)
+
+        def forward(self, x):
+            h, (h_n, c_n) = self.lstm(x)
+            g, g_n = self.gru(h.transpose(0, 1))
+            return self.out(g) + h_n.sum() + c_n.sum() + g_n.sum()
+    return Tagger
+
+
 def has_command(name: str) -> bool:
     return shutil.which(name) is not None

@@ -462,27 +462,13 @@ def test_cuda_graph_capture_replays(gpu, torch):
               f"eager {t_eager:.3f} ms, captured {t_graph:.3f} ms a forward")
 
 
-def test_torch_compile_fullgraph(gpu, torch):
+def test_torch_compile_fullgraph(gpu, torch, rnncc_tagger):
     """The forward is the custom op rnncc::forward with a fake implementation: a model
     with rnncc modules inside compiles with fullgraph=True (no graph break) and gives
     eager's numbers."""
-    import rnncc.nn as rnn
-
     torch.manual_seed(8)
 
-    class Tagger(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lstm = rnn.LSTM(32, 48, num_layers=2, batch_first=True)
-            self.gru = rnn.GRU(48, 40)
-            self.out = torch.nn.Linear(40, 5)
-
-        def forward(self, x):
-            h, (h_n, c_n) = self.lstm(x)
-            g, g_n = self.gru(h.transpose(0, 1))
-            return self.out(g) + h_n.sum() + c_n.sum() + g_n.sum()
-
-    model = Tagger().cuda().requires_grad_(False)
+    model = rnncc_tagger(32, 48, 40).cuda().requires_grad_(False)
     x = torch.randn(6, 11, 32, device="cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     eager = model(x)

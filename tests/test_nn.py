@@ -144,7 +144,7 @@ def test_example_runs_on_the_cpu_and_warns_once():
     assert proc.stderr.count("CpuPathWarning") == 1  # 3 forwards, one warning
 
 
-def test_the_cuda_forward_traces_into_one_graph():
+def test_the_cuda_forward_traces_into_one_graph(rnncc_tagger):
     """torch.compile(fullgraph=True) sees the CUDA branch as one custom op (rnncc::forward)
     with a fake implementation. Checked here on CPU tensors: the op gets a CPU kernel (the
     reference executor, this test only) and the branch is called directly."""
@@ -162,19 +162,7 @@ def test_the_cuda_forward_traces_into_one_graph():
         return flat
     torch.library.register_kernel("rnncc::forward", "cpu", cpu_kernel)
 
-    class Tagger(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lstm = rnn.LSTM(16, 24, num_layers=2, batch_first=True)
-            self.gru = rnn.GRU(24, 20)
-            self.out = torch.nn.Linear(20, 5)
-
-        def forward(self, x):
-            h, (h_n, c_n) = self.lstm(x)
-            g, g_n = self.gru(h.transpose(0, 1))
-            return self.out(g) + h_n.sum() + c_n.sum() + g_n.sum()
-
-    model = Tagger().requires_grad_(False)
+    model = rnncc_tagger(16, 24, 20).requires_grad_(False)
     x = torch.randn(3, 7, 16)
     eager = model(x)  # the CPU path (reference executor)
     import unittest.mock
