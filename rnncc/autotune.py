@@ -91,8 +91,10 @@ def _candidates(l: LayerPlan, dtype: str, options: CompileOptions, target):
     """Valid (layout, persistence, gemm) combinations with the cost model's prediction of a
     forward (projection + S steps), best first; combinations that plan identically
     (cuBLASLt asked where it cannot run) appear once."""
-    from .passes import build_plan
     from .ir import Model
+    from .passes import build_plan
+    from .passes.geometry import projection_label
+    from .passes.persistence import persistence_label
 
     model = Model.from_dict(_single_layer_spec(l, dtype))
     seen, out = set(), []
@@ -108,14 +110,8 @@ def _candidates(l: LayerPlan, dtype: str, options: CompileOptions, target):
             continue
         seen.add(effective(p))
         steps = -(-options.seq_len // p.unroll.value)
-        projection = p.projection_tile.alternatives[
-            "cuBLASLt" if p.projection_tile.value["math"] == "cublas" else
-            f"rnncc {p.projection_tile.value['bm']}×{p.projection_tile.value['bn']}"]
-        mode = p.persistence.value["mode"]
-        step = p.persistence.alternatives[
-            mode if mode != "none" else ("none (cuBLASLt + cell kernel)"
-                                         if p.persistence.value["math"] == "cublas"
-                                         else "none (FMA step kernel)")]
+        projection = p.projection_tile.alternatives[projection_label(p.projection_tile.value)]
+        step = p.persistence.alternatives[persistence_label(p.persistence.value)]
         out.append((steps * projection + options.seq_len * step, (layout, persistence, gemm), o))
     return sorted(out, key=lambda c: c[0])
 

@@ -17,6 +17,11 @@ from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TIL
                    tensor_projection_seconds)
 
 
+def projection_label(value: dict) -> str:
+    """The name of a projection decision's value among its alternatives."""
+    return "cuBLASLt" if value["math"] == "cublas" else f"rnncc {value['bm']}×{value['bn']}"
+
+
 def plan_projection_tile(model, plan, target):
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
@@ -48,7 +53,8 @@ def plan_projection_tile(model, plan, target):
                          threads=best.threads)
         reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
                   f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
-        alternatives = {f"rnncc {t.bm}×{t.bn}": c for t, c in costs.items()}
+        alternatives = {projection_label({**value, "bm": t.bm, "bn": t.bn}): c
+                        for t, c in costs.items()}
         if gemm == "rnncc":
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
         # One library call per source: a concat's sources cover slices of K, a sum's the whole.
@@ -58,7 +64,7 @@ def plan_projection_tile(model, plan, target):
             if gemm == "cublas":
                 reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
-        alternatives["cuBLASLt"] = library
+        alternatives[projection_label({"math": "cublas"})] = library
         if gemm == "cublas" or library < costs[best]:
             why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                    if gemm == "cublas" else

@@ -25,6 +25,14 @@ from .cost import (StepTile, cluster_seconds, cluster_sync_seconds, cluster_tile
                    tensor_seconds, tensor_tiles)
 
 
+def persistence_label(value: dict) -> str:
+    """The name of a persistence decision's value among its alternatives: the mode, and
+    for mode none which of its two variants."""
+    if value["mode"] != "none":
+        return value["mode"]
+    return "none (cuBLASLt + cell kernel)" if value["math"] == "cublas" else "none (FMA step kernel)"
+
+
 def plan_persistence(model, plan, target):
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
@@ -110,7 +118,7 @@ def _per_step(l, o, target, itemsize: int,
     else:
         what = "rnncc's FMA step kernel, a launch per step" + (
             "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
-    variants = {"none (FMA step kernel)": fma}
+    variants = {persistence_label({"mode": "none", "math": "fma"}): fma}
     if gemm != "rnncc":
-        variants["none (cuBLASLt + cell kernel)"] = library
+        variants[persistence_label({"mode": "none", "math": "cublas"})] = library
     return (seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what), variants
