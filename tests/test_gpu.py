@@ -420,6 +420,27 @@ def test_runs_on_the_callers_stream(gpu, torch):
     assert max_relative_error(after.cpu().numpy() / 2.0, want) <= tolerance("float32")
 
 
+def test_runs_on_cupys_current_stream(gpu):
+    """The same ordering for CuPy input: rnncc launches on CuPy's current stream (a
+    non-blocking one here, so nothing orders it with the default stream by accident)."""
+    cupy = pytest.importorskip("cupy")
+
+    m = rnncc.compile(single("gru", 96, 64), target="device", seed=5)
+    x = cupy.full((33, 7, 64), cupy.nan, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        big = cupy.random.standard_normal((4096, 4096), dtype=cupy.float32)
+        for _ in range(30):  # slow work ahead of the input on this stream
+            big = cupy.tanh(big @ big)
+        x[...] = cupy.random.uniform(-1, 1, (33, 7, 64), dtype=cupy.float32) + 0 * big[:33, :1, None].sum()
+        y, _ = m(x)
+        after = y * 2.0
+    side.synchronize()
+    want = reference.run(m.model, m.device_weights(), cupy.asnumpy(x))[0][0]
+    assert max_relative_error(cupy.asnumpy(after) / 2.0, want) <= tolerance("float32")
+
+
 def test_cuda_graph_capture_replays(gpu, torch):
     """The forward allocates nothing once warm and never synchronises, so torch.cuda.graph
     captures it; replays give eager's numbers. Prints captured vs eager time (H=256, B=8,
