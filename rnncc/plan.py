@@ -123,6 +123,7 @@ class Plan:
     layers: tuple[LayerPlan, ...]
     outputs: tuple[OutputPlan, ...]
     workspace: Decision | None = None
+    shapes: Decision | None = None   # what S and B the kernels are specialised to (passes/shapes.py)
     version: str = field(default=__version__)
 
     def layer(self, name: str) -> LayerPlan:
@@ -167,6 +168,8 @@ class Plan:
                 lines.append(f"output {out.name}: the sequence of layer {out.name}, no copy")
         if self.workspace is not None:
             lines.append(f"workspace: {_show(self.workspace.value)}  {self.workspace.reason}")
+        if self.shapes is not None:
+            lines.append(f"shapes: {_show(self.shapes.value)}  {self.shapes.reason}")
         return "\n".join(lines) + "\n"
 
 

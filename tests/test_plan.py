@@ -117,7 +117,7 @@ def test_targets():
 def test_explain_names_every_decision():
     text = plan_of(GNMT).explain()
     for word in ("layout", "gate_concat", "unroll", "persistence", "step_tile", "merge_fusion",
-                 "output encoder_out", "workspace"):
+                 "output encoder_out", "workspace", "shapes"):
         assert word in text
 
 
@@ -280,3 +280,9 @@ def test_ablation_candidates_and_summary():
                           record("b", {"xw/none/cublas": 3.0, "wx/none/rnncc": 2.0}, "xw/none/cublas")])
     assert (s["autotune_within_10pct"], s["model_within_20pct"]) == (1, 1)
     assert s["layouts_that_win_somewhere"] == ["wx", "xw"] and s["model_picks_the_winning_layout"] == 1
+
+
+def test_plan_says_s_and_b_are_run_time_arguments():
+    plan = plan_of(lstm(), seq_len=17, batch=3)
+    assert plan.shapes.value == {"seq_len": "run-time", "batch": "run-time"}
+    assert "hints S=17, B=3" in plan.shapes.reason and "compiles nothing" in plan.shapes.reason
