@@ -70,7 +70,7 @@ def view(x: Any, what: str, dtype: str, device_ordinal: int = 0) -> DeviceView:
         shape = tuple(cai["shape"])
         item = DTYPES[dtype].itemsize
         if cai.get("strides") is None:
-            strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+            strides = contiguous_strides(shape)
         else:
             strides = tuple(s // item for s in cai["strides"])
         return DeviceView(int(cai["data"][0]), shape, strides, dtype, x)
@@ -103,6 +103,11 @@ def stream_of(x: Any, kind: str) -> int:
     x's device, CuPy's current stream, else the legacy default stream (0)."""
     if kind == "torch":
         import torch
+        # The raw handle without building a torch.cuda.Stream object (torch.compile's
+        # generated code reads it the same way); the public call costs ~10 µs a forward.
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw(x.device.index)
         return torch.cuda.current_stream(x.device).cuda_stream
     if kind == "cupy":
         import cupy
@@ -126,9 +131,19 @@ def empty_like_kind(kind: str, like: Any, shape: tuple[int, ...], dtype: str, al
     return alloc(max(nbytes, 1))
 
 
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides in elements (plain ints: this runs a few times a forward, and
+    np.prod costs microseconds a call)."""
+    strides, n = [], 1
+    for size in reversed(shape):
+        strides.append(n)
+        n *= size
+    return tuple(reversed(strides))
+
+
 def to_view(arr: Any, shape: tuple[int, ...], dtype: str) -> DeviceView:
     """DeviceView of an array made by :func:`empty_like_kind` (contiguous)."""
-    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    strides = contiguous_strides(shape)
     if hasattr(arr, "data_ptr"):
         ptr = arr.data_ptr()
     elif hasattr(arr, "__cuda_array_interface__"):

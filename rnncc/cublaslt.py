@@ -117,6 +117,7 @@ class CublasLt:
         self._handle = handle
         self._workspace = cuda.mem_alloc(WORKSPACE_BYTES)
         self._plans: dict[tuple, tuple] = {}
+        self._runs: dict[tuple, Callable[..., None]] = {}  # prepare()'s result per (g, alignments)
         self._one, self._zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
 
     def _check(self, status: int, what: str) -> None:
@@ -209,4 +210,8 @@ class CublasLt:
     def __call__(self, g: Matmul, a: int, b: int, d: int, bias: int = 0, stream: int = 0) -> None:
         """One GEMM queued on ``stream`` now, for these pointers (the descriptors are cached
         per shape)."""
-        self.prepare(g, alignment(a), alignment(b), alignment(d))(a, b, d, bias, stream)
+        key = (g, alignment(a), alignment(b), alignment(d))
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = self.prepare(g, *key[1:])
+        run(a, b, d, bias, stream)

@@ -66,7 +66,13 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
     h0 = [(state[n][0] if lstm else state[n]) if n in state else none
           for n, lstm in layers] if state else []
     c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm] if state else []
-    flat = torch.ops.rnncc.forward(spec, x, [weights[n] for n in names], h0, c0, batch_first)
+    # Traced (torch.compile, or tensor subclasses such as fake tensors): the op, so that
+    # the tracer sees one node with a fake implementation. Eager on plain tensors: its
+    # body directly, since the op's dispatch costs ~100 µs of host time a call, as much
+    # as rnncc's own launches for a small model.
+    traced = torch.compiler.is_compiling() or type(x) is not torch.Tensor
+    forward = torch.ops.rnncc.forward if traced else _forward_cuda
+    flat = forward(spec, x, [weights[n] for n in names], h0, c0, batch_first)
     final, i = {}, outputs
     for n, lstm in layers:
         final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
@@ -147,9 +153,8 @@ def _weight_names(model: IrModel) -> list[str]:
     return [f"{l.name}.{n}" for l in model.layers for n in names[:4 if l.bias else 2]]
 
 
-@torch.library.custom_op("rnncc::forward", mutates_args=())
-def _forward(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
-             c0: list[torch.Tensor], batch_first: bool) -> list[torch.Tensor]:
+def _forward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
+                  c0: list[torch.Tensor], batch_first: bool) -> list[torch.Tensor]:
     """Outputs of the model ``spec`` on CUDA tensor x, then each layer's h_n (and c_n for
     an LSTM layer). ``h0`` has one tensor per layer or none, ``c0`` one per LSTM layer; an
     empty tensor means that layer starts from zeros."""
@@ -165,6 +170,9 @@ def _forward(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[t
     for l in model.layers:
         flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]
     return flat
+
+
+_forward = torch.library.custom_op("rnncc::forward", mutates_args=())(_forward_cuda)
 
 
 @_forward.register_fake
@@ -282,11 +290,13 @@ class _RecurrentTwin(torch.nn.Module):
                            state, self.batch_first)
         y = outs[0]
         layers = [final[f"l{k}"] for k in range(self.num_layers)]
+        # One layer: a view, not a copy (torch.stack costs ~15 µs of host time a call).
+        join = (lambda ts: ts[0].unsqueeze(0)) if self.num_layers == 1 else torch.stack
         if lstm:
-            h_n = torch.stack([h for h, _ in layers])
-            c_n = torch.stack([c for _, c in layers])
+            h_n = join([h for h, _ in layers])
+            c_n = join([c for _, c in layers])
         else:
-            h_n = torch.stack(layers)
+            h_n = join(layers)
         if unbatched:
             y = y.squeeze(0 if self.batch_first else 1)
             h_n = h_n.squeeze(1)
