@@ -71,8 +71,11 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
     # body directly, since the op's dispatch costs ~100 µs of host time a call, as much
     # as rnncc's own launches for a small model.
     traced = torch.compiler.is_compiling() or type(x) is not torch.Tensor
-    forward = torch.ops.rnncc.forward if traced else _forward_cuda
-    flat = forward(spec, x, [weights[n] for n in names], h0, c0, batch_first)
+    if traced:
+        flat = torch.ops.rnncc.forward(spec, x, [weights[n].detach() for n in names], h0, c0,
+                                       batch_first)
+    else:
+        flat = _forward_cuda(spec, x, [weights[n] for n in names], h0, c0, batch_first)
     final, i = {}, outputs
     for n, lstm in layers:
         final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
@@ -248,9 +251,12 @@ class _RecurrentTwin(torch.nn.Module):
                         "bias": self.bias} for k in range(self.num_layers)]})
 
     def _weights(self) -> dict[str, torch.Tensor]:
+        """The parameters by rnncc's names (``l0.weight_ih`` …), not detached (the kernels
+        only read them). From ``_parameters`` directly: ``getattr`` on a module costs ~0.5 µs
+        a name, a noticeable part of a small forward's host time."""
         names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ())
-        return {f"l{k}.{n}": getattr(self, f"{n}_l{k}").detach()
-                for k in range(self.num_layers) for n in names}
+        params = self._parameters
+        return {f"l{k}.{n}": params[f"{n}_l{k}"] for k in range(self.num_layers) for n in names}
 
     def forward(self, input: torch.Tensor, hx=None):
         name = f"rnncc.nn.{type(self).__name__}"
