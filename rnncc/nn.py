@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import warnings
 from functools import lru_cache
 from typing import Any, Mapping
@@ -30,6 +31,19 @@ from .spec import load as load_spec
 
 class CpuPathWarning(RuntimeWarning):
     """rnncc ran on the CPU through its NumPy reference executor (slow; for development)."""
+
+
+# Once per process, whichever line calls: appended, so a filter of the user's still wins.
+warnings.filterwarnings("once", category=CpuPathWarning, append=True)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` (for a warning raised by our caller) of the first frame outside
+    rnncc and torch: the user's line that called the module, not torch's dispatch."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in ("rnncc", "torch"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -90,10 +104,9 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
     if x.is_cuda:
         return _run_gpu(spec, layout, weights, x, state, batch_first)
     model = _model_of(spec)
-    # One message and one place: Python's default filter shows it once per process.
     warnings.warn("rnncc on CPU tensors runs its NumPy reference executor, a slow path "
                   "meant for development; move the module and its inputs to CUDA for the "
-                  "compiled kernels", CpuPathWarning, stacklevel=3)
+                  "compiled kernels", CpuPathWarning, stacklevel=_user_stacklevel())
     xs = _numpy64(x.transpose(0, 1) if batch_first else x)
     st = {k: tuple(_numpy64(p) for p in v) if isinstance(v, tuple) else _numpy64(v)
           for k, v in state.items()}
