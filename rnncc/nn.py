@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from . import reference
 from .errors import SpecError
@@ -164,9 +165,13 @@ def _runner_of(spec: str) -> _Runner:
     return _Runner(f"rnncc model '{_model_of(spec).name}'")
 
 
+def _parameter_kinds(bias: bool) -> tuple[str, ...]:
+    """A layer's parameters, in torch.nn's order."""
+    return ("weight_ih", "weight_hh", "bias_ih", "bias_hh") if bias else ("weight_ih", "weight_hh")
+
+
 def _weight_names(model: IrModel) -> list[str]:
-    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    return [f"{l.name}.{n}" for l in model.layers for n in names[:4 if l.bias else 2]]
+    return [f"{l.name}.{n}" for l in model.layers for n in _parameter_kinds(l.bias)]
 
 
 def _forward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
@@ -218,7 +223,7 @@ class _RecurrentTwin(torch.nn.Module):
             raise SpecError(f"{name}: dropout={dropout}, expected a probability in [0, 1]")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional = False
+        self.bidirectional, self.proj_size = False, 0
         G, H = self._gates, hidden_size
         kw = {"device": device, "dtype": dtype}
         for k in range(num_layers):
@@ -233,6 +238,17 @@ class _RecurrentTwin(torch.nn.Module):
         self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self._spec("float32"))
+
+    def flatten_parameters(self) -> None:
+        """Nothing to do: rnncc packs the weights for its kernels itself (once, and again
+        when a parameter changes). Here so that code written for torch.nn, which often
+        calls it in forward, runs unchanged."""
+
+    @property
+    def all_weights(self) -> list[list[torch.nn.Parameter]]:
+        """The parameters per layer, as torch.nn's ``all_weights``."""
+        return [[getattr(self, f"{n}_l{k}") for n in _parameter_kinds(self.bias)]
+                for k in range(self.num_layers)]
 
     def reset_parameters(self) -> None:
         """torch.nn's initialisation: every parameter uniform in ±1/√hidden_size."""
@@ -267,11 +283,13 @@ class _RecurrentTwin(torch.nn.Module):
         """The parameters by rnncc's names (``l0.weight_ih`` …), not detached (the kernels
         only read them). From ``_parameters`` directly: ``getattr`` on a module costs ~0.5 µs
         a name, a noticeable part of a small forward's host time."""
-        names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ())
         params = self._parameters
-        return {f"l{k}.{n}": params[f"{n}_l{k}"] for k in range(self.num_layers) for n in names}
+        return {f"l{k}.{n}": params[f"{n}_l{k}"] for k in range(self.num_layers)
+                for n in _parameter_kinds(self.bias)}
 
-    def forward(self, input: torch.Tensor, hx=None):
+    def forward(self, input: torch.Tensor | PackedSequence, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         name = f"rnncc.nn.{type(self).__name__}"
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
@@ -322,6 +340,53 @@ class _RecurrentTwin(torch.nn.Module):
             c_n = c_n.squeeze(1) if lstm else None
         return (y, (h_n, c_n)) if lstm else (y, h_n)
 
+    def _forward_packed(self, packed: PackedSequence, hx):
+        """A PackedSequence (sequences of different lengths) as torch.nn runs it: each
+        sequence's outputs up to its length, and its h_n/c_n at its last step.
+
+        In time chunks between consecutive distinct lengths: sorted longest first, the
+        sequences still running at a chunk are a prefix of the batch, and that prefix runs
+        the chunk from the previous chunk's final state. As many forwards as distinct
+        lengths, L_max steps in sequence in all (S and B are run-time arguments: nothing
+        compiles). Not traceable by torch.compile (the chunks depend on the lengths).
+        """
+        lstm = self._cell() == "lstm"
+        padded, lengths = pad_packed_sequence(packed)  # (S_max, B, I), the original order
+        order = packed.sorted_indices
+        if order is not None:
+            padded, lengths = padded[:, order], lengths[order.cpu()]
+        S, B = padded.shape[:2]
+        L, H = self.num_layers, self.hidden_size
+        if hx is None:
+            zeros = padded.new_zeros(L, B, H)
+            state = [zeros, zeros.clone()] if lstm else [zeros]
+        else:
+            parts = list(hx) if lstm and isinstance(hx, tuple) else [hx]
+            for p in parts:
+                if len(parts) != (2 if lstm else 1) or tuple(p.shape) != (L, B, H):
+                    raise RuntimeError(f"rnncc.nn.{type(self).__name__}: initial state of shape "
+                                       f"{[tuple(p.shape) for p in parts]}, expected "
+                                       f"{'(h_0, c_0), each ' if lstm else ''}{(L, B, H)}")
+            # Copies in the sorted order, written chunk by chunk below.
+            state = [p.clone() if order is None else p[:, order] for p in parts]
+        y = padded.new_zeros(S, B, H)
+        ends = sorted(set(lengths.tolist()))
+        start = 0
+        for end in ends:
+            active = int((lengths > start).sum())  # a prefix: sorted longest first
+            x = padded[start:end, :active]
+            chunk_hx = tuple(p[:, :active] for p in state) if lstm else state[0][:, :active]
+            out, final = self.forward(x.transpose(0, 1) if self.batch_first else x, chunk_hx)
+            y[start:end, :active] = out.transpose(0, 1) if self.batch_first else out
+            for p, f in zip(state, final if lstm else (final,)):
+                p[:, :active] = f
+            start = end
+        data = pack_padded_sequence(y, lengths, enforce_sorted=True).data
+        out = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        if packed.unsorted_indices is not None:
+            state = [p[:, packed.unsorted_indices] for p in state]
+        return (out, tuple(state)) if lstm else (out, state[0])
+
 
 class LSTM(_RecurrentTwin):
     """``torch.nn.LSTM`` run by rnncc (``proj_size`` and ``bidirectional`` not yet)."""
@@ -332,7 +397,6 @@ class LSTM(_RecurrentTwin):
         if proj_size:
             raise SpecError(f"rnncc.nn.LSTM: proj_size={proj_size} is not supported; expected 0")
         super().__init__(*args, **kwargs)
-        self.proj_size = 0
 
     def _cell(self) -> str:
         return "lstm"

@@ -70,3 +70,40 @@ def rnncc_tagger(torch):
 
 def has_command(name: str) -> bool:
     return shutil.which(name) is not None
+
+
+@pytest.fixture(scope="session")
+def packed_mismatch(torch):
+    """mismatch(theirs, ours, device, dtype) -> the largest relative difference between a
+    torch.nn module and its rnncc twin on PackedSequence inputs (sorted and unsorted,
+    batch-first or not as the modules are, with and without hx); also asserts that the
+    packing (batch_sizes, indices) is the input's."""
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    from rnncc.dtypes import max_relative_error
+
+    def rel(a, b) -> float:
+        return max_relative_error(a.detach().double().cpu().numpy(), b.detach().double().cpu().numpy())
+
+    def mismatch(theirs, ours, device, dtype) -> float:
+        L, H, I = theirs.num_layers, theirs.hidden_size, theirs.input_size
+        worst = 0.0
+        for lengths, enforce_sorted in (([7, 3, 7, 1, 2, 5], False), ([9, 9, 4, 2], True)):
+            B, S = len(lengths), max(lengths)
+            x = torch.randn((B, S, I) if theirs.batch_first else (S, B, I), device=device, dtype=dtype)
+            packed = pack_padded_sequence(x, torch.tensor(lengths), batch_first=theirs.batch_first,
+                                          enforce_sorted=enforce_sorted)
+            h0 = torch.randn(L, B, H, device=device, dtype=dtype)
+            hx = (h0, torch.randn_like(h0)) if isinstance(theirs, torch.nn.LSTM) else h0
+            for args in ((packed,), (packed, hx)):
+                with torch.no_grad():
+                    want, got = theirs(*args), ours(*args)
+                assert torch.equal(got[0].batch_sizes, want[0].batch_sizes)
+                for g, w in ((got[0].sorted_indices, want[0].sorted_indices),
+                             (got[0].unsorted_indices, want[0].unsorted_indices)):
+                    assert (g is None and w is None) or torch.equal(g, w)
+                worst = max(worst, rel(got[0].data, want[0].data))
+                states = zip(got[1], want[1]) if isinstance(want[1], tuple) else [(got[1], want[1])]
+                worst = max([worst] + [rel(g, w) for g, w in states])
+        return worst
+    return mismatch

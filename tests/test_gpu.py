@@ -370,6 +370,22 @@ def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype):
         assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_packed_sequences_on_gpu(gpu, torch, cell, dtype, packed_mismatch):
+    """PackedSequence input on the GPU: chunks between distinct lengths, each a forward
+    of the compiled kernels from the previous chunk's state."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(12)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell]
+    theirs = cls(24, 40, num_layers=2).to("cuda", getattr(torch, dtype)).eval()
+    ours, _ = rnn.twin_of(theirs)
+    torch.backends.cudnn.allow_tf32 = False
+    tol = 2 * tolerance(dtype, "tensor" if dtype != "float32" else "exact")  # both approximate
+    assert packed_mismatch(theirs, ours, "cuda", getattr(torch, dtype)) <= tol
+
+
 def test_new_shapes_compile_nothing(gpu, torch, tmp_path, monkeypatch):
     """S and B are run-time arguments: one compile (at the first call) serves them all."""
     import rnncc.nn as rnn

@@ -171,3 +171,28 @@ def test_the_cuda_forward_traces_into_one_graph(rnncc_tagger):
     with unittest.mock.patch.object(rnn, "_run", rnn._run_gpu):  # the CUDA branch
         got = torch.compile(model, fullgraph=True, backend="eager")(x)
     assert rel(got, eager) <= TOL
+
+
+@pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_packed_sequences_match_torch(torch_cls, rnncc_cls, kw, batch_first, packed_mismatch):
+    """A PackedSequence (sequences of different lengths) gives torch.nn's outputs and each
+    sequence's final state at its own last step."""
+    torch.manual_seed(11)
+    theirs = torch_cls(5, 8, num_layers=2, batch_first=batch_first, **kw)
+    ours, _ = rnn.twin_of(theirs)
+    assert packed_mismatch(theirs, ours, "cpu", torch.float32) <= TOL
+
+
+@pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
+def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw):
+    """What code written for torch.nn calls besides forward: flatten_parameters (often in
+    forward), all_weights, proj_size."""
+    theirs = torch_cls(3, 4, num_layers=2, **kw)
+    ours, _ = rnn.twin_of(theirs)
+    ours.flatten_parameters()
+    assert ours.proj_size == theirs.proj_size == 0
+    assert [[w.shape for w in layer] for layer in ours.all_weights] == \
+        [[w.shape for w in layer] for layer in theirs.all_weights]
+    assert all(torch.equal(a, b) for la, lb in zip(ours.all_weights, theirs.all_weights)
+               for a, b in zip(la, lb))
