@@ -4,7 +4,7 @@
 // target h100 (sm_90a); tuned for S=256, B=64
 // precision: tensor -- fp16 operands as stored, products exact in fp32, fp32 accumulation: tensor cores (mma.sync m16n8k16) give FMA's accuracy at several times its rate
 // gate_concat: unit-interleaved -- one GEMM of 3·H=1536 rows instead of 3; gates (r,z,n) of a unit adjacent, so the cell fuses into the step
-// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219520 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, cluster barrier 1.4 µs; predicted 3.6 µs/step (others, µs: none 14.4, grid 5.5)
+// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219536 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, h exchange by st.async and mbarrier 1.1 µs; predicted 3.3 µs/step (others, µs: none 14.4, grid 5.5)
 // step_tile: units_per_block=8 units_per_thread=2 batch_per_block=16 batch_per_thread=4 k_split=16 k_tile=32 stages=2 async_copy=False threads=256 -- 256 blocks of 256 threads on 132 SMs, 24 accumulators/thread, K split 16×; predicted 14.4 µs/step
 
 //
@@ -12,9 +12,12 @@
 // clusters (mode cluster, sm_90) on tensor cores: a cluster of CLUSTER blocks holds all of
 // W_hh as mma fragments, block rank r the rows of units [r·UNITS, (r+1)·UNITS). Each step
 // every block multiplies the whole h of its cluster's BATCH rows with mma.sync, runs the
-// cell for its units and writes each new h into every peer's next h buffer through
-// distributed shared memory (stores do not wait, unlike loads); one cluster barrier a step
-// publishes them. Clusters are independent (one per batch tile).
+// cell for its units into its own next-h buffer, and sends that slice to every peer's
+// next-h buffer with st.async, which counts the bytes on the peer's mbarrier of that
+// buffer. A block waits on its own mbarrier (all peers' bytes) instead of a cluster
+// barrier: the barrier's release is a GPU-scope fence (MEMBAR.ALL.GPU in its SASS) every
+// step, which the exchange does not need (0.68 vs 0.25 µs a step measured for a cluster
+// of 4, docs/design-notes.md). Clusters are independent (one per batch tile).
 
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -86,10 +89,25 @@ constexpr int P_BYTES = KSPLIT * BATCH * MS * (int)sizeof(float);
 // Elements (unit, row) of the epilogue per thread; kernels whose threads keep the same
 // elements every step hold their projection and cell state in registers.
 constexpr int EPT = (UNITS * BATCH + THREADS - 1) / THREADS;
-constexpr int SHARED_BYTES = W_BYTES + H_BYTES + P_BYTES;
+constexpr int M_BYTES = 16;  // mbarriers, after the partials (8-byte aligned)
+constexpr int SHARED_BYTES = W_BYTES + H_BYTES + P_BYTES + M_BYTES;
+static_assert((W_BYTES + H_BYTES + P_BYTES) % 8 == 0, "mbarrier alignment");
 static_assert(BATCH % 8 == 0 && M_TILES * 16 >= UNITS * G, "tile shape");
-static_assert(SHARED_BYTES == 219520, "the runtime launches with the planned size");
+static_assert(SHARED_BYTES == 219536, "the runtime launches with the planned size");
 static_assert(CLUSTER * UNITS >= H, "the cluster covers every unit");
+static_assert(UNITS % 8 == 0, "slices of whole 16-byte chunks (the planner's cluster tiles)");
+// A block's slice of h: units [u0, u0 + UNITS) clipped to KPAD, all BATCH rows; what a
+// block receives a step is every other block's slice.
+constexpr int COVERED = CLUSTER * UNITS < KPAD ? CLUSTER * UNITS : KPAD;
+constexpr int VEC = 16 / (int)sizeof(T);  // elements per 16-byte chunk
+__device__ __forceinline__ int slice_width(int rank) {
+    const int lo = rank * UNITS < KPAD ? rank * UNITS : KPAD;
+    const int hi = (rank + 1) * UNITS < KPAD ? (rank + 1) * UNITS : KPAD;
+    return hi - lo;
+}
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
 rnncc_g1_recurrent_cluster(
@@ -111,6 +129,8 @@ rnncc_g1_recurrent_cluster(
     T* w_frag = reinterpret_cast<T*>(shared);
     T* h_s = reinterpret_cast<T*>(shared + W_BYTES);  // [2][BATCH][HS]: step t reads buffer t & 1
     float* partials = reinterpret_cast<float*>(shared + W_BYTES + H_BYTES);
+    // One mbarrier per h buffer: a phase completes when the peers' bytes of one step are in.
+    unsigned long long* arrived = reinterpret_cast<unsigned long long*>(shared + W_BYTES + H_BYTES + P_BYTES);
 
     cg::cluster_group cluster = cg::this_cluster();
     const int tid = threadIdx.x;
@@ -150,7 +170,14 @@ rnncc_g1_recurrent_cluster(
     };
 
     fetch_projection(xproj_all);
-    cluster.sync();  // every block of the cluster runs before any writes into its shared memory
+    const int rank = (int)cluster.block_rank();
+    const unsigned incoming = BATCH * (COVERED - slice_width(rank)) * (unsigned)sizeof(T);
+    if (tid == 0) {
+        for (int i = 0; i < 2; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(shared_address(&arrived[i])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster.sync();  // every block runs, its mbarriers set, before any sends into its shared memory
 
     for (int t = 0; t < steps; ++t) {
         T* h_cur = h_s + (t & 1) * BATCH * HS;
@@ -238,15 +265,37 @@ rnncc_g1_recurrent_cluster(
             const float gate_n = tanhf(xp[2] + gate_r * (hw[2] + bias_hn[u]));
             const float h_new = (1.0f - gate_z) * gate_n + gate_z * h_old;
             h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
-            if (t + 1 < steps) {
-                const T h_stored = from_float(h_new);
-            #pragma unroll
-                for (int r = 0; r < CLUSTER; ++r) *cluster.map_shared_rank(&h_next[row * HS + u], r) = h_stored;
-            }
+            if (t + 1 < steps) h_next[row * HS + u] = from_float(h_new);
         }
-        if (t + 1 < steps) fetch_projection(xproj_all + (long long)(t + 1) * xproj_stride_t);
-        // Publishes this step's h to the peers (release/acquire across the cluster); the
-        // other buffer, read in this step, is written only after the next barrier.
-        cluster.sync();
+        if (t + 1 < steps) {
+            const unsigned next_arrived = shared_address(&arrived[(t + 1) & 1]);
+            if (tid == 0)  // this phase's one arrival, and the bytes it waits for
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                             :: "r"(next_arrived), "r"(incoming) : "memory");
+            __syncthreads();  // the block's slice of h_next is complete
+            // Send it to every peer. A peer writes our h_next only after it has every
+            // slice of the step before, which we send after this step's reads of it.
+            const int chunks_per_row = slice_width(rank) / VEC;
+            for (int e = tid; e < (CLUSTER - 1) * BATCH * chunks_per_row; e += THREADS) {
+                const int peer = (rank + 1 + e / (BATCH * chunks_per_row)) % CLUSTER;
+                const int row = e / chunks_per_row % BATCH, k = u0 + e % chunks_per_row * VEC;
+                const uint4 v = *reinterpret_cast<const uint4*>(&h_next[row * HS + k]);
+                unsigned remote, remote_arrived;
+                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                             : "=r"(remote) : "r"(shared_address(&h_next[row * HS + k])), "r"(peer));
+                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                             : "=r"(remote_arrived) : "r"(next_arrived), "r"(peer));
+                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], { %1, %2, %3, %4 }, [%5];"
+                             :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_arrived)
+                             : "memory");
+            }
+            fetch_projection(xproj_all + (long long)(t + 1) * xproj_stride_t);
+            // Buffer (t + 1) & 1 completes a phase every other step: parity (t >> 1) & 1.
+            unsigned done = 0;
+            while (!done)
+                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done) : "r"(next_arrived), "r"((unsigned)(t >> 1) & 1u) : "memory");
+        }
     }
+    cluster.sync();  // no block leaves while a peer may still address its shared memory
 }

@@ -244,6 +244,18 @@ def cluster_sync_seconds(cluster: int) -> float:
     return (0.467 + 0.117 * cluster) * 1e-6
 
 
+# The tensor-core cluster kernel sends h with st.async and waits on an mbarrier instead
+# of a cluster barrier (whose release is a GPU-scope fence). In the same kernels that made
+# steps 0.15–0.60 µs shorter for clusters of 2–8 (0.35 typical) and took the whole barrier
+# away for a cluster of 1 (benchmarks/results/cluster-exchange-h100-2026-11-23.txt).
+MBARRIER_EXCHANGE_SAVING_SECONDS = 0.35e-6
+
+
+def cluster_exchange_seconds(cluster: int) -> float:
+    """A step's h exchange in the tensor-core cluster kernel (none in a cluster of 1)."""
+    return 0.0 if cluster == 1 else cluster_sync_seconds(cluster) - MBARRIER_EXCHANGE_SAVING_SECONDS
+
+
 @dataclass(frozen=True)
 class ClusterTile(FmaThreads):
     """Tile of the cluster-persistent step: `cluster` blocks share one batch tile of
@@ -343,13 +355,15 @@ class TensorTile:
         """Must equal SHARED_BYTES in the persistent templates (a static_assert checks):
         W_hh fragments [m_tiles·16 × K] in the operand type (TF32 in 4 bytes), h of the
         batch tile [rows][K + 16 bytes of padding] (two buffers in a cluster, where the
-        peers write the next step's while this one is read), and the K-split partial
-        sums [k_split][rows][m_tiles·16 + 4] in float32."""
+        peers write the next step's while this one is read, each with an 8-byte
+        mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
+        float32."""
         k = self.k_padded(hidden, itemsize)
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
-        return w + h + partial
+        mbarriers = 2 * 8 if self.cluster else 0
+        return w + h + partial + mbarriers
 
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -369,7 +383,7 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     if tile.cluster:
         waves = math.ceil(batch_tiles * tile.cluster / target.sm_count)
         per_tile = padding * mma / clock_hz(target) + PERSISTENT_TILE_SECONDS
-        return waves * (per_tile + cluster_sync_seconds(tile.cluster))
+        return waves * (per_tile + cluster_exchange_seconds(tile.cluster))
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     stage = tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
     per_tile = padding * (mma + stage) / clock_hz(target) + PERSISTENT_TILE_SECONDS
@@ -391,8 +405,11 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
                 for bb in sorted({1, max(1, min(batch_tiles, target.sm_count // unit_tiles))}):
                     shapes.append((units, bpb, 0, bb))
     else:
-        shapes = [(math.ceil(hidden / c), bpb, c, 1) for c in cluster_sizes(target) for bpb in rows
-                  if every_block_owns_a_unit(c, math.ceil(hidden / c), hidden)]
+        # Units in multiples of 8, so that a block's slice of h is whole 16-byte chunks
+        # (the peers exchange it with 16-byte st.async).
+        shapes = [(units, bpb, c, 1) for c in cluster_sizes(target) for bpb in rows
+                  for units in [math.ceil(hidden / c / 8) * 8]
+                  if every_block_owns_a_unit(c, units, hidden)]
     for units, bpb, c, bb in shapes:
         m_tiles = math.ceil(units * gates / MMA_M)
         for ks in (1, 2, 4, 8):

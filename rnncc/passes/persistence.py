@@ -5,7 +5,8 @@ sequence).
 software grid barrier each step; possible when the slices fit one block per SM (so every
 block is co-resident). ``cluster`` (sm_90 thread-block clusters, up to 8 blocks) holds all
 of W_hhᵀ in one cluster's shared memory and exchanges h through distributed shared
-memory with a cluster barrier; clusters serve independent batch tiles. The mode with the
+memory, with a cluster barrier (FMA) or st.async and mbarriers (tensor cores); clusters
+serve independent batch tiles. The mode with the
 lowest predicted time per step is chosen. Layers in precision ``tensor`` run both
 persistent modes on tensor cores (``TensorTile``, mma.sync).
 
@@ -20,9 +21,9 @@ from dataclasses import asdict, replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from .cost import (StepTile, cluster_seconds, cluster_sync_seconds, cluster_tiles,
-                   library_step_seconds, persistent_seconds, persistent_tiles, step_seconds,
-                   tensor_seconds, tensor_tiles)
+from .cost import (StepTile, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+                   cluster_tiles, library_step_seconds, persistent_seconds, persistent_tiles,
+                   step_seconds, tensor_seconds, tensor_tiles)
 
 
 def persistence_label(value: dict) -> str:
@@ -76,7 +77,9 @@ def plan_persistence(model, plan, target):
             else:
                 what = (f"W_hh in a cluster of {best.cluster} × {kib} KiB, {product}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
-                        f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs")
+                        + (f"h exchange by st.async and mbarrier {cluster_exchange_seconds(best.cluster) * 1e6:.1f} µs"
+                           if math_ == "tensor" else
+                           f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs"))
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
         if forced is not None:
             if forced not in candidates:
