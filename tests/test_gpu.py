@@ -457,14 +457,16 @@ def test_runs_on_cupys_current_stream(gpu):
     assert max_relative_error(cupy.asnumpy(after) / 2.0, want) <= tolerance("float32")
 
 
-def test_cuda_graph_capture_replays(gpu, torch):
+def test_cuda_graph_capture_replays(gpu, torch, monkeypatch):
     """The forward allocates nothing once warm and never synchronises, so torch.cuda.graph
     captures it; replays give eager's numbers. Prints captured vs eager time (H=256, B=8,
-    S=64, fp16, where launch overhead matters)."""
+    S=64, fp16, where launch overhead matters), timed without the tests' NaN poisoning
+    (its memsets would be part of the eager time)."""
     import rnncc.nn as rnn
 
     torch.manual_seed(6)
     for persistence_case in ("lstm", "gru"):
+        monkeypatch.setenv("RNNCC_DEBUG_POISON", "1")
         cls = rnn.LSTM if persistence_case == "lstm" else rnn.GRU
         model = cls(256, 256).cuda().half().requires_grad_(False)
         x = torch.randn(64, 8, 256, device="cuda", dtype=torch.half)
@@ -483,6 +485,7 @@ def test_cuda_graph_capture_replays(gpu, torch):
         torch.cuda.synchronize()
         eager = model(fresh)[0]
         assert torch.equal(y_static, eager)  # the same kernels on the same inputs
+        monkeypatch.delenv("RNNCC_DEBUG_POISON")
 
         def per_call_ms(fn, n=50) -> float:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
