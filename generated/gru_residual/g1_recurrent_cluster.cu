@@ -4,7 +4,7 @@
 // target h100 (sm_90a); tuned for S=256, B=64
 // precision: tensor -- fp16 operands as stored, products exact in fp32, fp32 accumulation: tensor cores (mma.sync m16n8k16) give FMA's accuracy at several times its rate
 // gate_concat: unit-interleaved -- one GEMM of 3·H=1536 rows instead of 3; gates (r,z,n) of a unit adjacent, so the cell fuses into the step
-// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219536 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, h exchange by st.async and mbarrier 1.1 µs; predicted 3.3 µs/step (others, µs: none 14.4, grid 5.5)
+// persistence: mode=cluster math=tensor units_per_block=64 batch_per_block=8 k_split=1 m_tiles=12 cluster=8 batch_blocks=1 threads=384 shared_bytes=219536 -- cluster: W_hh in a cluster of 8 × 214 KiB, mma.sync, 8 cluster(s) at B=64, h exchange by st.async and mbarrier 0.4 µs; predicted 3.5 µs/step (others, µs: none 14.4, grid 5.5)
 // step_tile: units_per_block=8 units_per_thread=2 batch_per_block=16 batch_per_thread=4 k_split=16 k_tile=32 stages=2 async_copy=False threads=256 -- 256 blocks of 256 threads on 132 SMs, 24 accumulators/thread, K split 16×; predicted 14.4 µs/step
 
 //

@@ -244,18 +244,11 @@ def cluster_sync_seconds(cluster: int) -> float:
     return (0.467 + 0.117 * cluster) * 1e-6
 
 
-# The tensor-core cluster kernel sends h with st.async and waits on an mbarrier instead
-# of a cluster barrier (whose release is a GPU-scope fence). In the same kernels that made
-# steps 0.15–0.60 µs shorter for clusters of 2–8 (0.35 typical) and 0.56 for a cluster of 1
-# (benchmarks/results/cluster-exchange-h100-2026-11-23.txt). The same saving for every
-# size: taking the whole term away for a cluster of 1 made the model pick one block of 256
-# units for RNN H=256, measured 2.25 µs a step against 1.53 for the cluster of 2 it replaced.
-MBARRIER_EXCHANGE_SAVING_SECONDS = 0.35e-6
-
-
 def cluster_exchange_seconds(cluster: int) -> float:
-    """A step's h exchange in the tensor-core cluster kernel, as the model counts it."""
-    return cluster_sync_seconds(cluster) - MBARRIER_EXCHANGE_SAVING_SECONDS
+    """A step's h exchange by st.async and mbarrier in the tensor-core cluster kernel, as
+    measured alone for one cluster (benchmarks/cluster_exchange.py: 0.17, 0.25 and 0.36 µs
+    for clusters of 2, 4 and 8); none in a cluster of 1."""
+    return 0.0 if cluster == 1 else (0.098 + 0.0325 * cluster) * 1e-6
 
 
 @dataclass(frozen=True)
@@ -368,12 +361,25 @@ class TensorTile:
         return w + h + partial + mbarriers
 
 
+# The cluster kernel's step on tensor cores, fitted to its times at 952e87b (µs a step at
+# S=256, 19 points: clusters of 1–8, 4–32 k-steps a warp, B = 8 and 32 in batch tiles of
+# 8 rows, all within ±13% of this model; benchmarks/results/cluster-exchange-h100-2026-11-23.txt):
+# 0.81 µs of fixed work (the epilogue, two block barriers, sending h) and 0.0725 µs for
+# each k-step of a warp's chain and batch tile of 8 (its fragment loads and mma do not
+# overlap), plus the exchange measured alone; unused batch columns cost nothing (a B=1
+# step took 2.13 µs, B=8 2.28). The analytic chain (MMA_LATENCY_CLOCKS an mma) was about
+# 4× short, and the model preferred clusters of 4 where clusters of 8 (half the chain)
+# ran 23–28% faster.
+CLUSTER_STEP_SECONDS = 0.81e-6
+CLUSTER_K_STEP_SECONDS = 0.0725e-6
+
+
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
                    itemsize: int) -> float:
-    """One step of a persistent kernel on tensor cores: per batch tile, the longer of the
-    warps' mma chains and the SM's mma throughput, plus staging h (grid: from L2) and the
-    epilogue (PERSISTENT_TILE_SECONDS); then the grid or cluster barrier. Clusters beyond
-    what the SMs hold at once run in later waves."""
+    """One step of a persistent kernel on tensor cores. Grid: per batch tile, the longer
+    of the warps' mma chains and the SM's mma throughput, plus staging h from L2 and the
+    epilogue (PERSISTENT_TILE_SECONDS); then the grid barrier. Cluster: the fitted chain
+    and fixed work above, then the exchange, in waves of half the SMs."""
     k_steps = tile.k_padded(hidden, itemsize) // mma_k(itemsize) // tile.k_split
     n_tiles = tile.batch_per_block // MMA_N
     warps = tile.m_tiles * tile.k_split
@@ -383,9 +389,12 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     batch_tiles = math.ceil(batch / tile.batch_per_block)
     padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
     if tile.cluster:
-        waves = math.ceil(batch_tiles * tile.cluster / target.sm_count)
-        per_tile = padding * mma / clock_hz(target) + PERSISTENT_TILE_SECONDS
-        return waves * (per_tile + cluster_exchange_seconds(tile.cluster))
+        # Steps slow down once the clusters fill more than about half the SMs (B=256:
+        # 32 clusters of 4 took 1.33–1.40× the time of 32 of 2), counted as waves.
+        waves = math.ceil(batch_tiles * tile.cluster / (target.sm_count // 2))
+        throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4) / clock_hz(target)
+        chain = max(k_steps * n_tiles * CLUSTER_K_STEP_SECONDS, throughput)
+        return waves * (chain + CLUSTER_STEP_SECONDS + cluster_exchange_seconds(tile.cluster))
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     stage = tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
     per_tile = padding * (mma + stage) / clock_hz(target) + PERSISTENT_TILE_SECONDS
