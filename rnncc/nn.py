@@ -42,7 +42,8 @@ def _user_stacklevel() -> int:
     """The ``stacklevel`` (for a warning raised by our caller) of the first frame outside
     rnncc and torch: the user's line that called the module, not torch's dispatch."""
     level, frame = 1, sys._getframe(1)
-    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in ("rnncc", "torch"):
+    while frame is not None and \
+            frame.f_globals.get("__name__", "").partition(".")[0] in ("rnncc", "torch"):
         frame, level = frame.f_back, level + 1
     return level
 

@@ -117,8 +117,11 @@ def test_half_precision_on_fma(gpu, cell, dtype, persistence):
 
 # Tensor cores: every cell × operand type (fp16, bf16, TF32) × persistent mode, with sizes
 # that pad every tile dimension (H=1 and 33: M and K; B=1 and 5: N) and the large shapes.
+# Cluster: clusters of 1, 2, 4 and 8; at H=72 and 130 the last block's slice of h is cut
+# at the padded K (e.g. TF32 LSTM H=130: 4 × 40 units, K padded to 136), and B=9 runs two
+# clusters.
 TENSOR_SIZES = {"grid": [(33, 5, 64), (256, 8, 256), (1024, 64, 16)],
-                "cluster": [(1, 1, 7), (33, 5, 64), (256, 8, 256)]}
+                "cluster": [(1, 1, 7), (33, 5, 64), (72, 3, 33), (130, 9, 40), (256, 8, 256)]}
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -384,17 +384,16 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     n_tiles = tile.batch_per_block // MMA_N
     warps = tile.m_tiles * tile.k_split
     # Each of the SM's 4 tensor cores serves the warps of its scheduler only.
-    mma = max(k_steps * MMA_LATENCY_CLOCKS,
-              warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4))
+    throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
     batch_tiles = math.ceil(batch / tile.batch_per_block)
-    padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
     if tile.cluster:
         # Steps slow down once the clusters fill more than about half the SMs (B=256:
         # 32 clusters of 4 took 1.33–1.40× the time of 32 of 2), counted as waves.
         waves = math.ceil(batch_tiles * tile.cluster / (target.sm_count // 2))
-        throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4) / clock_hz(target)
-        chain = max(k_steps * n_tiles * CLUSTER_K_STEP_SECONDS, throughput)
+        chain = max(k_steps * n_tiles * CLUSTER_K_STEP_SECONDS, throughput / clock_hz(target))
         return waves * (chain + CLUSTER_STEP_SECONDS + cluster_exchange_seconds(tile.cluster))
+    mma = max(k_steps * MMA_LATENCY_CLOCKS, throughput)
+    padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     stage = tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
     per_tile = padding * (mma + stage) / clock_hz(target) + PERSISTENT_TILE_SECONDS
