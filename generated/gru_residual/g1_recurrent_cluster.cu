@@ -222,15 +222,36 @@ rnncc_g1_recurrent_cluster(
                     for (int i = 0; i < 4; ++i) acc[c][n][i] = 0.0f;
             const uint4* a_frag = reinterpret_cast<const uint4*>(w_frag) + (mt * K_STEPS + ks * SPLIT_STEPS) * 32 + lane;
             const T* b_row = h_cur + (lane / 4) * HS + ks * SPLIT_STEPS * MMA_K + PAIR * (lane % 4);
-    #pragma unroll 4
-            for (int s = 0; s < SPLIT_STEPS; ++s) {
-                const uint4 a = a_frag[s * 32];
+            // With 16-bit operands the fragments of k-step s + 1 are loaded before the mma of
+            // step s issue, so that shared-memory latency hides behind them (1–8% faster steps
+            // measured); TF32 operands, rounded as they are loaded, measured 2–4% slower so.
+            constexpr bool PREFETCH = PAIR == 2;
+            auto load = [&](int s, uint4& a, unsigned (&b)[N_TILES][2]) {
+                a = a_frag[s * 32];
     #pragma unroll
                 for (int n = 0; n < N_TILES; ++n) {
                     const T* p = b_row + n * 8 * HS + s * MMA_K;
-                    const unsigned b[2] = {operand_bits(p), operand_bits(p + KH)};
-                    mma(acc[s % CHAINS][n], a, b);
+                    b[n][0] = operand_bits(p);
+                    b[n][1] = operand_bits(p + KH);
                 }
+            };
+            uint4 a_next;
+            unsigned b_next[N_TILES][2];
+            if (PREFETCH) load(0, a_next, b_next);
+    #pragma unroll 4
+            for (int s = 0; s < SPLIT_STEPS; ++s) {
+                uint4 a;
+                unsigned b[N_TILES][2];
+                if (PREFETCH) {
+                    a = a_next;
+    #pragma unroll
+                    for (int n = 0; n < N_TILES; ++n) b[n][0] = b_next[n][0], b[n][1] = b_next[n][1];
+                    if (s + 1 < SPLIT_STEPS) load(s + 1, a_next, b_next);
+                } else {
+                    load(s, a, b);
+                }
+    #pragma unroll
+                for (int n = 0; n < N_TILES; ++n) mma(acc[s % CHAINS][n], a, b[n]);
             }
             // Partial sums (chains added in a fixed order), C layout → partials[ks][col][m].
             float* out = partials + (ks * BATCH + 2 * (lane % 4)) * MS + mt * 16 + lane / 4;
