@@ -32,6 +32,12 @@ def clock_hz(target: Target) -> float:
 PROJECTION_MEASURED_OVER_MODEL = 2.1
 
 
+def gemm_memory_seconds(m: int, n: int, k: int, itemsize: int, target: Target) -> float:
+    """C[m,n] (float32) = A·B over K = k: both operands read once and C written once, at
+    HBM bandwidth (the floor of every GEMM model here)."""
+    return ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
+
+
 @dataclass(frozen=True)
 class ProjectionTile:
     bm: int   # rows of C per block
@@ -59,7 +65,7 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
     efficiency = tile.tm * tile.tn / (tile.tm + tile.tn) / 4.0
     sm_flops = target.fp32_flops / target.sm_count
     compute = waves * blocks_per_sm * 2.0 * tile.bm * tile.bn * k / (sm_flops * efficiency)
-    memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
+    memory = gemm_memory_seconds(m, n, k, itemsize, target)
     return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
 
 
@@ -466,7 +472,7 @@ def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile
     loads_per_mma = (4 * mi + 2 * ni) / (mi * ni)
     mmas = (tile.bm // MMA_M) * (tile.bn // MMA_N) * math.ceil(k / mma_k(itemsize))
     compute = waves * blocks_per_sm * mmas * (MMA_SM_CLOCKS + loads_per_mma) / clock_hz(target)
-    memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
+    memory = gemm_memory_seconds(m, n, k, itemsize, target)
     return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
 
 
@@ -501,7 +507,7 @@ def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
     waves = math.ceil(tiles * splits / target.sm_count)
     per_sm = library_flops(itemsize, precision, target) / target.sm_count * LIBRARY_EFFICIENCY
     compute = waves * 2.0 * LIBRARY_TILE * LIBRARY_TILE * math.ceil(k / splits) / per_sm
-    memory = ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
+    memory = gemm_memory_seconds(m, n, k, itemsize, target)
     return max(compute, memory)
 
 

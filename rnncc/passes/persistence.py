@@ -6,9 +6,9 @@ software grid barrier each step; possible when the slices fit one block per SM (
 block is co-resident). ``cluster`` (sm_90 thread-block clusters, up to 8 blocks) holds all
 of W_hhᵀ in one cluster's shared memory and exchanges h through distributed shared
 memory, with a cluster barrier (FMA) or st.async and mbarriers (tensor cores); clusters
-serve independent batch tiles. The mode with the
-lowest predicted time per step is chosen. Layers in precision ``tensor`` run both
-persistent modes on tensor cores (``TensorTile``, mma.sync).
+serve independent batch tiles. The mode with the lowest predicted time per step is
+chosen. Layers in precision ``tensor`` run both persistent modes on tensor cores
+(``TensorTile``, mma.sync).
 
 Mode ``none`` runs each step either as rnncc's step kernel (FMA, the product and the cell
 in one launch; ``math="fma"``) or as h·W_hhᵀ in cuBLASLt followed by rnncc's cell kernel
@@ -75,11 +75,11 @@ def plan_persistence(model, plan, target):
                 value["blocks"] = -(-H // best.units_per_block) * best.batch_blocks
                 what = f"W_hh resident in {value['blocks']} blocks × {kib} KiB, {product}, grid barrier"
             else:
+                exchange = (("h exchange by st.async and mbarrier", cluster_exchange_seconds)
+                            if math_ == "tensor" else ("cluster barrier", cluster_sync_seconds))
                 what = (f"W_hh in a cluster of {best.cluster} × {kib} KiB, {product}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
-                        + (f"h exchange by st.async and mbarrier {cluster_exchange_seconds(best.cluster) * 1e6:.1f} µs"
-                           if math_ == "tensor" else
-                           f"cluster barrier {cluster_sync_seconds(best.cluster) * 1e6:.1f} µs"))
+                        f"{exchange[0]} {exchange[1](best.cluster) * 1e6:.1f} µs")
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
         if forced is not None:
             if forced not in candidates:
