@@ -7,9 +7,9 @@ it and the runtime passes arguments by these names.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,7 +30,7 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelSource:
-    name: str                     # unique in the model, e.g. "l1_input_projection"
+    name: str                     # readable + hash of the code, e.g. "merge_sum2_f256_f32_1a2b3c4d5e"
     family: str                   # "input_projection" | "recurrent_step" | "merge" | ...
     owner: str                    # layer or output name (the first user)
     entry: str                    # the extern "C" function
@@ -39,6 +39,9 @@ class KernelSource:
     block: tuple[int, int, int]
     dynamic_shared: int = 0       # bytes of dynamic shared memory per block
     users: tuple[str, ...] = ()   # every layer that runs it (identical layers share kernels)
+    # The model's comment block (model, layers, hints, reasons) that ``rnncc compile`` writes
+    # above the source; not part of the code, its name or its cache key.
+    header: str = field(default="", compare=False)
 
     @property
     def filename(self) -> str:
@@ -76,20 +79,20 @@ def _i32(name: str, doc: str) -> Param:
     return Param(name, "i32", f"int {name}", doc)
 
 
-def _source_params(sources, named: bool = True) -> list[Param]:
+def _source_params(sources) -> list[Param]:
     out = []
     for i, s in enumerate(sources):
-        what = f"source '{s.name}'" if named else f"source {i}"
+        what = f"source {i}"
         out += [_ptr(f"x{i}", "T", f"{what}: [S, B, {s.size}], features contiguous"),
                 _i64(f"x{i}_stride_t", f"x{i}: elements between time steps"),
                 _i64(f"x{i}_stride_b", f"x{i}: elements between batch entries")]
     return out
 
 
-def projection_params(l: LayerPlan, shared: bool = False) -> tuple[Param, ...]:
+def projection_params(l: LayerPlan) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     y = "[rows, G·H]" if l.layout.value == "xw" else "[G·H, rows]"
-    params = _source_params(l.sources, named=not shared)
+    params = _source_params(l.sources)
     params.append(_ptr("w_ih", "T", f"[{G}·{H}, {l.input_size}] W_ih, row u·G+g (gate g of unit u)"))
     if l.bias:
         params.append(_ptr("bias", "float", "[G·H] b_ih + b_hh folded (GRU: without b_hn), same rows"))
@@ -169,66 +172,92 @@ MERGE_THREADS = 256
 CELL_THREADS = 128  # the cell kernel after a cuBLASLt product: one thread per (row, unit)
 
 
-def _header(plan: Plan, what: str, decisions: list[str]) -> dict:
-    return dict(version=__version__, model=plan.model, dtype=plan.dtype, what=what,
-                decisions=decisions)
+def _code_header(what: str, dtype: str, decisions: list[str]) -> dict:
+    """The header inside the kernel's source: what the code is and the decision values it
+    is specialised to. Nothing about the model (its name, layers, the shape hints, the
+    reasons): those would make equal code compile twice (see :func:`_identify`)."""
+    return dict(version=__version__, what=what, dtype=dtype, decisions=decisions)
 
 
-# The decisions each kernel of a layer depends on (and its header lists); with the layer's
-# shape they are its signature: layers with equal signatures share the kernel.
+def _model_header(plan: Plan, what: str, decisions: list[str]) -> str:
+    """The comment block written above a kernel's source by ``rnncc compile``: which model
+    and layers run it, the target and shape hints, and each decision with its reason."""
+    lines = [f"model {plan.model}: {what}",
+             f"target {plan.target} ({plan.arch}); planned for S={plan.options.seq_len}, "
+             f"B={plan.options.batch}", *decisions]
+    return "".join(f"// {line}\n" for line in lines) + "\n"
+
+
+# The decisions each kernel of a layer depends on (its code header lists their values and
+# its model header their reasons). The cell kernel after a cuBLASLt product has no tile.
 PROJECTION_DECISIONS = ("precision", "layout", "gate_concat", "projection_tile", "merge_fusion")
 RECURRENT_DECISIONS = ("precision", "gate_concat", "persistence", "step_tile")
+CELL_DECISIONS = ("precision", "gate_concat", "persistence")
 
 
-def _layer_decisions(plan: Plan, l: LayerPlan, keys: tuple[str, ...]) -> list[str]:
-    lines = [f"target {plan.target} ({plan.arch}); tuned for S={plan.options.seq_len}, "
-             f"B={plan.options.batch}"]
-    for key, d in l.decisions().items():
-        if key in keys:
-            lines.append(f"{key}: {_show(d.value)} -- {d.reason}")
-    return lines
+def _values(l: LayerPlan, keys: tuple[str, ...]) -> list[str]:
+    return [f"{key}: {_show(getattr(l, key).value)}" for key in keys]
 
 
-def kernel_signature(l: LayerPlan, family: str) -> str:
-    """What the layer's kernel of ``family`` ("input_projection" or "recurrent") depends on."""
-    if family == "input_projection":
-        shape = [l.gates, l.hidden_size, l.input_size, l.bias, l.merge,
-                 [(s.size, s.offset) for s in l.sources]]
-        keys = PROJECTION_DECISIONS
-    else:
-        shape, keys = [l.cell, l.gates, l.hidden_size, l.bias], RECURRENT_DECISIONS
-    return json.dumps([family, shape, {k: getattr(l, k).value for k in keys}], sort_keys=True)
+def _reasons(l: LayerPlan, keys: tuple[str, ...]) -> list[str]:
+    return [f"{key}: {_show(getattr(l, key).value)} -- {getattr(l, key).reason}" for key in keys]
 
 
-def _what(l: LayerPlan, users: tuple[str, ...]) -> str:
+_ENTRY = "__RNNCC_ENTRY__"  # stands for the entry name until the code is hashed
+_SHORT_DTYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def _identify(readable: str, source: str) -> tuple[str, str, str]:
+    """(name, entry, source) of a kernel whose code was rendered with the entry ``_ENTRY``:
+    the name is ``readable`` plus a hash of that code, so it changes exactly when the code
+    does, and equal code (the same layer in two models, or two hints that pick the same
+    tiles) gets one name, one cubin in the cache, one nvcc run."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:10]
+    name = f"{readable}_{digest}"
+    return name, f"rnncc_{name}", source.replace(_ENTRY, f"rnncc_{name}")
+
+
+def _layers_what(l: LayerPlan, users: tuple[str, ...]) -> str:
     layers = f"layers {', '.join(users)}" if len(users) > 1 else f"layer {l.name}"
-    return f"{layers} ({l.cell}, H={l.hidden_size}, input {l.input_size})"
+    sources = f"{l.merge} of {', '.join(s.name for s in l.sources)}" if len(l.sources) > 1 \
+        else l.sources[0].name
+    return f"{layers} ({l.cell}, H={l.hidden_size}, input {l.input_size} = {sources})"
 
 
-def _common(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> dict:
-    return dict(layer=", ".join(users), dtype=plan.dtype, gates=l.gates, bias=l.bias,
-                sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in l.sources],
-                merge=l.merge)
+def _code_what(l: LayerPlan, projection: bool = False) -> str:
+    """What the code is, in words: the recurrent kernels do not depend on the input size."""
+    return f"{l.cell} layer, H={l.hidden_size}" + (f", input {l.input_size}" if projection else "")
 
 
-def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> KernelSource | None:
-    """Layer l's input-projection kernel, run by ``users``; None where cuBLASLt runs it."""
+def _common(plan: Plan, l: LayerPlan) -> dict:
+    return dict(dtype=plan.dtype, gates=l.gates, bias=l.bias,
+                sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge)
+
+
+def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
+    """Layer l's input-projection kernel, run by ``users`` (default: l alone); None where
+    cuBLASLt runs it."""
+    users = users or (l.name,)
     tile = l.projection_tile.value
     if tile["math"] == "cublas":
         return None
-    name = f"{l.name}_input_projection"
-    params = projection_params(l, shared=len(users) > 1)
+    params = projection_params(l)
     template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
     source = environment().get_template(template).render(
-        kernel=_header(plan, _what(l, users) + ", input projection",
-                       _layer_decisions(plan, l, PROJECTION_DECISIONS)),
-        entry=f"rnncc_{name}", params=params, K=l.input_size, GH=l.gates * l.hidden_size,
+        kernel=_code_header(_code_what(l, projection=True) + ", input projection", plan.dtype,
+                            _values(l, PROJECTION_DECISIONS)),
+        entry=_ENTRY, params=params, K=l.input_size, GH=l.gates * l.hidden_size,
         tile=tile, layout=l.layout.value, layout_text=LAYOUTS[l.layout.value],
         operand_a="activations" if l.layout.value == "xw" else "weights",
         operand_b="weights" if l.layout.value == "xw" else "activations",
-        **_common(plan, l, users))
-    return KernelSource(name, "input_projection", l.name, f"rnncc_{name}", source, params,
-                        (tile["threads"], 1, 1), users=users)
+        **_common(plan, l))
+    merged = f"{l.merge}{len(l.sources)}_" if len(l.sources) > 1 else ""
+    name, entry, source = _identify(f"input_projection_{merged}i{l.input_size}_gh{l.gates * l.hidden_size}_"
+                                    f"{_SHORT_DTYPE[plan.dtype]}", source)
+    return KernelSource(name, "input_projection", l.name, entry, source, params,
+                        (tile["threads"], 1, 1), users=users,
+                        header=_model_header(plan, _layers_what(l, users) + ", input projection",
+                                             _reasons(l, PROJECTION_DECISIONS)))
 
 
 def _fma_block(tile: dict) -> tuple[int, int, int]:
@@ -237,78 +266,88 @@ def _fma_block(tile: dict) -> tuple[int, int, int]:
             tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
 
 
-def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...]) -> KernelSource:
-    """Layer l's recurrent kernel (step, cell, grid- or cluster-persistent), run by ``users``."""
+def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource:
+    """Layer l's recurrent kernel (step, cell, grid- or cluster-persistent), run by
+    ``users`` (default: l alone)."""
+    users = users or (l.name,)
     env = environment()
-    what = _what(l, users)
-    decisions = _layer_decisions(plan, l, RECURRENT_DECISIONS)
-    common = _common(plan, l, users)
+    common = _common(plan, l)
     mode = l.persistence.value["mode"]
+    readable = f"{l.cell}_h{l.hidden_size}_{_SHORT_DTYPE[plan.dtype]}"
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
         tile = l.persistence.value
         family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
         tensor = tile["math"] == "tensor"
         template = f"{family}{'_tensor' if tensor else ''}.cu.j2"
-        name = f"{l.name}_{family}"
+        what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
+        keys = RECURRENT_DECISIONS
         params = persistent_params(l, barrier=mode == "grid")
         source = env.get_template(template).render(
-            kernel=_header(plan, what + f", recurrent steps, persistent ({mode}"
-                           f"{', tensor cores' if tensor else ''})", decisions),
-            entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell, tile=tile,
+            kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
+            entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
             shared_bytes=tile["shared_bytes"], **common)
         block = (tile["threads"], 1, 1) if tensor else _fma_block(tile)
-        return KernelSource(name, family, l.name, f"rnncc_{name}", source, params, block,
-                            tile["shared_bytes"], users)
-
-    name = f"{l.name}_recurrent_step"
-    if l.persistence.value["math"] == "cublas":
+        shared = tile["shared_bytes"]
+    elif l.persistence.value["math"] == "cublas":
+        family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \
+            CELL_DECISIONS
         params = step_params(l, library_product=True)
         source = env.get_template("recurrent_step_cell.cu.j2").render(
-            kernel=_header(plan, what + ", cell of a recurrent step (product in cuBLASLt)", decisions),
-            entry=f"rnncc_{name}", params=params, H=l.hidden_size, cell=l.cell,
-            threads=CELL_THREADS, **common)
-        return KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params,
-                            (CELL_THREADS, 1, 1), users=users)
-    params = step_params(l)
-    tile = l.step_tile.value
-    source = env.get_template("recurrent_step.cu.j2").render(
-        kernel=_header(plan, what + ", recurrent step", decisions), entry=f"rnncc_{name}",
-        params=params, H=l.hidden_size, cell=l.cell, tile=tile, async_copy=tile["async_copy"],
-        **common)
-    block = _fma_block(tile)
-    return KernelSource(name, "recurrent_step", l.name, f"rnncc_{name}", source, params, block,
-                        users=users)
+            kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
+            entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
+            **common)
+        block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
+    else:
+        family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
+        params = step_params(l)
+        tile = l.step_tile.value
+        source = env.get_template("recurrent_step.cu.j2").render(
+            kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
+            entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
+            async_copy=tile["async_copy"], **common)
+        block, shared = _fma_block(tile), 0
+    name, entry, source = _identify(f"{family}_{readable}", source)
+    return KernelSource(name, family, l.name, entry, source, params, block, shared, users,
+                        header=_model_header(plan, _layers_what(l, users) + what,
+                                             _reasons(l, keys)))
 
 
 def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
-    name = f"{o.name}_merge"
     params = merge_params(o)
-    decisions = [f"kernel: {o.kernel.value} -- {o.kernel.reason}"]
     source = environment().get_template("merge.cu.j2").render(
-        kernel=_header(plan, f"output {o.name} ({o.merge} of {len(o.sources)})", decisions),
-        entry=f"rnncc_{name}", params=params, output=o.name, merge=o.merge,
-        source_names=", ".join(s.name for s in o.sources), F=o.size, dtype=plan.dtype,
-        threads=MERGE_THREADS,
-        sources=[dict(name=s.name, size=s.size, offset=s.offset) for s in o.sources])
-    return KernelSource(name, "merge", o.name, f"rnncc_{name}", source, params,
-                        (MERGE_THREADS, 1, 1), users=(o.name,))
+        kernel=_code_header(f"output, {o.merge} of {len(o.sources)} sources", plan.dtype,
+                            [f"kernel: {o.kernel.value}"]),
+        entry=_ENTRY, params=params, merge=o.merge, F=o.size, dtype=plan.dtype,
+        threads=MERGE_THREADS, sources=[dict(size=s.size, offset=s.offset) for s in o.sources])
+    name, entry, source = _identify(f"merge_{o.merge}{len(o.sources)}_f{o.size}_"
+                                    f"{_SHORT_DTYPE[plan.dtype]}", source)
+    header = _model_header(plan, f"output {o.name} ({o.merge} of "
+                                 f"{', '.join(s.name for s in o.sources)})",
+                           [f"kernel: {o.kernel.value} -- {o.kernel.reason}"])
+    return KernelSource(name, "merge", o.name, entry, source, params, (MERGE_THREADS, 1, 1),
+                        users=(o.name,), header=header)
 
 
 def render(plan: Plan) -> tuple[KernelSource, ...]:
-    """Every kernel of the model, in the order of first use; identical layers share theirs."""
-    # Each kernel once per signature, for every layer that has it (a stack of equal layers
-    # compiles one recurrent kernel), in the order of first use.
-    renderers = {"input_projection": render_projection, "recurrent": render_recurrent}
-    users: dict[str, tuple[str, LayerPlan, list[str]]] = {}
+    """Every kernel of the model, in the order of first use. Kernels are named by their
+    code, so layers whose code is equal (a stack of equal layers) share one, whose
+    ``users`` (and model header) lists them all."""
+    renderers = (render_projection, render_recurrent)
+    first: dict[str, tuple[LayerPlan, KernelSource]] = {}
+    users: dict[str, list[str]] = {}
     for l in plan.layers:
-        for family in renderers:
-            users.setdefault(kernel_signature(l, family), (family, l, []))[2].append(l.name)
-    kernels: list[KernelSource] = []
-    for family, first, names in users.values():
-        kernel = renderers[family](plan, first, tuple(names))
-        if kernel is not None:
-            kernels.append(kernel)
+        for renderer in renderers:
+            k = renderer(plan, l)
+            if k is not None:
+                first.setdefault(k.name, (l, k))
+                users.setdefault(k.name, []).append(l.name)
+    kernels = []
+    for name, (l, k) in first.items():
+        if len(users[name]) > 1:  # the model header names every user
+            k = (render_projection if k.family == "input_projection" else render_recurrent)(
+                plan, l, tuple(users[name]))
+        kernels.append(k)
     kernels += [render_output(plan, o) for o in plan.outputs if o.kernel is not None]
     return tuple(kernels)
 

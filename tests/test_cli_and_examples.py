@@ -19,7 +19,7 @@ def test_compile_writes_cuda_and_plan(tmp_path, capsys):
     assert main(["compile", str(ROOT / "examples/gnmt_encoder.yaml"), "--target", "h100",
                  "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert "plan.json" in files and "l1_recurrent_step.cu" in files
+    assert "plan.json" in files and any(f.startswith("recurrent_step_cell_lstm_h1024_f32_") for f in files)
     # The 8 layers are equal LSTMs: one recurrent kernel serves all of them. A projection
     # kernel for each layer whose projection the plan keeps in rnncc (the summed inputs: one
     # fused kernel beats a cuBLASLt call per source, and their source counts differ); the
@@ -27,10 +27,12 @@ def test_compile_writes_cuda_and_plan(tmp_path, capsys):
     plan = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100").plan
     own = [l.name for l in plan.layers if l.projection_tile.value["math"] != "cublas"]
     assert own == ["l4", "l5", "l6", "l7", "l8"]
-    assert sorted(files) == sorted(["plan.json", "l1_recurrent_step.cu", "encoder_out_merge.cu"]
-                                   + [f"{name}_input_projection.cu" for name in own])
-    header = (tmp_path / "l1_recurrent_step.cu").read_text().split("\n", 3)[:3]
-    assert "layers l1, l2, l3, l4, l5, l6, l7, l8" in "".join(header)
+    kernels = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100").kernels
+    assert sorted(files) == sorted(["plan.json"] + [k.filename for k in kernels])
+    assert [k.users for k in kernels if k.family == "input_projection"] == [(n,) for n in own]
+    recurrent = next(f for f in files if f.startswith("recurrent_step_cell_"))
+    header = (tmp_path / recurrent).read_text().split("\n", 3)[:3]
+    assert "model gnmt_encoder: layers l1, l2, l3, l4, l5, l6, l7, l8" in "".join(header)
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["layers"][0]["unroll"]["reason"]
     assert "wrote" in capsys.readouterr().out
@@ -70,7 +72,7 @@ def test_generated_is_up_to_date(spec):
     """generated/<example>/ holds exactly what `rnncc compile` writes today."""
     m = rnncc.compile(spec, target="h100")
     directory = ROOT / "generated" / spec.stem
-    expected = {k.filename: k.source for k in m.kernels} | {"plan.json": m.plan.to_json()}
+    expected = {k.filename: k.header + k.source for k in m.kernels} | {"plan.json": m.plan.to_json()}
     actual = {p.name: p.read_text() for p in directory.glob("*")} if directory.exists() else {}
     fix = (f"regenerate with: rnncc compile examples/{spec.name} --target h100 "
            f"-o generated/{spec.stem}")

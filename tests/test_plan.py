@@ -7,6 +7,7 @@ import json
 import pytest
 
 import rnncc
+from rnncc import build
 from rnncc.passes import build_plan
 from rnncc.target import PRESETS, get
 
@@ -161,7 +162,8 @@ def test_gemm_bound_layers_go_to_cublaslt():
     assert "h·W_hhᵀ in cuBLASLt" in l.persistence.reason and "FMA step kernel" in l.persistence.reason
     assert l.projection_tile.value == {"math": "cublas"} and "cuBLASLt" in l.projection_tile.reason
     # rnncc renders the cell kernel only; the step's product and the projection are library calls.
-    assert [k.name for k in c.kernels] == ["l0_recurrent_step"]
+    assert [k.family for k in c.kernels] == ["recurrent_step"]
+    assert c.kernels[0].name.startswith("recurrent_step_cell_lstm_h2048_f16_")
     assert "after cuBLASLt has computed" in c.kernels[0].source
     assert "step_product" in [p.name for p in c.kernels[0].params]
     assert "step_product 8.0 MiB" in c.plan.workspace.reason
@@ -187,11 +189,32 @@ def test_equal_layers_share_their_kernels():
     m = rnncc.compile(stack, target="h100", batch=5, gemm="rnncc")
     assert [(k.family, k.users) for k in m.kernels] == [
         ("input_projection", ("l0", "l1", "l2")), (m.kernels[1].family, ("l0", "l1", "l2"))]
-    assert "layers l0, l1, l2" in m.kernels[0].source.split("\n")[1]
+    assert "model stack: layers l0, l1, l2" in m.kernels[0].header.split("\n")[0]
     # A different size is a different kernel.
     stack["layers"][2]["hidden_size"] = 40
     m = rnncc.compile(stack, target="h100", batch=5, gemm="rnncc")
     assert [k.users for k in m.kernels] == [("l0", "l1"), ("l0", "l1"), ("l2",), ("l2",)]
+
+
+def test_kernels_are_named_by_their_code_alone():
+    """The same layer in two models, or under two hints that pick the same tiles, is one
+    kernel: same name, same source, same cache key (one nvcc run)."""
+    def gru(name):
+        return {"name": name, "input_size": 64,
+                "layers": [{"name": "g", "cell": "gru", "hidden_size": 96}]}
+    a = rnncc.compile(gru("a"), target="h100", batch=64)
+    b = rnncc.compile(gru("b"), target="h100", batch=64)
+    c = rnncc.compile(gru("a"), target="h100", batch=63)
+    assert [k.name for k in a.kernels] == [k.name for k in b.kernels] == [k.name for k in c.kernels]
+    for x, y in zip(a.kernels, b.kernels):
+        assert x.source == y.source and x.header != y.header
+        assert build.cache_key(x, "sm_90a") == build.cache_key(y, "sm_90a")
+        assert "model a" in x.header and "model a" not in x.source and "S=256" not in x.source
+    # A different hidden size changes the code, and so the name.
+    other = gru("a")
+    other["layers"][0]["hidden_size"] = 95
+    assert {k.name for k in rnncc.compile(other, target="h100").kernels}.isdisjoint(
+        k.name for k in a.kernels)
 
 
 def test_timed_decisions_list_their_alternatives():
