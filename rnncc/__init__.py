@@ -9,13 +9,14 @@
 
 __version__ = "0.1.0"
 
-from .errors import (CompileError, DeviceUnavailable, PlanError, RnnccError,  # noqa: E402
-                     RuntimeCheckError, SpecError)
+from .errors import (CompileError, DeviceTimeout, DeviceUnavailable, PlanError,  # noqa: E402
+                     RnnccError, RuntimeCheckError, SpecError)
 from .ir import Model  # noqa: E402
 from .spec import Concat, ModelBuilder, Sum, load  # noqa: E402
 from .weights import from_torch  # noqa: E402
 from .plan import CompileOptions  # noqa: E402
-from .runtime import CompiledModel, compile  # noqa: E402
+from .runtime import CompiledModel  # noqa: E402
+from .compiler import compile  # noqa: E402
 from .build import cache_info  # noqa: E402
 
 
@@ -27,5 +28,5 @@ def optimize(model, verbose: bool = True):
 
 __all__ = ["compile", "CompiledModel", "CompileOptions", "Model", "ModelBuilder", "Sum",
            "Concat", "load", "from_torch", "RnnccError", "SpecError", "PlanError",
-           "CompileError", "RuntimeCheckError", "DeviceUnavailable", "cache_info", "optimize",
+           "CompileError", "RuntimeCheckError", "DeviceUnavailable", "DeviceTimeout", "cache_info", "optimize",
            "__version__"]

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import autotune
+from . import autotune, codegen
 from .autotune import effective
 from .plan import Measurement
 
@@ -63,11 +63,12 @@ def _models(point: Point, target):
     combination, best predicted first (autotuning's candidates), then the cost model's own
     plan if it mixes the libraries in a way no forced combination does (label 'model')."""
     import rnncc
+    from .runtime import CompiledModel
 
     base = rnncc.compile(point.spec(), target, seq_len=point.seq_len, batch=point.batch)
     l = base.plan.layers[0]
-    models = [(s, Measurement.label(*choice), rnncc.compile(point.spec(), target, options=o))
-              for s, choice, o in autotune._candidates(l, point.dtype, base.plan.options, target)]
+    models = [(s, Measurement.label(*choice), CompiledModel(model, plan, target, codegen.render(plan), None))
+              for s, choice, model, plan in autotune._candidates(l, point.dtype, base.plan.options, target)]
     if effective(l) not in {effective(m.plan.layers[0]) for _, _, m in models}:
         models.append((None, "model", base))
     return base, models
@@ -100,7 +101,6 @@ def measure_points(points: list[Point], target, progress) -> list[dict]:
             l = m.plan.layers[0]
             rows.append({"label": label, "predicted_s": predicted, "measured_s": t.median_ms / 1e3,
                          "spread_ms": [t.min_ms, t.max_ms], "effective": list(effective(l))})
-            m._workspace = {}  # free this candidate's buffers before the next one
         del x
         gc.collect()
         best = min(rows, key=lambda r: r["measured_s"])

@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import __version__
+from . import __version__, codegen
 from .build import cache_dir
 from .errors import PlanError
 from .plan import CompileOptions, LayerPlan, Measurement
@@ -44,7 +44,7 @@ WARMUP, REPEATS = 2, 7
 def _device_key() -> dict:
     import pycuda.driver as cuda
 
-    from .runtime import device_context
+    from .driver import device_context
 
     dev = device_context().device
     return {"gpu": dev.name().strip(),
@@ -112,7 +112,8 @@ def _candidates(l: LayerPlan, dtype: str, options: CompileOptions, target):
         steps = -(-options.seq_len // p.unroll.value)
         projection = p.projection_tile.alternatives[projection_label(p.projection_tile.value)]
         step = p.persistence.alternatives[persistence_label(p.persistence.value)]
-        out.append((steps * projection + options.seq_len * step, (layout, persistence, gemm), o))
+        out.append((steps * projection + options.seq_len * step, (layout, persistence, gemm),
+                    model, plan))
     return sorted(out, key=lambda c: c[0])
 
 
@@ -121,12 +122,12 @@ def _measure(l: LayerPlan, dtype: str, options: CompileOptions, target,
     import pycuda.gpuarray as gpuarray
 
     from .dtypes import to_storage
-    from .runtime import compile as compile_model
+    from .runtime import CompiledModel
     from .timing import time_gpu
 
     candidates = _candidates(l, dtype, options, target)[:TOP]
-    compiled = [(choice, compile_model(_single_layer_spec(l, dtype), target, options=o))
-                for _, choice, o in candidates]
+    compiled = [(choice, CompiledModel(model, plan, target, codegen.render(plan), None))
+                for _, choice, model, plan in candidates]
     for _, c in compiled:  # nvcc before any timing
         c.build()
     rng = np.random.default_rng(0)

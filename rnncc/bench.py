@@ -104,14 +104,23 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         error = max_relative_error(ours.float().cpu().numpy(), theirs.float().cpu().numpy())
         # Both sides approximate the exact function in this dtype: allow twice the tolerance.
         agree = error <= 2 * tolerance(cfg.dtype, cfg.math)
+        # The rnncc.nn twin of the same module, as a drop-in user runs it: compiled with
+        # default hints, planned for the call's shape class on its first call.
+        import rnncc.nn
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        twin = getattr(rnncc.nn, type(module).__name__)(cfg.hidden, cfg.hidden).to("cuda", tdt)
+        twin.load_state_dict(module.state_dict())
+        twin.requires_grad_(False)
         turn = iter(range(10**9))
         t_ours = time_gpu(lambda: compiled(inputs[next(turn) % 3]), warmup, repeats)
         t_theirs = time_gpu(lambda: module(inputs[next(turn) % 3]), warmup, repeats)
+        t_twin = time_gpu(lambda: twin(inputs[next(turn) % 3]), warmup, repeats)
     plan = compiled.plan.layers[0]
     return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree, "max_relative_error_vs_cudnn": error,
             "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
             "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
             "speedup": t_theirs.median_ms / t_ours.median_ms,
+            "twin_ms": t_twin.median_ms, "twin_over_rnncc": t_twin.median_ms / t_ours.median_ms,
             "rnncc_us_per_step": t_ours.per_step_us(cfg.seq_len),
             "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
             "target_speedup": target_speedup(cfg),
@@ -122,13 +131,14 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
 
 def table(results: list[dict]) -> str:
     head = (f"{'config':<39} {'persist':>7} {'rnncc ms':>9} {'µs/step':>8} {'cuDNN ms':>9} "
-            f"{'µs/step':>8} {'speedup':>8} {'agree':>6}")
+            f"{'µs/step':>8} {'speedup':>8} {'twin ms':>8} {'agree':>6}")
     rows = [head, "-" * len(head)]
     for r in results:
         label = f"{r['cell']} {r['kind']} H={r['hidden']} B={r['batch']}"
         rows.append(f"{label:<39} {r['persistence']:>7} {r['rnncc_ms']:>9.3f} "
                     f"{r['rnncc_us_per_step']:>8.2f} {r['cudnn_ms']:>9.3f} {r['cudnn_us_per_step']:>8.2f} "
-                    f"{r['speedup']:>7.2f}× {'yes' if r['agree'] else 'NO':>6}")
+                    f"{r['speedup']:>7.2f}× {r.get('twin_ms', float('nan')):>8.3f} "
+                    f"{'yes' if r['agree'] else 'NO':>6}")
     return "\n".join(rows)
 
 

@@ -81,9 +81,8 @@ def cmd_compile(args) -> int:
     start = time.perf_counter()
     m = _compile(args)
     planned = time.perf_counter() - start
-    written = m.write(args.output)
-    for path in written:
-        print(f"wrote {path}")
+    for path, changed in m.write(args.output):
+        print(f"{'wrote' if changed else 'unchanged'} {path}")
     if args.cubin or args.timing:
         cubins, nvcc_s, built, cached = _build_with_progress(m)
         if args.cubin:
@@ -191,7 +190,9 @@ def cmd_run(args) -> int:
 
 def cmd_bench(args) -> int:
     from . import bench
+    from .driver import device_context
 
+    device_context()  # one line and exit 2 where there is no GPU, before anything else
     if args.ablate:
         from . import ablation
         return ablation.main(Path(args.output), quick=args.quick, time_limit_s=args.time_limit)
@@ -206,7 +207,7 @@ def _environment(torch) -> dict:
 
     import pycuda.driver as cuda
 
-    from .runtime import device_context
+    from .driver import device_context
 
     commit = os.environ.get("RNNCC_COMMIT")
     if commit is None:

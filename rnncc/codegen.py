@@ -155,8 +155,13 @@ def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
     if l.cell == "lstm":
         params.append(_i32("first_chunk", "1: the first step takes its cell state from c0"))
     if barrier:
-        params.append(_ptr("barrier", "unsigned", "[2] grid barrier: arrivals, generation (zeroed once)",
+        params.append(_ptr("barrier", "unsigned", "[4] grid barrier: arrivals, generation, gave up "
+                                                   "(zeroed before each launch, on its stream)",
                            const=False))
+    params += [_ptr("status", "unsigned", "[1] host-mapped: set when a spin-wait passed its bound "
+                                          "(1 grid barrier, 2 cluster exchange)", const=False),
+               _i64("spin_timeout_ns", "bound of every spin-wait in ns (0: give up at once, "
+                                       "a debug knob); unused where the kernel has no spin-wait")]
     return tuple(params)
 
 

@@ -21,6 +21,7 @@ import ctypes.util
 import glob
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -103,19 +104,19 @@ def alignment(*values: int) -> int:
 
 
 class CublasLt:
-    """A cuBLASLt handle, its workspace, and the descriptors and algorithm of every GEMM
-    shape seen so far (built once per shape and pointer alignment)."""
+    """A cuBLASLt handle and the descriptors and algorithm of every GEMM shape seen so far
+    (built once per shape and pointer alignment). The library's scratch memory
+    (WORKSPACE_BYTES) is the caller's, per call, so that calls on two streams never share
+    it; a lock keeps two threads from setting one descriptor's bias pointer at once."""
 
     def __init__(self) -> None:
-        import pycuda.driver as cuda
-
         self._lib = _load()
         self._lib.cublasLtGetStatusName.restype = ctypes.c_char_p
         # No argtypes: every argument is passed wrapped in its exact ctypes type.
         handle = ctypes.c_void_p()
         self._check(self._lib.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
         self._handle = handle
-        self._workspace = cuda.mem_alloc(WORKSPACE_BYTES)
+        self._lock = threading.Lock()
         self._plans: dict[tuple, tuple] = {}
         self._runs: dict[tuple, Callable[..., None]] = {}  # prepare()'s result per (g, alignments)
         self._one, self._zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
@@ -181,11 +182,11 @@ class CublasLt:
         return plan
 
     def prepare(self, g: Matmul, align_a: int = 256, align_b: int = 256,
-                align_d: int = 256) -> Callable[[int, int, int, int], None]:
-        """``run(a, b, d, bias=0, stream=0)`` queueing D = op(A)·B (+ bias) (+ D) on
-        ``stream`` (a raw CUstream; 0 the legacy default), for pointers aligned to at least
-        ``align_*`` bytes. The descriptors and the
-        algorithm are chosen here, once; a run costs one library call (per-step use)."""
+                align_d: int = 256) -> Callable[..., None]:
+        """``run(a, b, d, bias, stream, workspace)`` queueing D = op(A)·B (+ bias) (+ D) on
+        ``stream`` (a raw CUstream; 0 the legacy default) with WORKSPACE_BYTES of scratch at
+        ``workspace``, for pointers aligned to at least ``align_*`` bytes. The descriptors
+        and the algorithm are chosen here, once; a run costs one library call (per-step use)."""
         item = 4 if g.dtype == "float32" else 2
         d_align = alignment(align_d, g.ldd * 4, g.stride_d * 4)
         desc, la, lb, ld, algo = self._plan(g, (alignment(align_a, g.lda * item),
@@ -196,22 +197,29 @@ class CublasLt:
         beta = ctypes.byref(self._one if g.accumulate else self._zero)
         # Everything but the three pointers as ready ctypes objects: ctypes converts those
         # fastest, and a step's host time is mostly this call.
-        workspace = (algo, ptr(int(self._workspace)), ctypes.c_size_t(WORKSPACE_BYTES))
+        size = ctypes.c_size_t(WORKSPACE_BYTES)
 
-        def run(a: int, b: int, d: int, bias: int = 0, stream: int = 0) -> None:
-            if g.bias:
+        def run(a: int, b: int, d: int, bias: int, stream: int, workspace: int) -> None:
+            dp = ptr(d)
+            args = (handle, desc, one, ptr(a), la, ptr(b), lb, beta, dp, ld, dp, ld, algo,
+                    ptr(workspace), size, ptr(stream))
+            if not g.bias:
+                check(matmul(*args), what)
+                return
+            with self._lock:  # the bias pointer lives in the shared descriptor
                 self._set(self._lib.cublasLtMatmulDescSetAttribute, desc, _DESC_BIAS_POINTER,
                           ptr(bias), "bias pointer")
-            dp = ptr(d)
-            check(matmul(handle, desc, one, ptr(a), la, ptr(b), lb, beta, dp, ld, dp, ld,
-                         *workspace, ptr(stream)), what)
+                check(matmul(*args), what)
         return run
 
-    def __call__(self, g: Matmul, a: int, b: int, d: int, bias: int = 0, stream: int = 0) -> None:
-        """One GEMM queued on ``stream`` now, for these pointers (the descriptors are cached
-        per shape)."""
-        key = (g, alignment(a), alignment(b), alignment(d))
+    def prepared(self, g: Matmul, align_a: int, align_b: int, align_d: int) -> Callable[..., None]:
+        """:meth:`prepare`'s run, made once per shape and alignments and kept."""
+        key = (g, align_a, align_b, align_d)
         run = self._runs.get(key)
         if run is None:
-            run = self._runs[key] = self.prepare(g, *key[1:])
-        run(a, b, d, bias, stream)
+            run = self._runs[key] = self.prepare(g, align_a, align_b, align_d)
+        return run
+
+    def run(self, g: Matmul, a: int, b: int, d: int, bias: int, stream: int, workspace: int) -> None:
+        """One GEMM queued on ``stream`` now, for these pointers."""
+        self.prepared(g, alignment(a), alignment(b), alignment(d))(a, b, d, bias, stream, workspace)

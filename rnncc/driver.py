@@ -1,20 +1,31 @@
-"""The few CUDA driver calls the runtime makes itself, through ctypes on libcuda.
+"""The device layer: the context, module loading, launches and stream-ordered memory.
 
-PyCUDA holds the context and the memory; rnncc loads its cubins and launches its kernels
-here, because PyCUDA launches only on streams it created, and rnncc must launch on the
-caller's stream: ``torch.cuda.current_stream()`` (which is also how ``torch.cuda.graph``
-captures it) or CuPy's current stream. Every call runs in the current context, PyCUDA's
-copy of the device's primary context.
+PyCUDA holds the context (the device's primary one, shared with PyTorch and CuPy);
+everything else goes through ctypes on libcuda, because PyCUDA launches only on streams
+it created and rnncc must launch on the caller's stream: ``torch.cuda.current_stream()``
+(which is also how ``torch.cuda.graph`` captures it) or CuPy's current stream.
+
+What the runtime needs of a GPU is here and nowhere else: whether there is one
+(:func:`device_context` says so in one line when not), kernels (:func:`load`,
+:meth:`Kernel.launch`, cooperative for grid-persistent kernels), memory ordered on a
+stream (:func:`alloc_async`, :func:`free_async`, :func:`memset_async`, :func:`copy_rows`)
+and host-mapped words that kernels report errors in (:class:`HostWords`).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import threading
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from .errors import DeviceUnavailable, RuntimeCheckError
+
+NEEDS_GPU = ("needs an NVIDIA GPU with its driver, and then PyCUDA (pip install 'rnncc[cuda]'); "
+             "compiling to CUDA source and cubins needs neither")
 
 # cuda.h: CUfunction_attribute and CUmemorytype values.
 _ATTR_SHARED_SIZE_BYTES, _ATTR_NUM_REGS, _ATTR_MAX_DYNAMIC_SHARED = 1, 4, 8
@@ -43,7 +54,58 @@ def _lib() -> ctypes.CDLL:
             return ctypes.CDLL(name)
         except OSError:
             continue
-    raise DeviceUnavailable("the CUDA driver (libcuda.so.1) was not found")
+    raise DeviceUnavailable(f"no NVIDIA driver here (libcuda.so.1 not found): running kernels {NEEDS_GPU}")
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    device: Any       # pycuda.driver.Device
+    context: Any      # its primary context, pushed on this thread
+    ordinal: int
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs the driver sees (0 without a driver); needs no PyCUDA."""
+    try:
+        lib = _lib()
+    except DeviceUnavailable:
+        return 0
+    count = ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+@lru_cache(maxsize=None)
+def device_context(ordinal: int = 0) -> DeviceContext:
+    """PyCUDA on the primary context of GPU ``ordinal`` (shared with PyTorch and CuPy).
+    Raises :class:`DeviceUnavailable` with a one-line message when there is no GPU, no
+    driver or no PyCUDA: the GPU is checked first, since installing PyCUDA on a machine
+    without one fails."""
+    found = gpu_count()
+    if found <= ordinal:
+        where = "no NVIDIA GPU" if found == 0 else f"no CUDA device {ordinal} ({found} found)"
+        raise DeviceUnavailable(f"{where}: running kernels {NEEDS_GPU}")
+    try:
+        import pycuda.driver as cuda
+    except ImportError as exc:
+        raise DeviceUnavailable(f"PyCUDA is not installed ({exc}): running kernels {NEEDS_GPU}") from None
+    try:
+        cuda.init()
+        device = cuda.Device(ordinal)
+        context = device.retain_primary_context()
+    except cuda.Error as exc:
+        raise DeviceUnavailable(f"CUDA is not usable here ({exc}): running kernels {NEEDS_GPU}") from None
+    context.push()
+    atexit.register(_pop_context, context)
+    return DeviceContext(device, context, ordinal)
+
+
+def _pop_context(context) -> None:
+    try:
+        context.pop()
+    except Exception:  # the process is exiting; the driver may be gone already
+        pass
 
 
 def _check(status: int, what: str) -> None:
@@ -59,8 +121,8 @@ class Kernel:
     """A loaded kernel: its module and function handles and what the occupancy check needs.
 
     The argument buffers are made once and refilled for each launch (the driver copies
-    them when the launch is queued): a launch per step must cost little host time. So a
-    Kernel is not to be launched from two threads at once."""
+    them when the launch is queued): a launch per step must cost little host time. A lock
+    keeps two threads from filling them at once."""
 
     name: str
     module: ctypes.c_void_p
@@ -72,16 +134,69 @@ class Kernel:
     def __post_init__(self) -> None:
         self._args = [_ARG_TYPES[k]() for k in self.kinds]
         self._params = (ctypes.c_void_p * len(self._args))(*[ctypes.addressof(a) for a in self._args])
+        self._lock = threading.Lock()
+        # cuLaunchKernelEx's config with one attribute, cooperative (filled per launch).
+        self._attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_COOPERATIVE, cooperative=1)
+        self._config = _LaunchConfig(attrs=ctypes.pointer(self._attribute), numAttrs=1)
 
     def launch(self, grid: tuple[int, int], block: tuple[int, int, int], values, shared: int,
-               stream: int) -> None:
-        """Queue the kernel on ``stream`` (a raw CUstream; 0 is the legacy default stream)."""
-        for arg, value in zip(self._args, values):
-            arg.value = value
-        status = _launch_kernel()(self.function, grid[0], grid[1], 1, block[0], block[1], block[2],
-                                  shared, stream, self._params, None)
+               stream: int, cooperative: bool = False) -> None:
+        """Queue the kernel on ``stream`` (a raw CUstream; 0 is the legacy default stream).
+        ``cooperative``: the driver starts the grid only when every block can be resident at
+        once, and refuses a grid that can never be (a grid barrier then cannot deadlock)."""
+        with self._lock:
+            for arg, value in zip(self._args, values):
+                arg.value = value
+            if cooperative:
+                c = self._config
+                c.gridDimX, c.gridDimY, c.gridDimZ = grid[0], grid[1], 1
+                c.blockDimX, c.blockDimY, c.blockDimZ = block
+                c.sharedMemBytes, c.hStream = shared, stream
+                status = _launch_kernel_ex()(ctypes.byref(c), self.function, self._params, None)
+            else:
+                status = _launch_kernel()(self.function, grid[0], grid[1], 1, block[0], block[1],
+                                          block[2], shared, stream, self._params, None)
         if status:
-            _check(status, f"launching {self.name}")
+            _check(status, f"launching {self.name}{' (cooperative)' if cooperative else ''} "
+                           f"with grid {grid}")
+
+    def max_active_blocks_per_sm(self, block: tuple[int, int, int], shared: int) -> int:
+        """How many blocks of this kernel one SM holds at once (the driver's occupancy
+        calculation, from the compiled registers and shared memory)."""
+        count = ctypes.c_int()
+        _check(_lib().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(count), self.function, ctypes.c_int(block[0] * block[1] * block[2]),
+            ctypes.c_size_t(shared)), f"occupancy of {self.name}")
+        return count.value
+
+
+_LAUNCH_ATTRIBUTE_COOPERATIVE = 2  # CUlaunchAttributeID
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union (an int here)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("cooperative", ctypes.c_int),
+                ("value_rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+assert ctypes.sizeof(_LaunchAttribute) == 72
+
+
+@lru_cache(maxsize=None)
+def _launch_kernel_ex():
+    fn = _lib().cuLaunchKernelEx
+    fn.argtypes = [ctypes.c_void_p] * 4
+    return fn
 
 
 @lru_cache(maxsize=None)
@@ -120,3 +235,49 @@ def copy_rows(dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, ro
                   dstMemoryType=_MEMORYTYPE_DEVICE, dstDevice=dst, dstPitch=dst_pitch,
                   WidthInBytes=width, Height=rows)
     _check(_lib().cuMemcpy2DAsync_v2(ctypes.byref(c), ctypes.c_void_p(stream)), "copying h_n")
+
+
+# ---- memory ordered on the caller's stream ---------------------------------------------
+
+def alloc_async(nbytes: int, stream: int) -> int:
+    """``nbytes`` of device memory from the device's stream-ordered pool, usable by work
+    queued on ``stream`` after this call (cuMemAllocAsync)."""
+    ptr = ctypes.c_uint64()
+    _check(_lib().cuMemAllocAsync(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1)),
+                                  ctypes.c_void_p(stream)), f"allocating {nbytes} B")
+    return ptr.value
+
+
+def free_async(ptr: int, stream: int) -> None:
+    """Give memory from :func:`alloc_async` back once the work queued on ``stream`` so far
+    is done (the pool reuses it for later work on that stream, never under running work)."""
+    _check(_lib().cuMemFreeAsync(ctypes.c_uint64(ptr), ctypes.c_void_p(stream)), "freeing")
+
+
+def memset_async(ptr: int, byte: int, nbytes: int, stream: int) -> None:
+    _check(_lib().cuMemsetD8Async(ctypes.c_uint64(ptr), ctypes.c_ubyte(byte), ctypes.c_size_t(nbytes),
+                                  ctypes.c_void_p(stream)), f"setting {nbytes} B")
+
+
+class HostWords:
+    """Words of pinned host memory that kernels write and the host reads without a
+    synchronisation (mapped into the device's address space): where a kernel reports an
+    error, such as a spin-wait past its bound."""
+
+    def __init__(self, count: int) -> None:
+        host = ctypes.c_void_p()
+        # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+        _check(_lib().cuMemHostAlloc(ctypes.byref(host), ctypes.c_size_t(4 * max(count, 1)), 0x3),
+               "allocating pinned status words")
+        device = ctypes.c_uint64()
+        _check(_lib().cuMemHostGetDevicePointer_v2(ctypes.byref(device), host, 0),
+               "mapping pinned status words")
+        self.words = (ctypes.c_uint32 * max(count, 1)).from_address(host.value)
+        for i in range(len(self.words)):
+            self.words[i] = 0
+        self.device_ptr = device.value
+        weakref.finalize(self, _lib().cuMemFreeHost, host)
+
+    def address(self, index: int) -> int:
+        """The device address of word ``index``."""
+        return self.device_ptr + 4 * index

@@ -24,3 +24,9 @@ class RuntimeCheckError(RnnccError, ValueError):
 
 class DeviceUnavailable(RnnccError, RuntimeError):
     """Running kernels needs PyCUDA and an NVIDIA GPU, and one of them is missing."""
+
+
+class DeviceTimeout(RnnccError, RuntimeError):
+    """A kernel's spin-wait passed its bound (``RNNCC_SPIN_TIMEOUT_MS``) and the kernel gave
+    up: that call's outputs are invalid. Raised by the next call of the model (or
+    ``check_errors()``), like a device-side assert; the model stays usable."""

@@ -123,28 +123,34 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
 
 
 class _Runner:
-    """The compiled variants (one per dtype) of one spec in this process. Weights are
-    re-sent to the GPU only when a parameter has changed."""
+    """The compiled models (one per dtype and float32 precision) of one spec in this
+    process, each with its plans per shape class. Weights are re-sent to the GPU only when
+    a parameter has changed."""
 
     def __init__(self, owner: str):
         self.owner = owner
-        self.compiled: dict[str, tuple[Any, tuple]] = {}
+        self.compiled: dict[tuple[str, bool], tuple[Any, tuple]] = {}
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
             state: dict, batch_first: bool):
-        from .runtime import compile as compile_model
+        from .compiler import compile as compile_model
 
         if x.device.index not in (0, None):
             raise RuntimeError(f"{self.owner}: rnncc runs on cuda:0 for now; got {x.device}")
-        dtype = model.dtype
+        # float32 on TF32 tensor cores exactly where torch's float32 matmuls are
+        # (torch.set_float32_matmul_precision("high"), or matmul.allow_tf32).
+        tf32 = model.dtype == "float32" and torch.get_float32_matmul_precision() != "highest"
+        key = (model.dtype, tf32)
         version = tuple((w.data_ptr(), w._version) for w in weights.values())
-        entry = self.compiled.get(dtype)
+        entry = self.compiled.get(key)
         if entry is None:
-            entry = (compile_model(model, target="device", weights=weights), version)
+            # Compiled once; every call's shape class gets its plan on first use.
+            entry = (compile_model(model, target="device", weights=weights,
+                                   precision="tensor" if tf32 else None), version)
         elif entry[1] != version:
             entry[0].load_state_dict(weights)
             entry = (entry[0], version)
-        self.compiled[dtype] = entry
+        self.compiled[key] = entry
         y, final = entry[0](x.contiguous() if x.stride(-1) != 1 else x, state or None,
                             batch_first=batch_first)
         return (y if isinstance(y, tuple) else (y,)), final

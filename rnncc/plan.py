@@ -48,9 +48,22 @@ class Measurement:
         return f"{layout}/{persistence}/{gemm}"
 
 
+# The values each forcing option takes, with what each means (the CLI's choices and help
+# come from here too).
+OPTION_CHOICES: dict[str, dict[str, str]] = {
+    "layout": {"xw": "Y = X·Wᵀ", "wx": "Yᵀ = W·Xᵀ"},
+    "persistence": {"none": "a launch per step", "grid": "one launch, a grid barrier a step",
+                    "cluster": "one launch, thread-block clusters"},
+    "precision": {"exact": "fp32 FMA", "tensor": "tensor cores; TF32 for float32"},
+    "gemm": {"rnncc": "rnncc's kernels only",
+             "cublas": "cuBLASLt wherever it can run a GEMM"},
+}
+
+
 @dataclass(frozen=True)
 class CompileOptions:
-    """Shape hints the plan is tuned for (any S and B still run) and overrides."""
+    """Shape hints the plan is tuned for (any S and B still run) and overrides. Checked
+    when made: a bad value raises SpecError naming the option, the value and the choices."""
 
     seq_len: int = 256           # S the decisions are made for
     batch: int = 64              # B the decisions are made for
@@ -62,6 +75,19 @@ class CompileOptions:
     gemm: str | None = None         # force "rnncc" (own kernels only) or "cublas" (cuBLASLt
                                     # for every projection and per-step product it can run)
     tuned: tuple[Measurement, ...] = ()  # autotuning's picks: per layer, over the above
+
+    def __post_init__(self) -> None:
+        from .errors import SpecError
+
+        for name, choices in OPTION_CHOICES.items():
+            value = getattr(self, name)
+            if value is not None and value not in choices:
+                listed = ", ".join(f"'{k}' ({v})" for k, v in choices.items())
+                raise SpecError(f"compile option '{name}': got {value!r}, expected {listed}")
+        for name in ("seq_len", "batch", "workspace_budget") + (("unroll",) if self.unroll is not None else ()):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"compile option '{name}': got {value!r}, expected a positive integer")
 
     def measured(self, layer: str) -> Measurement | None:
         return next((m for m in self.tuned if m.layer == layer), None)

@@ -1,83 +1,115 @@
-"""Runtime: compile a spec, load the cubins with PyCUDA, run the schedule.
+"""Runtime: a compiled model, its plans per shape class, and the forward on the GPU.
 
-PyCUDA is imported lazily: ``rnncc.compile`` renders source and plan on any machine;
-only calling the model (or ``build()`` for cubins, which needs nvcc) goes further.
-Kernels run on the device's primary context, so PyTorch/CuPy pointers are valid here,
-and on the caller's stream (PyTorch's or CuPy's current stream for their arrays, else the
-legacy default stream), so they order with the caller's work and a ``torch.cuda.graph``
-captures them. Once a model has run at a shape, a call allocates nothing but its outputs
-(through the caller's allocator) and never synchronises.
+Nothing here renders or plans on its own: a call in a new shape class asks the pipeline
+(:mod:`rnncc.pipeline`) for that class's plan and kernels. The device (context, loading,
+launches, memory) is :mod:`rnncc.driver`; grids and argument lists are :mod:`rnncc.launch`.
 
-Debug knob: ``RNNCC_DEBUG_POISON=1`` fills every output and workspace buffer with NaN
-bytes before the kernels run, so an element no kernel wrote shows up as NaN.
+A call owns everything it writes: its workspace (projection buffer, cell state, the
+sequences of inner layers, grid-barrier words, cuBLASLt scratch) is taken on the call's
+stream, from PyTorch's caching allocator for PyTorch tensors and from the driver's
+stream-ordered pool otherwise, and given back in stream order when the call has queued its
+work. So one model can be called from several streams and threads at once. Kernels run
+on the caller's stream (PyTorch's or CuPy's current one, else the legacy default), so they
+order with the caller's work and a ``torch.cuda.graph`` captures them; a call never
+synchronises, except to copy NumPy results back.
+
+Knobs: ``RNNCC_DEBUG_POISON=1`` fills every output and workspace buffer with NaN bytes
+first, so an element no kernel wrote shows up as NaN. ``RNNCC_SPIN_TIMEOUT_MS`` (default
+1000) bounds every spin-wait of a persistent kernel; 0 makes the first wait give up (a
+debug knob that shows the error path).
 """
 
 from __future__ import annotations
 
-import atexit
-import logging
 import math
 import os
+import threading
 from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from . import arrays, build, codegen, cublaslt, driver, spec as spec_mod, target as target_mod
+from . import arrays, build, codegen, cublaslt, driver, launch, pipeline, target as target_mod
 from . import weights as weights_mod
 from .dtypes import DTYPES, round_to, to_storage
-from .errors import DeviceUnavailable, RuntimeCheckError, SpecError
+from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
-from .passes import build_plan
-from .plan import CompileOptions, Plan
+from .launch import BARRIER_WORDS, Sequence
+from .passes.shapes import shape_class
+from .passes.workspace import workspace_bytes
+from .plan import Plan
 
-log = logging.getLogger("rnncc")
+DEFAULT_SPIN_TIMEOUT_MS = 1000
+_ALIGN = 256  # bytes: every workspace part starts on this boundary
+_TIMEOUT_WHAT = {1: "grid barrier", 2: "cluster exchange (mbarrier wait)"}
 
 
 @dataclass(frozen=True)
-class DeviceContext:
-    device: Any       # pycuda.driver.Device
-    context: Any      # its primary context, pushed on this thread
-    ordinal: int
+class Variant:
+    """The plan of one shape class and its kernels."""
+
+    shape_class: tuple[int, int]
+    plan: Plan
+    kernels: tuple[codegen.KernelSource, ...]
+
+    def kernel_of(self, user: str, family: str) -> codegen.KernelSource | None:
+        """The kernel of ``family`` (a prefix: "input_projection", "recurrent", "merge")
+        that layer or output ``user`` runs; None where it has none (a cuBLASLt call)."""
+        return next((k for k in self.kernels if user in k.users and k.family.startswith(family)),
+                    None)
 
 
-@lru_cache(maxsize=None)
-def device_context(ordinal: int = 0) -> DeviceContext:
-    """PyCUDA on the primary context of GPU ``ordinal`` (shared with PyTorch and CuPy)."""
-    try:
-        import pycuda.driver as cuda
-    except ImportError as exc:
-        raise DeviceUnavailable("running kernels needs PyCUDA: pip install 'rnncc[cuda]' "
-                                f"({exc})") from None
-    try:
-        cuda.init()
-        if cuda.Device.count() <= ordinal:
-            raise DeviceUnavailable(f"no CUDA device {ordinal} ({cuda.Device.count()} found)")
-        device = cuda.Device(ordinal)
-        context = device.retain_primary_context()
-    except cuda.Error as exc:
-        raise DeviceUnavailable(f"CUDA is not usable here: {exc}") from None
-    context.push()
-    atexit.register(_pop_context, context)
-    return DeviceContext(device, context, ordinal)
+class _CallMemory:
+    """Device memory of one call, on the call's stream: PyTorch's caching allocator for a
+    call on PyTorch tensors (stream-ordered reuse, as torch.nn does), else the driver's
+    stream-ordered pool. Memory that a kernel on one stream may still use is never handed
+    to work on another stream, and a new shape frees nothing under running kernels."""
+
+    def __init__(self, torch_device: Any, stream: int) -> None:
+        self._torch_device, self._stream = torch_device, stream
+        self._held: list[Any] = []
+
+    def take(self, nbytes: int) -> int:
+        nbytes = max(nbytes, 1)
+        if self._torch_device is not None:
+            import torch
+            t = torch.empty(nbytes, dtype=torch.uint8, device=self._torch_device)
+            self._held.append(t)
+            ptr = t.data_ptr()
+        else:
+            ptr = driver.alloc_async(nbytes, self._stream)
+            self._held.append(ptr)
+        if os.environ.get("RNNCC_DEBUG_POISON") == "1":
+            driver.memset_async(ptr, 0xFF, nbytes, self._stream)
+        return ptr
+
+    def release(self) -> None:
+        """Give everything back, ordered after the work queued on the stream so far."""
+        if self._torch_device is None:
+            for ptr in self._held:
+                driver.free_async(ptr, self._stream)
+        self._held = []
 
 
-def _pop_context(context) -> None:
-    try:
-        context.pop()
-    except Exception:  # the process is exiting; the driver may be gone already
-        pass
+def _layout(parts: list[tuple[str, int]]) -> tuple[dict[str, int], int]:
+    """Byte offsets of named parts in one block, each aligned to _ALIGN, and the total."""
+    offsets, total = {}, 0
+    for name, size in parts:
+        offsets[name] = total
+        total += -(-size // _ALIGN) * _ALIGN
+    return offsets, total
 
 
 class CompiledModel:
-    """A model compiled for a target: plan and CUDA source now, cubins and a callable
+    """A model compiled for a target: plans and CUDA source now, cubins and a callable
     forward on first use.
 
-    ``y, state = model(x, state=None, batch_first=False)``: x is [S, B, I] (or [B, S, I]);
-    y is one array for one output, a tuple for several; state maps each layer name to
-    h [B, H] (GRU/RNN) or (h, c) (LSTM), both for the initial and the returned state.
+    ``y, state = model(x, state=None, batch_first=False)`` runs it (see :meth:`__call__`).
+    ``model.plan`` and ``model.kernels`` are the plan of the compile hints and its kernels;
+    ``model.variant(S, B)`` the plan and kernels that a call of that shape runs.
+    ``model.kernel_of("l0", "recurrent").source`` is the CUDA of layer l0's recurrent
+    kernel (``.header`` says which model, layers and decisions it was rendered for).
     """
 
     def __init__(self, model: Model, plan: Plan, target: target_mod.Target,
@@ -91,27 +123,70 @@ class CompiledModel:
         # first use, so that compiling and explaining cost no weight generation.
         self._weights_now = None if weights is None else weights_mod.check(model, weights)
         self._seed = seed
-        self._functions: dict[str, Any] | None = None
-        self._device_weights: dict[str, Any] | None = None
-        self._workspace: dict[str, Any] = {}
-        self._workspace_key: tuple[int, int] | None = None
+        hinted = shape_class(plan.options.seq_len, plan.options.batch)
+        self._variants: dict[tuple[int, int], Variant] = {hinted: Variant(hinted, plan, kernels)}
+        self._lock = threading.Lock()
+        self._functions: dict[str, driver.Kernel] = {}
+        self._resident: dict[str, int] = {}
+        self._device_weights: dict[str, int] | None = None
+        self._device_memory: list[Any] = []
+        self._library: cublaslt.CublasLt | None = None
+        self._status: driver.HostWords | None = None
 
-    # ---- inspection (no GPU) -----------------------------------------------------------
-    def explain(self) -> str:
-        return self.plan.explain()
+    def __repr__(self) -> str:
+        p = self.plan
+        modes = ", ".join(f"{l.name}: {l.persistence.value['mode']}" for l in p.layers)
+        return (f"<rnncc.CompiledModel {self.model.name!r}: {len(p.layers)} layers ({modes}), "
+                f"{self.model.dtype}, target {self.target.name}, planned for S={p.options.seq_len} "
+                f"B={p.options.batch}; {len(self.kernels)} kernels; "
+                f"{len(self._variants)} shape class(es) planned>")
+
+    # ---- plans per shape class (no GPU) ----------------------------------------------------
+    def variant(self, seq_len: int, batch: int) -> Variant:
+        """The plan and kernels a call of (seq_len, batch) runs: the hints' plan in their
+        class, else the plan of the call's class, made on first use (see passes/shapes.py)."""
+        cls = shape_class(seq_len, batch)
+        found = self._variants.get(cls)
+        if found is not None:
+            return found
+        with self._lock:
+            if cls not in self._variants:
+                # The class's upper bounds as hints; forced options stay, autotuning's
+                # measurements (made for the hints' shape) do not.
+                options = replace(self.plan.options, seq_len=cls[0], batch=cls[1], tuned=())
+                plan, kernels = pipeline.plan_and_render(self.model, self.target, options)
+                self._variants[cls] = Variant(cls, plan, kernels)
+            return self._variants[cls]
+
+    @property
+    def variants(self) -> tuple[Variant, ...]:
+        """The shape classes planned so far, the hints' first."""
+        return tuple(self._variants.values())
+
+    def explain(self, seq_len: int | None = None, batch: int | None = None) -> str:
+        """The decisions of the plan a call of (seq_len, batch) runs (default: the hints')."""
+        if seq_len is None and batch is None:
+            return self.plan.explain()
+        return self.variant(seq_len or self.plan.options.seq_len,
+                            batch or self.plan.options.batch).plan.explain()
 
     def kernel(self, name: str) -> codegen.KernelSource:
-        return next(k for k in self.kernels if k.name == name)
+        """The kernel named ``name`` (see ``kernels``) of any planned class."""
+        for v in self._variants.values():
+            for k in v.kernels:
+                if k.name == name:
+                    return k
+        raise KeyError(f"no kernel {name!r}; kernels: {', '.join(k.name for k in self.kernels)}")
 
     def kernel_of(self, user: str, family: str) -> codegen.KernelSource | None:
-        """The kernel of ``family`` (a prefix: "input_projection", "recurrent", "merge")
-        that layer or output ``user`` runs; None where it has none (a cuBLASLt projection)."""
-        return next((k for k in self.kernels if user in k.users and k.family.startswith(family)),
-                    None)
+        """The hints' plan's kernel of ``family`` that layer or output ``user`` runs."""
+        return self._variants[shape_class(self.plan.options.seq_len, self.plan.options.batch)] \
+            .kernel_of(user, family)
 
-    def write(self, directory: str | os.PathLike) -> list[Path]:
-        """Write one ``.cu`` per kernel and ``plan.json`` (only files whose content changed),
-        and remove ``.cu`` files rnncc generated there before that this plan no longer has."""
+    def write(self, directory: str | os.PathLike) -> list[tuple[Path, bool]]:
+        """Write one ``.cu`` per kernel (its model header above its source) and
+        ``plan.json``, only files whose content changed; remove ``.cu`` files rnncc wrote
+        there before that this plan no longer has. Returns (path, changed) per file."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         written = []
@@ -119,18 +194,21 @@ class CompiledModel:
         files["plan.json"] = self.plan.to_json()
         for name, text in files.items():
             path = directory / name
-            if not path.exists() or path.read_text() != text:
+            changed = not path.exists() or path.read_text() != text
+            if changed:
                 path.write_text(text)
-            written.append(path)
+            written.append((path, changed))
         for stale in directory.glob("*.cu"):
             if stale.name not in files and "// Generated by rnncc" in stale.read_text():
                 stale.unlink()
         return written
 
-    def build(self, jobs: int | None = None, progress=None) -> dict[str, bytes]:
-        """Cubins of every kernel (nvcc in parallel, cached on disk); needs no GPU.
-        ``progress(done, total, name)`` is called as each kernel is ready."""
-        return build.compile_all(self.kernels, self.target.arch, jobs, progress)
+    def build(self, jobs: int | None = None, progress=None,
+              kernels: tuple[codegen.KernelSource, ...] | None = None) -> dict[str, bytes]:
+        """Cubins of every kernel of the hints' plan (or of ``kernels``): nvcc in parallel,
+        cached on disk; needs no GPU. ``progress(done, total, name)`` hears of each."""
+        return build.compile_all(self.kernels if kernels is None else kernels, self.target.arch,
+                                 jobs, progress)
 
     def kernel_report(self) -> list[dict[str, Any]]:
         """Each kernel with its launch geometry and, once built (``build()``), ptxas's
@@ -159,39 +237,42 @@ class CompiledModel:
         return {k: round_to(v, self.model.dtype) for k, v in self._weights.items()}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        """New weights (PyTorch names per layer), sent to the GPU on the next call. Not to
+        be called while another thread's call of this model runs."""
         self._weights_now = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
         self._device_weights = None
 
     # ---- device ----------------------------------------------------------------------
-    def _load(self) -> DeviceContext:
-        ctx = device_context(0)
-        if self._functions is None:
-            import pycuda.driver as cuda
+    def _load(self, variant: Variant) -> None:
+        """Load the variant's kernels (built if needed), the weights and the model's
+        device-wide pieces (cuBLASLt handle, status words), once each."""
+        driver.device_context(0)
+        missing = [k for k in variant.kernels if k.name not in self._functions]
+        if missing or self._device_weights is None or self._status is None:
+            with self._lock:
+                missing = [k for k in variant.kernels if k.name not in self._functions]
+                cubins = self.build(kernels=tuple(missing)) if missing else {}
+                for k in missing:
+                    fn = driver.load(k.name, cubins[k.name], k.entry, tuple(p.kind for p in k.params),
+                                     k.dynamic_shared)
+                    if k.family == "recurrent_persistent":
+                        self._resident[k.name] = fn.max_active_blocks_per_sm(k.block, k.dynamic_shared) \
+                            * self.target.sm_count
+                    self._functions[k.name] = fn
+                if self._library is None and any(
+                        l.projection_tile.value["math"] == "cublas" or l.persistence.value["math"] == "cublas"
+                        for l in variant.plan.layers):
+                    self._library = cublaslt.CublasLt()
+                if self._status is None:
+                    self._status = driver.HostWords(len(self.model.layers))
+                if self._device_weights is None:
+                    self._device_weights = self._upload_weights()
 
-            cubins = self.build()
-            self._functions = {k.name: driver.load(k.name, cubins[k.name], k.entry,
-                                                   tuple(p.kind for p in k.params), k.dynamic_shared)
-                               for k in self.kernels}
-            # cuBLASLt, where the plan hands it GEMMs (a handle and workspace per model).
-            uses_library = any(l.projection_tile.value["math"] == "cublas"
-                               or l.persistence.value["math"] == "cublas" for l in self.plan.layers)
-            self._library = cublaslt.CublasLt() if uses_library else None
-            # Grid-persistent kernels: how many blocks the device holds at once, checked
-            # before each launch (computed once, from the compiled kernel).
-            self._resident = {k.name: self._co_resident_blocks(k) for k in self.kernels
-                              if k.family == "recurrent_persistent"}
-            # Grid barriers of persistent kernels: [arrivals, generation], zeroed once.
-            self._barrier = cuda.mem_alloc(8)
-            cuda.memset_d32(self._barrier, 0, 2)
-        if self._device_weights is None:
-            self._device_weights = self._upload_weights()
-        return ctx
-
-    def _upload_weights(self) -> dict[str, Any]:
+    def _upload_weights(self) -> dict[str, int]:
         import pycuda.driver as cuda
 
         dtype = self.model.dtype
-        out = {}
+        out, keep = {}, []
         for layer in self.model.layers:
             packed = weights_mod.pack(layer, self._weights)
             for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
@@ -199,38 +280,44 @@ class CompiledModel:
                 if arr.size == 0:
                     continue
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
-                out[f"{layer.name}.{name}"] = cuda.to_device(host)
+                mem = cuda.to_device(host)
+                keep.append(mem)
+                out[f"{layer.name}.{name}"] = int(mem)
+        self._device_memory = keep
         return out
 
-    def _alloc(self, nbytes: int):
-        import pycuda.driver as cuda
-
-        mem = cuda.mem_alloc(nbytes)
-        if os.environ.get("RNNCC_DEBUG_POISON") == "1":
-            cuda.memset_d8(mem, 0xFF, nbytes)
-        return mem
-
-    def _workspace_for(self, seq_len: int, batch: int) -> dict[str, Any]:
-        """Projection buffer, cell state and the sequences of non-output layers; kept
-        between calls and grown when a call needs more."""
-        from .passes.workspace import workspace_bytes
-
-        if self._workspace_key != (seq_len, batch):
-            need = workspace_bytes(self.plan, seq_len, batch)
-            ws: dict[str, Any] = {"projection": self._alloc(max(need["projection"], 4))}
-            for part in ("cell_state", "step_product"):
-                if need[part]:
-                    ws[part] = self._alloc(need[part])
-            item = DTYPES[self.model.dtype].itemsize
-            for l in self.plan.layers:
-                if not l.is_output:
-                    ws[l.name] = self._alloc(seq_len * batch * l.hidden_size * item)
-            self._workspace, self._workspace_key = ws, (seq_len, batch)
-        return self._workspace
+    def check_errors(self) -> None:
+        """Raise :class:`DeviceTimeout` if a kernel of an earlier call gave up a spin-wait
+        (reads host memory the kernels write; no synchronisation: synchronise the call's
+        stream first to include calls still running). Each call checks this first."""
+        status = self._status
+        if status is None:
+            return
+        words = status.words
+        for i, layer in enumerate(self.model.layers):
+            code = words[i]
+            if code:
+                for j in range(len(words)):
+                    words[j] = 0
+                mode = {1: "grid", 2: "cluster"}.get(code, "?")
+                bound = os.environ.get("RNNCC_SPIN_TIMEOUT_MS", str(DEFAULT_SPIN_TIMEOUT_MS))
+                raise DeviceTimeout(
+                    f"layer '{layer.name}' (persistence mode {mode}): a spin-wait in its "
+                    f"{_TIMEOUT_WHAT.get(code, 'kernel')} passed its bound "
+                    f"(RNNCC_SPIN_TIMEOUT_MS={bound}) and the kernel gave up, so an earlier "
+                    "call's outputs are invalid; the model stays usable")
 
     # ---- forward ---------------------------------------------------------------------
     def __call__(self, x: Any, state: Mapping[str, Any] | None = None, *,
                  batch_first: bool = False):
+        """Run the model on x: [S, B, I] (or [B, S, I] with ``batch_first``), a NumPy array
+        (copied; results come back as NumPy), a PyTorch CUDA tensor, a CuPy array, a PyCUDA
+        GPUArray or any ``__cuda_array_interface__`` object (used in place; results of the
+        same kind). ``state`` maps layer names to their initial h [B, H] (GRU/RNN) or
+        (h, c) (LSTM); missing layers start from zeros. Returns (y, final state): y is one
+        array for one output, a tuple for several; the final state maps every layer to
+        its h_n or (h_n, c_n). The call is queued on the caller's stream and returns
+        without waiting for the GPU (NumPy excepted)."""
         dtype = self.model.dtype
         kind = arrays.kind_of(x)
         host = kind in ("numpy", "torch-cpu")
@@ -256,70 +343,107 @@ class CompiledModel:
                 raise RuntimeCheckError(f"state: unknown layer '{name}', expected one of "
                                         f"{', '.join(l.name for l in self.model.layers)}")
 
-        ctx = self._load()
+        variant = self.variant(S, B)
+        self._load(variant)
+        self.check_errors()
+        stream = arrays.stream_of(x, kind)
+        memory = _CallMemory(x.device if kind == "torch" else None, stream)
+        try:
+            return self._forward(variant, x, kind, host, x_host if host else None,
+                                 None if host else x_view, state, S, B, batch_first, stream, memory)
+        finally:
+            memory.release()
+
+    def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
+                 B: int, batch_first: bool, stream: int, memory: _CallMemory):
         import pycuda.driver as cuda
 
-        # The caller's stream (PyTorch's or CuPy's current one; else the legacy default
-        # stream): every kernel, library call and copy of this call is queued on it.
-        stream = arrays.stream_of(x, kind)
+        dtype, plan = self.model.dtype, variant.plan
+        item = DTYPES[dtype].itemsize
 
         def make(shape_: tuple[int, ...]) -> tuple[Any, arrays.DeviceView]:
-            arr = arrays.empty_like_kind("numpy" if host else kind, x, shape_, dtype, self._alloc)
+            """An array the call returns: the caller's kind (a NumPy result is staged in the
+            call's memory, then copied back)."""
+            nbytes = math.prod(shape_) * item
+            if host:
+                arr = memory.take(nbytes)
+            else:
+                arr = arrays.empty_like_kind(kind, x, shape_, dtype, lambda n: cuda.mem_alloc(n))
             v = arrays.to_view(arr, shape_, dtype)
             if os.environ.get("RNNCC_DEBUG_POISON") == "1":
-                cuda.memset_d8(v.ptr, 0xFF, int(np.prod(shape_)) * DTYPES[dtype].itemsize)
+                driver.memset_async(v.ptr, 0xFF, nbytes, stream)
             return arr, v
 
         if host:
-            x_arr, x_view = make(shape)
+            x_arr, x_view = make(tuple(x_host.shape))
             cuda.memcpy_htod(x_view.ptr, x_host)
         seq_shape = (lambda H: (B, S, H)) if batch_first else (lambda H: (S, B, H))
-        t_b = (lambda v: (v.strides[1], v.strides[0])) if batch_first else \
-            (lambda v: (v.strides[0], v.strides[1]))
 
-        # Where every tensor lives: (view, stride_t, stride_b).
-        tensors: dict[str, tuple[arrays.DeviceView, int, int]] = {INPUT: (x_view, *t_b(x_view))}
-        ws = self._workspace_for(S, B)
+        def sequence(v: arrays.DeviceView) -> Sequence:
+            st, sb = (v.strides[1], v.strides[0]) if batch_first else (v.strides[0], v.strides[1])
+            return Sequence(v.ptr, item, st, sb)
+
+        # The call's workspace, one block: see passes/workspace.py for the parts.
+        need = workspace_bytes(plan, S, B)
+        grid_layers = [l.name for l in plan.layers if l.persistence.value["mode"] == "grid"]
+        parts = [("projection", need["projection"]), ("cell_state", need["cell_state"]),
+                 ("step_product", need["step_product"]),
+                 ("barriers", 4 * BARRIER_WORDS * len(grid_layers))]
+        if self._library is not None:
+            parts.append(("library", cublaslt.WORKSPACE_BYTES))
+        parts += [(l.name, S * B * l.hidden_size * item) for l in plan.layers if not l.is_output]
+        offsets, total = _layout(parts)
+        base = memory.take(total)
+        ws = {name: base + off for name, off in offsets.items()}
+        if grid_layers:
+            driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
+        barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
+
+        # Where every tensor lives.
+        tensors: dict[str, Sequence] = {INPUT: sequence(x_view)}
         results: dict[str, Any] = {}
-        for l in self.plan.layers:
+        for l in plan.layers:
             if l.is_output:
                 arr, v = make(seq_shape(l.hidden_size))
                 results[l.name] = arr
-                tensors[l.name] = (v, *t_b(v))
+                tensors[l.name] = sequence(v)
             else:
-                v = arrays.to_view(ws[l.name], (S, B, l.hidden_size), dtype)
-                tensors[l.name] = (v, v.strides[0], v.strides[1])
+                tensors[l.name] = Sequence(ws[l.name], item, B * l.hidden_size, l.hidden_size)
 
+        spin_ns = int(float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS)) * 1e6)
         final_state: dict[str, Any] = {}
-        for l in self.plan.layers:
+        for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
             c_arr = c_view = None
             if l.cell == "lstm":
                 c_arr, c_view = make((B, l.hidden_size))
-            self._run_layer(l, tensors, ws, S, B, h0, c0, c_view, stream)
-            y_view, st, sb = tensors[l.name]
+            self._run_layer(variant, l, index, tensors, ws, S, B, h0, c0, c_view, stream,
+                            barrier_of.get(l.name, 0), spin_ns)
+            y = tensors[l.name]
             h_arr, h_view = make((B, l.hidden_size))
-            item = DTYPES[dtype].itemsize
-            driver.copy_rows(h_view.ptr, l.hidden_size * item, y_view.offset((S - 1) * st),
-                             sb * item, l.hidden_size * item, B, stream)
+            driver.copy_rows(h_view.ptr, l.hidden_size * item, y.at(S - 1), y.stride_b * item,
+                             l.hidden_size * item, B, stream)
             final_state[l.name] = (h_arr, c_arr) if l.cell == "lstm" else h_arr
 
         outputs = []
-        for o in self.plan.outputs:
+        for o in plan.outputs:
             if o.kernel is None:
                 outputs.append(results[o.name])
                 continue
             arr, v = make(seq_shape(o.size))
-            self._run_merge(o, tensors, v, t_b(v), S, B, stream)
+            k = variant.kernel_of(o.name, "merge")
+            args = launch.merge_arguments(sequence(v), [tensors[s.name] for s in o.sources], S, B)
+            self._launch(k, launch.merge_grid(k, S * B * o.size, self.target.sm_count), args, stream)
             outputs.append(arr)
 
         if host:
             to_host = lambda a, shp: self._to_host(a, shp, kind)  # noqa: E731
-            outputs = [to_host(a, seq_shape(o.size)) for a, o in zip(outputs, self.plan.outputs)]
+            outputs = [to_host(a, seq_shape(o.size)) for a, o in zip(outputs, plan.outputs)]
             final_state = {
                 name: tuple(to_host(a, (B, self.model.layer(name).hidden_size)) for a in s)
                 if isinstance(s, tuple) else to_host(s, (B, self.model.layer(name).hidden_size))
                 for name, s in final_state.items()}
+            self.check_errors()  # the copies waited for the kernels
         y = outputs[0] if len(outputs) == 1 else tuple(outputs)
         return y, final_state
 
@@ -336,9 +460,10 @@ class CompiledModel:
         return out
 
     def _initial_state(self, l, given, B, host, make):
-        """(h0 view or None, c0 view or None) of layer l, checked and on the device."""
+        """(h0 as (pointer, batch stride) or None, c0 pointer or 0) of layer l, checked and
+        on the device."""
         if given is None:
-            return None, None
+            return None, 0
         parts = given if l.cell == "lstm" else (given,)
         if l.cell == "lstm" and (not isinstance(given, (tuple, list)) or len(given) != 2):
             raise RuntimeCheckError(f"state['{l.name}']: expected (h, c) for an LSTM layer")
@@ -359,229 +484,97 @@ class CompiledModel:
                     raise RuntimeCheckError(f"{where}: strides {v.strides}, expected a "
                                             "contiguous array; call .contiguous()")
             views.append(v)
-        return views[0], (views[1] if len(views) > 1 else None)
+        return (views[0].ptr, views[0].strides[0]), (views[1].ptr if len(views) > 1 else 0)
 
-    def _co_resident_blocks(self, k: codegen.KernelSource) -> int:
-        """Blocks of kernel k that fit on the device at once (the occupancy calculation
-        of the CUDA programming guide, from the compiled kernel's registers and shared
-        memory)."""
-        import pycuda.driver as cuda
-
-        fn = self._functions[k.name]
-        dev = device_context().device
-        a = cuda.device_attribute
-        threads = k.block[0] * k.block[1] * k.block[2]
-        warps = -(-threads // 32)
-        regs_per_warp = -(-fn.num_regs * 32 // 256) * 256
-        by_regs = (dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR) // regs_per_warp) // warps
-        smem = fn.shared_static + k.dynamic_shared + 1024  # 1 KiB reserved per block
-        by_smem = dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // smem
-        by_threads = dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR) // threads
-        per_sm = min(by_regs, by_smem, by_threads, dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR))
-        return per_sm * dev.get_attribute(a.MULTIPROCESSOR_COUNT)
-
-    def _run_layer(self, l, tensors, ws, S, B, h0, c0, c_out, stream: int) -> None:
-        persistent = l.persistence.value["mode"] != "none"
-        # The layer's one recurrent kernel (step, cell, persistent or cluster family).
-        step_k = self.kernel_of(l.name, "recurrent")
-        step_fn = self._functions[step_k.name]
-        library_product = l.persistence.value["math"] == "cublas"
+    def _layer_weights(self, l) -> dict[str, int]:
         w = self._device_weights
+        return {k: w[f"{l.name}.{k}"] for k in ("w_ih", "w_hh_t", "bias", "bias_hn")
+                if f"{l.name}.{k}" in w}
+
+    def _launch(self, k: codegen.KernelSource, grid: tuple[int, int], args: dict[str, int],
+                stream: int, cooperative: bool = False) -> None:
+        self._functions[k.name].launch(launch.check_grid(k, grid), k.block, launch.arguments(k, args),
+                                       k.dynamic_shared, stream, cooperative)
+
+    def _run_layer(self, variant: Variant, l, index: int, tensors, ws, S, B, h0, c0, c_out,
+                   stream: int, barrier: int, spin_ns: int) -> None:
+        mode = l.persistence.value["mode"]
+        step_k = variant.kernel_of(l.name, "recurrent")
+        library_product = l.persistence.value["math"] == "cublas"
+        weights = self._layer_weights(l)
         GH = l.gates * l.hidden_size
-        y, y_st, y_sb = tensors[l.name]
-        xproj = int(ws["projection"])
-        cell = int(ws["cell_state"]) if l.cell == "lstm" else 0
-        st = l.step_tile.value
+        y = tensors[l.name]
+        xproj = ws["projection"]
+        cell = ws["cell_state"] if l.cell == "lstm" else 0
+        c_out_ptr = c_out.ptr if c_out is not None else 0
         chunk = min(l.unroll.value, S)
         if library_product:
-            step_grid = (math.ceil(l.hidden_size / step_k.block[0]), B)
             # hw = h·W_hhᵀ: column-major GH × B = W_hhᵀ (GH × H, as stored) · h (H × B), h
             # being h0 or a step of y (one prepared call for each row stride; the alignment
             # is that of every step).
-            item = DTYPES[self.model.dtype].itemsize
-            h_align = cublaslt.alignment(y.ptr, y_st * item, h0.ptr if h0 is not None else 0)
-            products = {h_sb: self._library.prepare(
+            h_align = cublaslt.alignment(y.ptr, y.stride_t * y.itemsize, h0[0] if h0 else 0)
+            products = {h_sb: self._library.prepared(
                 cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.hidden_size,
-                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH), align_b=h_align)
-                for h_sb in {y_sb, *([h0.strides[0]] if h0 is not None else [])}}
+                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH), 256, h_align, 256)
+                for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
         else:
-            step_grid = (math.ceil(l.hidden_size / st["units_per_block"]),
-                         math.ceil(B / st["batch_per_block"]))
+            step_grid = launch.step_grid(l, step_k, B)
+        if mode == "grid":
+            blocks = math.prod(launch.persistent_grid(l, B))
+            if blocks > self._resident[step_k.name]:
+                raise RuntimeCheckError(
+                    f"layer '{l.name}': the persistent kernel needs {blocks} co-resident blocks "
+                    f"but this GPU holds {self._resident[step_k.name]}; refusing to launch (it "
+                    "would hang). Compile with persistence='none' or for this device (target='device').")
         for t0 in range(0, S, chunk):
             steps = min(chunk, S - t0)
-            self._project(l, tensors, t0, steps, B, xproj, stream)
-            xp_t, xp_b, xp_n = _projection_strides(l.layout.value, B, GH, steps * B)
-            if persistent:
-                self._run_persistent(l, step_fn, step_k, t0, steps, S, B, y, y_st, y_sb,
-                                     h0, c0, c_out, xproj, cell, (xp_t, xp_b, xp_n), stream)
+            self._project(variant, l, tensors, t0, steps, B, xproj, stream, weights, ws.get("library", 0))
+            strides = launch.projection_strides(l.layout.value, B, GH, steps * B)
+            if mode != "none":
+                args = launch.persistent_arguments(
+                    l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
+                    xproj=xproj, xproj_strides=strides, weights=weights, barrier=barrier,
+                    status=self._status.address(index), spin_timeout_ns=spin_ns)
+                self._launch(step_k, launch.persistent_grid(l, B), args, stream,
+                             cooperative=mode == "grid")
                 continue
             for j in range(steps):
                 t = t0 + j
-                h_prev, h_sb = _previous_h(t, h0, y, y_st, y_sb)
-                args = {"h_prev": h_prev, "h_prev_stride_b": h_sb,
-                        "xproj": xproj + j * xp_t * 4, "xproj_stride_b": xp_b, "xproj_stride_n": xp_n,
-                        "h_out": y.offset(t * y_st), "h_out_stride_b": y_sb, "batch": B}
+                product = 0
                 if library_product:
+                    h_prev, h_sb = launch.previous_h(t, h0, y)
                     if h_prev:
-                        products[h_sb](int(w[f"{l.name}.w_hh_t"]), h_prev, int(ws["step_product"]),
-                                       stream=stream)
-                    args["step_product"] = int(ws["step_product"]) if h_prev else 0
-                else:
-                    args["w_hh_t"] = w[f"{l.name}.w_hh_t"]
-                if l.cell == "gru" and l.bias:
-                    args["bias_hn"] = w[f"{l.name}.bias_hn"]
-                if l.cell == "lstm":
-                    args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
-                             "c_out": c_out.ptr if t == S - 1 else 0, "first_step": int(t == 0)}
-                _launch(step_fn, step_k, step_grid, args, stream)
+                        product = ws["step_product"]
+                        products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, ws["library"])
+                args = launch.step_arguments(
+                    l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
+                    xproj=xproj, xproj_strides=strides, weights=weights, step_product=product)
+                self._launch(step_k, step_grid, args, stream)
 
-    def _project(self, l, tensors, t0: int, steps: int, B: int, xproj: int, stream: int) -> None:
+    def _project(self, variant: Variant, l, tensors, t0: int, steps: int, B: int, xproj: int,
+                 stream: int, weights: dict[str, int], library_workspace: int) -> None:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
         kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias."""
-        w = self._device_weights
         GH, rows = l.gates * l.hidden_size, steps * B
-        tile = l.projection_tile.value
-        if tile["math"] == "cublas":
+        if l.projection_tile.value["math"] == "cublas":
             # Y [rows, GH] (layout xw) is column-major GH × rows: W_ih (stored I × GH, used
             # transposed) times the source's columns. A source whose steps are not B rows
             # apart (batch-first input) is a batch of `steps` GEMMs of B columns.
             item = DTYPES[self.model.dtype].itemsize
             for i, s in enumerate(l.sources):
-                v, s_t, s_b = tensors[s.name]
-                dense = s_t == B * s_b
+                v = tensors[s.name]
+                dense = v.stride_t == B * v.stride_b
                 g = cublaslt.Matmul(
                     self.model.dtype, l.precision.value, m=GH, n=rows if dense else B, k=s.size,
-                    transpose_a=True, lda=l.input_size, ldb=s_b, ldd=GH,
-                    batches=1 if dense else steps, stride_b=0 if dense else s_t,
+                    transpose_a=True, lda=l.input_size, ldb=v.stride_b, ldd=GH,
+                    batches=1 if dense else steps, stride_b=0 if dense else v.stride_t,
                     stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0)
-                self._library(g, int(w[f"{l.name}.w_ih"]) + s.offset * item, v.offset(t0 * s_t),
-                              xproj, int(w[f"{l.name}.bias"]) if g.bias else 0, stream)
+                self._library.run(g, weights["w_ih"] + s.offset * item, v.at(t0), xproj,
+                                  weights.get("bias", 0) if g.bias else 0, stream, library_workspace)
             return
-        k = self.kernel_of(l.name, "input_projection")
-        fn = self._functions[k.name]
-        args = {"w_ih": w[f"{l.name}.w_ih"], "xproj": xproj, "rows": rows, "batch": B}
-        if l.bias:
-            args["bias"] = w[f"{l.name}.bias"]
-        for i, s in enumerate(l.sources):
-            v, s_t, s_b = tensors[s.name]
-            args |= {f"x{i}": v.offset(t0 * s_t), f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
-        if l.layout.value == "xw":
-            grid = (math.ceil(GH / tile["bn"]), math.ceil(rows / tile["bm"]))
-        else:
-            grid = (math.ceil(rows / tile["bn"]), math.ceil(GH / tile["bm"]))
-        _launch(fn, k, grid, args, stream)
+        k = variant.kernel_of(l.name, "input_projection")
+        args = launch.projection_arguments(l, t0=t0, rows=rows, B=B,
+                                           sources=[tensors[s.name] for s in l.sources],
+                                           xproj=xproj, weights=weights)
+        self._launch(k, launch.projection_grid(l, rows), args, stream)
 
-    def _run_persistent(self, l, fn, k, t0, steps, S, B, y, y_st, y_sb, h0, c0, c_out,
-                        xproj, cell, xproj_strides, stream: int) -> None:
-        """One persistent launch (grid or cluster) for the steps t0 .. t0+steps-1 of layer l
-        (all of them when F = S)."""
-        p = l.persistence.value
-        if p["mode"] == "cluster":
-            # Clusters are independent: one per batch tile, no grid-wide co-residency needed.
-            grid = (p["cluster"], -(-B // p["batch_per_block"]))
-        else:
-            grid = (-(-l.hidden_size // p["units_per_block"]), p["batch_blocks"])
-        if p["mode"] == "grid" and grid[0] * grid[1] > self._resident[k.name]:
-            raise RuntimeCheckError(
-                f"layer '{l.name}': the persistent kernel needs {grid[0] * grid[1]} co-resident "
-                f"blocks but this GPU holds {self._resident[k.name]}; refusing to launch (it would hang). "
-                "Compile with persistence='none' or for this device (target='device').")
-        h_prev, h_sb = _previous_h(t0, h0, y, y_st, y_sb)
-        xp_t, xp_b, xp_n = xproj_strides
-        args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": self._device_weights[f"{l.name}.w_hh_t"],
-                "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
-                "xproj_stride_n": xp_n,
-                "y": y.offset(t0 * y_st), "y_stride_t": y_st, "y_stride_b": y_sb,
-                "steps": steps, "batch": B}
-        if p["mode"] == "grid":
-            args["barrier"] = self._barrier
-        if l.cell == "gru" and l.bias:
-            args["bias_hn"] = self._device_weights[f"{l.name}.bias_hn"]
-        if l.cell == "lstm":
-            args |= {"c0": c0.ptr if c0 is not None else 0, "c": cell,
-                     "c_final": c_out.ptr if t0 + steps == S else 0, "first_chunk": int(t0 == 0)}
-        _launch(fn, k, grid, args, stream)
-
-    def _run_merge(self, o, tensors, out, out_tb, S, B, stream: int) -> None:
-        k = self.kernel_of(o.name, "merge")
-        fn = self._functions[k.name]
-        args = {"out": out.ptr, "out_stride_t": out_tb[0], "out_stride_b": out_tb[1],
-                "seq_len": S, "batch": B}
-        for i, s in enumerate(o.sources):
-            v, s_t, s_b = tensors[s.name]
-            args |= {f"x{i}": v.ptr, f"x{i}_stride_t": s_t, f"x{i}_stride_b": s_b}
-        total = S * B * o.size
-        blocks = max(1, min(math.ceil(total / k.block[0]), self.target.sm_count * 8))
-        _launch(fn, k, (blocks, 1), args, stream)
-
-
-def _previous_h(t: int, h0, y, y_st: int, y_sb: int) -> tuple[int, int]:
-    """(pointer, batch stride) of h before step t: h0 (0 = zeros) at t = 0, else y[t-1]."""
-    if t == 0:
-        return (h0.ptr, h0.strides[0]) if h0 is not None else (0, 0)
-    return y.offset((t - 1) * y_st), y_sb
-
-
-def _projection_strides(layout: str, B: int, GH: int, rows: int) -> tuple[int, int, int]:
-    """Elements between steps, batch entries and gate columns of the projection buffer:
-    Y [rows, G·H] for "xw", Yᵀ [G·H, rows] for "wx" (row = step·B + b)."""
-    return (B * GH, GH, 1) if layout == "xw" else (B, 1, rows)
-
-
-def _launch(fn: driver.Kernel, kernel: codegen.KernelSource, grid: tuple[int, int], args: dict,
-            stream: int) -> None:
-    if grid[1] > 65535:
-        raise RuntimeCheckError(f"{kernel.name}: grid {grid} exceeds 65535 blocks in y; "
-                                "the call is too large (split the sequence)")
-    fn.launch(grid, kernel.block, [int(args[p.name]) for p in kernel.params],
-              kernel.dynamic_shared, stream)
-
-
-def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = None, *,
-            weights: Mapping[str, Any] | None = None, options: CompileOptions | None = None,
-            seed: int = 0, autotune: bool = False, progress=None, **option_kwargs) -> CompiledModel:
-    """Compile a spec (YAML path or text, dict, or Model) for ``target``.
-
-    ``target``: a preset name (``h100``, ``h200``, ``a100``), ``"device"``, or ``None``
-    for the GPU present (the h100 preset on a machine without one). ``weights``: a dict
-    named like PyTorch's per layer (``l0.weight_ih`` …); by default PyTorch-style random
-    weights from ``seed``. Option keywords (``seq_len``, ``batch``, ``layout``, ``unroll``,
-    ``persistence``, ``precision``, ``gemm``, ``workspace_budget``) build :class:`CompileOptions`.
-    Nothing here touches a GPU, unless ``autotune``: then the cost model's best candidates
-    of each layer are timed on the GPU present (``target`` must be it) and the fastest
-    kept, cached on disk (see :mod:`rnncc.autotune`); ``progress(message)`` hears of each
-    timing.
-    """
-    model = spec_mod.load(spec)
-    tgt = target_mod.get(target)
-    if options is None:
-        options = CompileOptions(**option_kwargs)
-    elif option_kwargs:
-        raise SpecError("compile: pass either options= or option keywords, not both")
-    if options.persistence not in (None, "none", "grid", "cluster"):
-        raise SpecError(f"compile option 'persistence': got {options.persistence!r}, expected "
-                        "'none', 'grid' or 'cluster'")
-    if options.precision not in (None, "exact", "tensor"):
-        raise SpecError(f"compile option 'precision': got {options.precision!r}, expected "
-                        "'exact' (fp32 FMA) or 'tensor' (tensor cores; TF32 for float32)")
-    if options.gemm not in (None, "rnncc", "cublas"):
-        raise SpecError(f"compile option 'gemm': got {options.gemm!r}, expected 'rnncc' (rnncc's "
-                        "kernels only) or 'cublas' (cuBLASLt wherever it can run a GEMM)")
-    if options.layout not in (None, "xw", "wx"):
-        raise SpecError(f"compile option 'layout': got {options.layout!r}, expected 'xw' "
-                        "(Y = X·Wᵀ) or 'wx' (Yᵀ = W·Xᵀ)")
-    for field_name in ("seq_len", "batch", "workspace_budget"):
-        value = getattr(options, field_name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SpecError(f"compile option '{field_name}': got {value!r}, expected a positive integer")
-    plan = build_plan(model, tgt, options)
-    if autotune:
-        from . import autotune as autotune_mod
-        if target not in (None, "auto", "device") and not (
-                isinstance(target, target_mod.Target) and target == target_mod.get("device")):
-            raise SpecError(f"compile: autotune measures on the GPU present; got target={target!r}, "
-                            "expected target='device'")
-        options = replace(options, tuned=autotune_mod.tune(model, plan, tgt, progress))
-        plan = build_plan(model, tgt, options)
-    kernels = codegen.render(plan)
-    return CompiledModel(model, plan, tgt, kernels, weights, seed)

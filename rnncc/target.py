@@ -90,7 +90,7 @@ def get(name: "str | Target | None") -> Target:
 
 def from_device(ordinal: int = 0) -> Target:
     """Read the Target from a real GPU through PyCUDA."""
-    from .runtime import device_context  # lazy: PyCUDA is optional
+    from .driver import device_context  # lazy: PyCUDA is optional
 
     device = device_context(ordinal).device
     import pycuda.driver as cuda

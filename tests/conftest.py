@@ -12,7 +12,7 @@ import pytest
 def gpu():
     """Skips the test without PyCUDA and a GPU; with them, returns the device context."""
     from rnncc.errors import DeviceUnavailable
-    from rnncc.runtime import device_context
+    from rnncc.driver import device_context
 
     try:
         return device_context(0)

@@ -389,24 +389,49 @@ def test_packed_sequences_on_gpu(gpu, torch, cell, dtype, packed_mismatch):
     assert packed_mismatch(theirs, ours, "cuda", getattr(torch, dtype)) <= tol
 
 
-def test_new_shapes_compile_nothing(gpu, torch, tmp_path, monkeypatch):
-    """S and B are run-time arguments: one compile (at the first call) serves them all."""
-    import rnncc.nn as rnn
+def test_shape_classes_compile_only_new_code(gpu, torch, tmp_path, monkeypatch):
+    """A twin plans each shape class on its first call; classes whose kernels equal an
+    earlier class's run no nvcc, and a second process with the same cache runs none."""
+    import subprocess
+    import sys
+    import textwrap
 
     monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
-    lstm = rnn.LSTM(32, 64, num_layers=2).to("cuda").requires_grad_(False)
-    before = rnncc.cache_info()
-    lstm(torch.randn(7, 5, 32, device="cuda"))
-    first = rnncc.cache_info()
-    kernels = len(rnn._runner_of(lstm._specs["float32"]).compiled["float32"][0].kernels)
-    assert first.misses - before.misses == kernels  # nvcc ran once per distinct kernel
-    for S in (1, 17, 256):
-        for B in (1, 3, 8, 64, 65):
-            y, (h, c) = lstm(torch.randn(S, B, 32, device="cuda"))
-            assert y.shape == (S, B, 64) and h.shape == (2, B, 64)
-    after = rnncc.cache_info()
-    assert (after.misses, after.hits) == (first.misses, first.hits)  # no nvcc, no cache lookups
-    print(f"nvcc runs: {first.misses - before.misses} for 15 (S, B) shapes")
+    script = textwrap.dedent("""
+        import torch, rnncc, rnncc.nn as rnn
+        torch.manual_seed(0)
+        lstm = rnn.LSTM(32, 64, num_layers=2).to("cuda").requires_grad_(False)
+        before = rnncc.cache_info()
+        for S in (1, 17, 256, 1000):
+            for B in (1, 3, 8, 64, 65, 256):
+                y, (h, c) = lstm(torch.randn(S, B, 32, device="cuda"))
+                assert y.shape == (S, B, 64) and h.shape == (2, B, 64)
+        after = rnncc.cache_info()
+        model = rnn._runner_of(lstm._specs["float32"]).compiled[("float32", False)][0]
+        print(after.misses - before.misses, len(model.variants),
+              len({k.name for v in model.variants for k in v.kernels}))
+    """)
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    (nvcc_first, classes, distinct), (nvcc_second, _, _) = \
+        [tuple(map(int, r.stdout.split()[-3:])) for r in runs]
+    assert nvcc_first == distinct and nvcc_second == 0
+    print(f"24 (S, B) shapes: {classes} shape classes, {distinct} distinct kernels, "
+          f"nvcc runs {nvcc_first} in the first process, {nvcc_second} in the second")
+
+
+def test_twins_run_the_plan_of_the_calls_shape(gpu, torch):
+    """At B ∈ {1, 8, 64, 256} a twin runs the plan compile(seq_len=S, batch=B) makes."""
+    import rnncc.nn as rnn
+
+    twin = rnn.LSTM(512, 512).to("cuda", torch.half).requires_grad_(False)
+    for B in (1, 8, 64, 256):
+        twin(torch.randn(256, B, 512, device="cuda", dtype=torch.half))
+        model = rnn._runner_of(twin._specs["float16"]).compiled[("float16", False)][0]
+        alone = rnncc.compile(model.model, target="device", seq_len=256, batch=B)
+        assert model.variant(256, B).plan.layers == alone.plan.layers, B
 
 
 def test_optimize_the_example_model_on_gpu(gpu, torch):
@@ -500,7 +525,7 @@ def test_cuda_graph_capture_replays(gpu, torch, monkeypatch):
             end.synchronize()
             return start.elapsed_time(end) / n
         t_eager, t_graph = per_call_ms(lambda: model(x)), per_call_ms(graph.replay)
-        plan = rnn._runner_of(model._specs["float16"]).compiled["float16"][0].plan
+        plan = rnn._runner_of(model._specs["float16"]).compiled[("float16", False)][0].variant(64, 8).plan
         print(f"{persistence_case} fp16 H=256 B=8 S=64 ({plan.layers[0].persistence.value['mode']}): "
               f"eager {t_eager:.3f} ms, captured {t_graph:.3f} ms a forward")
 
@@ -520,3 +545,179 @@ def test_torch_compile_fullgraph(gpu, torch, rnncc_tagger):
     assert got.shape == eager.shape and torch.allclose(got, eager, rtol=1e-5, atol=1e-5)
     got2 = compiled(torch.randn(9, 3, 32, device="cuda"))  # other S and B
     assert got2.shape == (3, 9, 5)
+
+
+# ---- one model, many callers -------------------------------------------------------------
+
+def within(seconds: float, fn, *args):
+    """Run fn in a thread; fail (rather than hang the suite) if it has not ended in time."""
+    import threading
+
+    box: dict = {}
+
+    def body():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            box["error"] = exc
+    worker = threading.Thread(target=body, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"{getattr(fn, '__name__', fn)} did not finish in {seconds} s (a hang)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+# (cell, dtype, H, B, layers, persistence, precision): every mode on FMA and tensor cores,
+# fp32 exact and TF32, fp16 and bf16, cuBLASLt's step path included.
+CALLER_CASES = [
+    ("lstm", "float32", 256, 8, 2, "none", "exact"),
+    ("gru", "float32", 256, 8, 1, "grid", "exact"),
+    ("lstm", "float32", 256, 8, 1, "cluster", "exact"),
+    ("lstm", "float32", 256, 8, 1, "cluster", "tensor"),
+    ("lstm", "float16", 1024, 8, 1, "grid", None),
+    ("gru", "float16", 256, 8, 1, "cluster", None),
+    ("gru", "bfloat16", 512, 64, 1, "none", None),
+    ("gru", "float32", 1024, 64, 1, None, None),
+]
+
+
+def caller_model(case, gemm=None):
+    cell, dtype, H, B, layers, persistence, precision = case
+    spec = {"name": f"callers_{cell}_{dtype}_{H}", "dtype": dtype, "input_size": H,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": H} for i in range(layers)]}
+    return rnncc.compile(spec, target="device", batch=B, seq_len=48, persistence=persistence,
+                         precision=precision, gemm="cublas" if persistence == "none" and dtype == "bfloat16" else gemm)
+
+
+@pytest.mark.parametrize("case", CALLER_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_one_model_two_streams_bitwise_equal_to_serial(gpu, torch, case):
+    """One model called on two streams from one thread, no synchronisation between the
+    calls, 100 rounds: every output equals the serial call's, bit for bit."""
+    m = caller_model(case)
+    tdt = getattr(torch, case[1])
+    B, H = case[3], case[2]
+    xs = [torch.randn(48, B, H, device="cuda", dtype=tdt) for _ in range(2)]
+    serial = []
+    for x in xs:
+        y, _ = m(x)
+        torch.cuda.synchronize()
+        serial.append(y.clone())
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+
+    def rounds():
+        got = []
+        for _ in range(100):
+            for s, x in zip(streams, xs):
+                with torch.cuda.stream(s):
+                    got.append(m(x)[0])
+        torch.cuda.synchronize()
+        return got
+    got = within(120, rounds)
+    for i, y in enumerate(got):
+        assert torch.equal(y, serial[i % 2]), f"round {i // 2}, stream {i % 2}"
+    m.check_errors()
+
+
+def test_two_threads_each_with_a_stream(gpu, torch):
+    import threading
+
+    m = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
+    xs = [torch.randn(48, 8, 1024, device="cuda", dtype=torch.half) for _ in range(2)]
+    serial = [m(x)[0].clone() for x in xs]
+    torch.cuda.synchronize()
+    failures = []
+
+    def worker(i):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            outs = [m(xs[i])[0] for _ in range(100)]
+        s.synchronize()
+        failures.extend(j for j, y in enumerate(outs) if not torch.equal(y, serial[i]))
+
+    def both():
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    within(120, both)
+    assert not failures
+
+
+def test_two_grid_models_on_two_streams(gpu, torch):
+    """Two different grid-persistent models, each filling much of the GPU, on two streams
+    at once: the cooperative launch keeps either from waiting on blocks that are not there."""
+    a = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
+    b = caller_model(("gru", "float16", 1024, 8, 1, "grid", None))
+    xa = torch.randn(48, 8, 1024, device="cuda", dtype=torch.half)
+    xb = torch.randn(48, 8, 1024, device="cuda", dtype=torch.half)
+    want = (a(xa)[0].clone(), b(xb)[0].clone())
+    torch.cuda.synchronize()
+    sa, sb = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def rounds():
+        got = []
+        for _ in range(100):
+            with torch.cuda.stream(sa):
+                got.append((0, a(xa)[0]))
+            with torch.cuda.stream(sb):
+                got.append((1, b(xb)[0]))
+        torch.cuda.synchronize()
+        return got
+    for which, y in within(120, rounds):
+        assert torch.equal(y, want[which])
+
+
+def test_persistent_model_beside_a_long_kernel(gpu, torch):
+    """A grid-persistent model launched while a long kernel holds half the SMs on another
+    stream finishes, with the serial call's numbers."""
+    cupy = pytest.importorskip("cupy")
+    m = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
+    x = torch.randn(48, 8, 1024, device="cuda", dtype=torch.half)
+    want = m(x)[0].clone()
+    torch.cuda.synchronize()
+    hold = cupy.RawKernel(r"""
+    extern "C" __global__ void hold(long long ns) {
+        extern __shared__ char s[];
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); s[threadIdx.x] = (char)t; }
+        while ((long long)(t - t0) < ns);
+    }""", "hold")
+    smem = 200 * 1024  # one such block per SM
+    hold.max_dynamic_shared_size_bytes = smem
+    side = cupy.cuda.Stream(non_blocking=True)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def run():
+        with side:
+            hold((sms // 2,), (32,), (300_000_000,), shared_mem=smem)  # 0.3 s
+        y = m(x)[0]
+        torch.cuda.synchronize()
+        side.synchronize()
+        return y
+    y = within(60, run)
+    assert torch.equal(y, want)
+    m.check_errors()
+
+
+@pytest.mark.parametrize("mode", ["grid", "cluster"])
+def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mode):
+    """RNNCC_SPIN_TIMEOUT_MS=0 makes the first wait give up: the kernel ends, the model
+    raises DeviceTimeout naming the layer and mode, and the next call is right again."""
+    case = ("lstm", "float16", 1024 if mode == "grid" else 256, 8, 1, mode, None)
+    m = caller_model(case)
+    assert m.plan.layers[0].persistence.value["mode"] == mode
+    x = torch.randn(48, 8, case[2], device="cuda", dtype=torch.half)
+    want = m(x)[0].clone()
+    torch.cuda.synchronize()
+    monkeypatch.setenv("RNNCC_SPIN_TIMEOUT_MS", "0")
+    within(60, lambda: (m(x), torch.cuda.synchronize()))
+    with pytest.raises(rnncc.DeviceTimeout, match=f"layer 'l0' \\(persistence mode {mode}\\)"):
+        m.check_errors()
+    monkeypatch.delenv("RNNCC_SPIN_TIMEOUT_MS")
+    y = within(60, lambda: (m(x)[0], torch.cuda.synchronize())[0])
+    assert torch.equal(y, want)

@@ -305,7 +305,71 @@ def test_ablation_candidates_and_summary():
     assert s["layouts_that_win_somewhere"] == ["wx", "xw"] and s["model_picks_the_winning_layout"] == 1
 
 
-def test_plan_says_s_and_b_are_run_time_arguments():
+def test_plans_follow_the_call_by_shape_class():
+    from rnncc.passes.shapes import shape_class
+    assert [shape_class(s, b) for s, b in ((1, 1), (17, 3), (256, 8), (1000, 65), (256, 64))] == \
+        [(1, 1), (32, 4), (256, 8), (1024, 128), (256, 64)]
     plan = plan_of(lstm(), seq_len=17, batch=3)
-    assert plan.shapes.value == {"seq_len": "run-time", "batch": "run-time"}
-    assert "hints S=17, B=3" in plan.shapes.reason and "compiles nothing" in plan.shapes.reason
+    assert plan.shapes.value["class"] == "S≤32, B≤4"
+    assert "S=17, B=3" in plan.shapes.reason and "compile nothing" in plan.shapes.reason
+    # A compiled model's hints plan their own class as hinted; another class gets the plan
+    # that compile(seq_len=, batch=) makes for that class's bounds, kept for later calls.
+    m = rnncc.compile(lstm(H=512, I=512, dtype="float16"), target="h100", seq_len=256, batch=64)
+    assert m.variant(200, 40).plan is m.plan
+    v8 = m.variant(256, 7)
+    assert v8.shape_class == (256, 8) and m.variant(256, 8) is v8
+    alone = rnncc.compile(lstm(H=512, I=512, dtype="float16"), target="h100", seq_len=256, batch=8)
+    assert v8.plan.to_dict() == alone.plan.to_dict()
+    assert [k.name for k in v8.kernels] == [k.name for k in alone.kernels]
+    # Forced options stay forced in every class.
+    forced = rnncc.compile(lstm(), target="h100", persistence="none")
+    assert forced.variant(3, 1).plan.layers[0].persistence.value["mode"] == "none"
+    assert "2 shape class(es)" in repr(forced)
+
+
+def test_a_model_too_large_for_the_target_is_refused_at_plan_time():
+    huge = {"name": "huge", "input_size": 64,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 1_000_000}]}
+    with pytest.raises(rnncc.PlanError, match=r"model 'huge': needs 16.1 TB \(weights 16.0 TB.*"
+                                              r"target h100 has 80.0 GB of memory"):
+        rnncc.compile(huge, target="h100")
+
+
+def test_launch_grids_and_arguments_are_pure():
+    from rnncc import launch
+    m = rnncc.compile(lstm(H=256, I=128, dtype="float16"), target="h100", batch=8,
+                      persistence="grid")
+    l = m.plan.layers[0]
+    k = m.kernel_of("l0", "recurrent")
+    p = l.persistence.value
+    assert launch.persistent_grid(l, 8) == (-(-256 // p["units_per_block"]), p["batch_blocks"])
+    y = launch.Sequence(1000, 2, 8 * 256, 256)
+    args = launch.persistent_arguments(
+        l, t0=0, steps=5, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
+        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, "w_ih": 12, "bias": 13},
+        barrier=44, status=66, spin_timeout_ns=10**9)
+    values = launch.arguments(k, args)
+    named = dict(zip((q.name for q in k.params), values))
+    assert named["h0"] == 0 and named["y"] == 1000 and named["c_final"] == 77
+    assert named["barrier"] == 44 and named["status"] == 66 and named["spin_timeout_ns"] == 10**9
+    # A later chunk reads h of the step before it and does not write c_final early.
+    later = launch.persistent_arguments(
+        l, t0=2, steps=2, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
+        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11}, barrier=44, status=66,
+        spin_timeout_ns=1)
+    assert later["h0"] == 1000 + 1 * 8 * 256 * 2 and later["c_final"] == 0 and later["first_chunk"] == 0
+    with pytest.raises(rnncc.RuntimeCheckError, match="no value for parameter"):
+        launch.arguments(k, {"h0": 0})
+    with pytest.raises(rnncc.RuntimeCheckError, match="exceeds 65535 blocks"):
+        launch.check_grid(k, (1, 70000))
+    assert launch.projection_strides("xw", 8, 1024, 40) == (8 * 1024, 1024, 1)
+    assert launch.projection_strides("wx", 8, 1024, 40) == (8, 1, 40)
+
+
+def test_compile_options_are_checked_once_when_made():
+    with pytest.raises(rnncc.SpecError, match="compile option 'batch': got 0, expected a positive integer"):
+        rnncc.CompileOptions(batch=0)
+    with pytest.raises(rnncc.SpecError, match="compile option 'unroll': got -1"):
+        rnncc.CompileOptions(unroll=-1)
+    with pytest.raises(rnncc.SpecError, match=r"'gemm': got 'cudnn', expected 'rnncc' \(rnncc's"):
+        rnncc.CompileOptions(gemm="cudnn")

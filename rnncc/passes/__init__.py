@@ -12,6 +12,7 @@ from ..target import Target
 from .gates import plan_gate_concat
 from .geometry import plan_projection_tile, plan_step_tile
 from .layout import plan_layout
+from .memory import check_memory
 from .merges import plan_merges
 from .persistence import plan_persistence
 from .precision import plan_precision
@@ -48,7 +49,9 @@ def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:
 
 
 def build_plan(model: Model, target: Target, options: CompileOptions | None = None) -> Plan:
-    plan = initial_plan(model, target, options or CompileOptions())
+    options = options or CompileOptions()
+    check_memory(model, target, options)
+    plan = initial_plan(model, target, options)
     for run_pass in PASSES:
         plan = run_pass(model, plan, target)
     return plan

@@ -69,7 +69,7 @@ static_assert(SHARED_BYTES == 171008, "the runtime launches with the planned siz
 static_assert(CLUSTER * UNITS >= H, "the cluster covers every unit");
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
-rnncc_recurrent_cluster_lstm_h256_f32_84d3ee0232(
+rnncc_recurrent_cluster_lstm_h256_f32_c267f97206(
     const T* __restrict__ h0,                   // [B, 256] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [256, 4·256] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -85,7 +85,9 @@ rnncc_recurrent_cluster_lstm_h256_f32_84d3ee0232(
     long long y_stride_b,                       // y: elements between batch entries
     int steps,                                  // time steps in this launch
     int batch,                                  // B
-    int first_chunk)                            // 1: the first step takes its cell state from c0
+    int first_chunk,                            // 1: the first step takes its cell state from c0
+    unsigned* __restrict__ status,              // [1] host-mapped: set when a spin-wait passed its bound (1 grid barrier, 2 cluster exchange)
+    long long spin_timeout_ns)                  // bound of every spin-wait in ns (0: give up at once, a debug knob); unused where the kernel has no spin-wait
 {
     extern __shared__ __align__(16) unsigned char shared[];
     T (*w_res)[UNITS * G] = reinterpret_cast<T (*)[UNITS * G]>(shared);

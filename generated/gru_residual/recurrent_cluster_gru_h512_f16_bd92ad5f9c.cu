@@ -50,6 +50,29 @@ __device__ __forceinline__ T load_coherent(const T* p) {
 }
 // Accurate expf/tanhf (no --use_fast_math): the reference is float64.
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+// Every spin-wait is bounded in time: a wait that has not ended after spin_timeout_ns
+// (%globaltimer; 0 means at once, a debug knob) reports in *status, a word of host memory
+// the runtime reads, and the kernel gives up instead of hanging. The clock is read only
+// every SPIN_CHECK polls, off the fast path.
+constexpr unsigned SPIN_CHECK = 64;
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+// True when a wait that began at *start (0: not yet read) has passed its bound.
+__device__ __forceinline__ bool spin_expired(unsigned spins, unsigned long long& start,
+                                             long long spin_timeout_ns) {
+    if (spin_timeout_ns == 0) return true;
+    if (spins % SPIN_CHECK != 0) return false;
+    const unsigned long long now = global_ns();
+    if (start == 0) start = now;
+    return (long long)(now - start) > spin_timeout_ns;
+}
+__device__ __forceinline__ void report_timeout(unsigned* status, unsigned code) {
+    *reinterpret_cast<volatile unsigned*>(status) = code;
+    __threadfence_system();
+}
 
 constexpr int H = 512;                 // hidden units (= K of the product)
 constexpr int G = 3;                 // gates per unit
@@ -116,7 +139,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
-rnncc_recurrent_cluster_gru_h512_f16_a4871e0209(
+rnncc_recurrent_cluster_gru_h512_f16_bd92ad5f9c(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -129,7 +152,9 @@ rnncc_recurrent_cluster_gru_h512_f16_a4871e0209(
     long long y_stride_t,                       // y: elements between steps
     long long y_stride_b,                       // y: elements between batch entries
     int steps,                                  // time steps in this launch
-    int batch)                                  // B
+    int batch,                                  // B
+    unsigned* __restrict__ status,              // [1] host-mapped: set when a spin-wait passed its bound (1 grid barrier, 2 cluster exchange)
+    long long spin_timeout_ns)                  // bound of every spin-wait in ns (0: give up at once, a debug knob); unused where the kernel has no spin-wait
 {
     extern __shared__ __align__(16) unsigned char shared[];
     T* w_frag = reinterpret_cast<T*>(shared);
@@ -184,6 +209,7 @@ rnncc_recurrent_cluster_gru_h512_f16_a4871e0209(
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cluster.sync();  // every block runs, its mbarriers set, before any sends into its shared memory
+    bool gave_up = false;  // set when a wait passed its bound (see below)
 
     for (int t = 0; t < steps; ++t) {
         T* h_cur = h_s + (t & 1) * BATCH * HS;
@@ -318,10 +344,20 @@ rnncc_recurrent_cluster_gru_h512_f16_a4871e0209(
             }
             fetch_projection(xproj_all + (long long)(t + 1) * xproj_stride_t);
             // Buffer (t + 1) & 1 completes a phase every other step: parity (t >> 1) & 1.
-            unsigned done = 0;
-            while (!done)
+            // A thread whose wait passes the bound reports it and waits no more: it runs
+            // the remaining steps on whatever h it has (the call's outputs are invalid and
+            // the runtime raises), so every block still sends each step, meets the final
+            // cluster barrier and the kernel ends.
+            unsigned done = 0, spins = 0;
+            unsigned long long start = 0;
+            while (!done && !gave_up) {
                 asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                              : "=r"(done) : "r"(next_arrived), "r"((unsigned)(t >> 1) & 1u) : "memory");
+                if (!done && spin_expired(++spins, start, spin_timeout_ns)) {
+                    report_timeout(status, 2u);
+                    gave_up = true;
+                }
+            }
         }
     }
     cluster.sync();  // no block leaves while a peer may still address its shared memory

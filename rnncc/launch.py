@@ -1,0 +1,146 @@
+"""Launch geometry and argument lists: pure functions of the plan, the kernel and the
+call's shape and pointers, so that they are tested without a GPU.
+
+Pointers are plain ints here (0 is nullptr). The runtime owns memory and streams; these
+functions only say which grid each kernel gets and which value each parameter takes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .codegen import KernelSource
+from .errors import RuntimeCheckError
+from .plan import LayerPlan
+
+# Words of the grid barrier of a grid-persistent layer: arrivals, generation, gave up, pad.
+BARRIER_WORDS = 4
+MAX_GRID_Y = 65535
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """Where a [S, B, F] tensor lives: its pointer, element size and strides (elements)."""
+
+    ptr: int
+    itemsize: int
+    stride_t: int
+    stride_b: int
+
+    def at(self, t: int) -> int:
+        """Pointer to step t."""
+        return self.ptr + t * self.stride_t * self.itemsize
+
+
+def arguments(kernel: KernelSource, values: dict[str, int]) -> list[int]:
+    """The kernel's arguments in its parameter order; a missing one is a bug in rnncc."""
+    try:
+        return [int(values[p.name]) for p in kernel.params]
+    except KeyError as exc:
+        raise RuntimeCheckError(f"launch of {kernel.name}: no value for parameter {exc.args[0]!r} "
+                                f"(given: {', '.join(sorted(values))})") from None
+
+
+def check_grid(kernel: KernelSource, grid: tuple[int, int]) -> tuple[int, int]:
+    if grid[1] > MAX_GRID_Y:
+        raise RuntimeCheckError(f"{kernel.name}: grid {grid} exceeds {MAX_GRID_Y} blocks in y; "
+                                "the call is too large (split the sequence)")
+    return grid
+
+
+def projection_strides(layout: str, B: int, GH: int, rows: int) -> tuple[int, int, int]:
+    """Elements between steps, batch entries and gate columns of the projection buffer:
+    Y [rows, G·H] for "xw", Yᵀ [G·H, rows] for "wx" (row = step·B + b)."""
+    return (B * GH, GH, 1) if layout == "xw" else (B, 1, rows)
+
+
+def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
+    tile, GH = l.projection_tile.value, l.gates * l.hidden_size
+    if l.layout.value == "xw":
+        return math.ceil(GH / tile["bn"]), math.ceil(rows / tile["bm"])
+    return math.ceil(rows / tile["bn"]), math.ceil(GH / tile["bm"])
+
+
+def step_grid(l: LayerPlan, kernel: KernelSource, B: int) -> tuple[int, int]:
+    """Grid of the per-step kernel: the cell kernel after cuBLASLt (a thread per unit and
+    row), or the fused step kernel (its tile of units × rows)."""
+    if l.persistence.value["math"] == "cublas":
+        return math.ceil(l.hidden_size / kernel.block[0]), B
+    st = l.step_tile.value
+    return math.ceil(l.hidden_size / st["units_per_block"]), math.ceil(B / st["batch_per_block"])
+
+
+def persistent_grid(l: LayerPlan, B: int) -> tuple[int, int]:
+    """Cluster mode: one cluster per batch tile (clusters are independent). Grid mode: the
+    planned blocks over units × batch blocks; a larger batch loops over tiles inside."""
+    p = l.persistence.value
+    if p["mode"] == "cluster":
+        return p["cluster"], -(-B // p["batch_per_block"])
+    return -(-l.hidden_size // p["units_per_block"]), p["batch_blocks"]
+
+
+def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, int]:
+    """(pointer, batch stride) of h before step t: h0 (0 = zeros) at t = 0, else y[t-1]."""
+    if t == 0:
+        return h0 if h0 is not None else (0, 0)
+    return y.at(t - 1), y.stride_b
+
+
+def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y: Sequence,
+                         h0: tuple[int, int] | None, c0: int, c_out: int, cell: int,
+                         xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
+                         barrier: int, status: int, spin_timeout_ns: int) -> dict[str, int]:
+    """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1."""
+    h_prev, h_sb = previous_h(t0, h0, y)
+    xp_t, xp_b, xp_n = xproj_strides
+    args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
+            "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
+            "xproj_stride_n": xp_n, "y": y.at(t0), "y_stride_t": y.stride_t,
+            "y_stride_b": y.stride_b, "steps": steps, "batch": B, "barrier": barrier,
+            "status": status, "spin_timeout_ns": spin_timeout_ns,
+            "bias_hn": weights.get("bias_hn", 0)}
+    if l.cell == "lstm":
+        args |= {"c0": c0, "c": cell, "c_final": c_out if t0 + steps == S else 0,
+                 "first_chunk": int(t0 == 0)}
+    return args
+
+
+def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
+                   h0: tuple[int, int] | None, c0: int, c_out: int, cell: int, xproj: int,
+                   xproj_strides: tuple[int, int, int], weights: dict[str, int],
+                   step_product: int) -> dict[str, int]:
+    """Arguments of the step kernel for step t, the j-th of its projection chunk."""
+    h_prev, h_sb = previous_h(t, h0, y)
+    xp_t, xp_b, xp_n = xproj_strides
+    args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "xproj": xproj + j * xp_t * 4,
+            "xproj_stride_b": xp_b, "xproj_stride_n": xp_n, "h_out": y.at(t),
+            "h_out_stride_b": y.stride_b, "batch": B, "w_hh_t": weights["w_hh_t"],
+            "step_product": step_product if h_prev else 0, "bias_hn": weights.get("bias_hn", 0)}
+    if l.cell == "lstm":
+        args |= {"c0": c0, "c": cell, "c_out": c_out if t == S - 1 else 0,
+                 "first_step": int(t == 0)}
+    return args
+
+
+def projection_arguments(l: LayerPlan, *, t0: int, rows: int, B: int,
+                         sources: list[Sequence], xproj: int,
+                         weights: dict[str, int]) -> dict[str, int]:
+    args = {"w_ih": weights["w_ih"], "xproj": xproj, "rows": rows, "batch": B,
+            "bias": weights.get("bias", 0)}
+    for i, s in enumerate(sources):
+        args |= {f"x{i}": s.at(t0), f"x{i}_stride_t": s.stride_t, f"x{i}_stride_b": s.stride_b}
+    return args
+
+
+def merge_grid(kernel: KernelSource, total: int, sm_count: int) -> tuple[int, int]:
+    """A grid-stride loop: enough blocks to cover the output, at most 8 per SM."""
+    return max(1, min(math.ceil(total / kernel.block[0]), sm_count * 8)), 1
+
+
+def merge_arguments(out: Sequence, sources: list[Sequence], S: int, B: int) -> dict[str, int]:
+    args = {"out": out.ptr, "out_stride_t": out.stride_t, "out_stride_b": out.stride_b,
+            "seq_len": S, "batch": B}
+    for i, s in enumerate(sources):
+        args |= {f"x{i}": s.ptr, f"x{i}_stride_t": s.stride_t, f"x{i}_stride_b": s.stride_b}
+    return args
