@@ -60,8 +60,19 @@ def _lib() -> ctypes.CDLL:
 @dataclass(frozen=True)
 class DeviceContext:
     device: Any       # pycuda.driver.Device
-    context: Any      # its primary context, pushed on this thread
+    context: Any      # its primary context, pushed on the thread that made it
     ordinal: int
+    handle: int       # the raw CUcontext
+
+    def make_current(self) -> None:
+        """Make the context current on the calling thread (once per thread): a call from
+        a thread that has not used CUDA yet finds no current context."""
+        if getattr(_thread, "context", None) != self.handle:
+            _check(_lib().cuCtxSetCurrent(ctypes.c_void_p(self.handle)), "making the context current")
+            _thread.context = self.handle
+
+
+_thread = threading.local()
 
 
 def gpu_count() -> int:
@@ -98,7 +109,10 @@ def device_context(ordinal: int = 0) -> DeviceContext:
         raise DeviceUnavailable(f"CUDA is not usable here ({exc}): running kernels {NEEDS_GPU}") from None
     context.push()
     atexit.register(_pop_context, context)
-    return DeviceContext(device, context, ordinal)
+    handle = ctypes.c_void_p()
+    _check(_lib().cuCtxGetCurrent(ctypes.byref(handle)), "reading the current context")
+    _thread.context = handle.value
+    return DeviceContext(device, context, ordinal, handle.value)
 
 
 def _pop_context(context) -> None:

@@ -246,9 +246,12 @@ class CompiledModel:
     def _load(self, variant: Variant) -> None:
         """Load the variant's kernels (built if needed), the weights and the model's
         device-wide pieces (cuBLASLt handle, status words), once each."""
-        driver.device_context(0)
+        driver.device_context(0).make_current()
         missing = [k for k in variant.kernels if k.name not in self._functions]
-        if missing or self._device_weights is None or self._status is None:
+        needs_library = any(l.projection_tile.value["math"] == "cublas" or
+                            l.persistence.value["math"] == "cublas" for l in variant.plan.layers)
+        if missing or self._device_weights is None or self._status is None or \
+                (needs_library and self._library is None):
             with self._lock:
                 missing = [k for k in variant.kernels if k.name not in self._functions]
                 cubins = self.build(kernels=tuple(missing)) if missing else {}
@@ -259,9 +262,7 @@ class CompiledModel:
                         self._resident[k.name] = fn.max_active_blocks_per_sm(k.block, k.dynamic_shared) \
                             * self.target.sm_count
                     self._functions[k.name] = fn
-                if self._library is None and any(
-                        l.projection_tile.value["math"] == "cublas" or l.persistence.value["math"] == "cublas"
-                        for l in variant.plan.layers):
+                if needs_library and self._library is None:
                     self._library = cublaslt.CublasLt()
                 if self._status is None:
                     self._status = driver.HostWords(len(self.model.layers))
@@ -517,8 +518,7 @@ class CompiledModel:
                 cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.hidden_size,
                                 transpose_a=False, lda=GH, ldb=h_sb, ldd=GH), 256, h_align, 256)
                 for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
-        else:
-            step_grid = launch.step_grid(l, step_k, B)
+        step_grid = launch.step_grid(l, step_k, B)
         if mode == "grid":
             blocks = math.prod(launch.persistent_grid(l, B))
             if blocks > self._resident[step_k.name]:

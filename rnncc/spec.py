@@ -53,11 +53,12 @@ def _read_text(spec: str | os.PathLike) -> tuple[str, str]:
 
 @dataclass
 class ModelBuilder:
-    """Build a spec in Python::
+    """Build a spec in Python (this example is run by the tests)::
 
-        b = ModelBuilder("tagger", input_size=128)
+        b = ModelBuilder("tagger", input_size=256)
         b.layer("l1", "lstm", 256)
-        b.layer("l2", "lstm", 256, input=Sum("l1", "input"))  # sizes must match for sum
+        b.layer("l2", "lstm", 256, input=Sum("l1", "input"))  # a sum needs equal sizes
+        b.layer("l3", "gru", 128, input=Concat("l1", "l2"))   # a concat takes any
         model = b.build()
     """
 

@@ -178,3 +178,15 @@ outputs: [b, {name: cat, concat: [a, b]}]
              .layer("a", "lstm", 8).layer("b", "gru", 8, input=Sum("a", "input"))
              .output("b").output(Concat("a", "b"), name="cat").build())
     assert rnncc.load(path) == built == rnncc.load(path.read_text())
+
+
+def test_model_builder_docstring_example_runs():
+    import re
+
+    from rnncc.spec import Concat, ModelBuilder, Sum
+    doc = ModelBuilder.__doc__
+    code = "\n".join(line[8:] for line in doc.split("::", 1)[1].splitlines() if line.strip())
+    scope = {"ModelBuilder": ModelBuilder, "Sum": Sum, "Concat": Concat}
+    exec(code, scope)
+    assert [l.name for l in scope["model"].layers] == ["l1", "l2", "l3"]
+    assert re.search(r"input=Sum", code)
