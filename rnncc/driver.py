@@ -63,6 +63,7 @@ class DeviceContext:
     context: Any      # its primary context, pushed on the thread that made it
     ordinal: int
     handle: int       # the raw CUcontext
+    sm_count: int
 
     def make_current(self) -> None:
         """Make the context current on the calling thread (once per thread): a call from
@@ -112,7 +113,8 @@ def device_context(ordinal: int = 0) -> DeviceContext:
     handle = ctypes.c_void_p()
     _check(_lib().cuCtxGetCurrent(ctypes.byref(handle)), "reading the current context")
     _thread.context = handle.value
-    return DeviceContext(device, context, ordinal, handle.value)
+    return DeviceContext(device, context, ordinal, handle.value,
+                         device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT))
 
 
 def _pop_context(context) -> None:

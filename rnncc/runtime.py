@@ -258,9 +258,9 @@ class CompiledModel:
                 for k in missing:
                     fn = driver.load(k.name, cubins[k.name], k.entry, tuple(p.kind for p in k.params),
                                      k.dynamic_shared)
-                    if k.family == "recurrent_persistent":
+                    if k.family == "recurrent_persistent":  # the GPU's SMs, not the target's
                         self._resident[k.name] = fn.max_active_blocks_per_sm(k.block, k.dynamic_shared) \
-                            * self.target.sm_count
+                            * driver.device_context(0).sm_count
                     self._functions[k.name] = fn
                 if needs_library and self._library is None:
                     self._library = cublaslt.CublasLt()
