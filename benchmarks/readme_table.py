@@ -53,8 +53,8 @@ def bench_table() -> str:
     path = records[-1]
     rec = json.loads(path.read_text())
     rows = ["| cell | dtype | H | B | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
-            "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN | rnncc.nn twin ms (÷ rnncc) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     # Records before precision modes (2026-11-23) have neither "kind" nor "math".
     for r in rec["results"]:
         met = "met" if r["speedup"] >= r["target_speedup"] else "**missed**"
@@ -64,7 +64,8 @@ def bench_table() -> str:
                     f"{r['rnncc_ms']:.3f} ({r['rnncc_us_per_step']:.1f}) | "
                     f"{r['cudnn_ms']:.3f} ({r['cudnn_us_per_step']:.1f}) | {r['speedup']:.2f}× | "
                     f"≥ {r['target_speedup']:g}× {met} | "
-                    f"{'yes' if r['agree'] else 'NO'} ({r['max_relative_error_vs_cudnn']:.1e}) |")
+                    f"{'yes' if r['agree'] else 'NO'} ({r['max_relative_error_vs_cudnn']:.1e}) | "
+                    + (f"{r['twin_ms']:.3f} ({r['twin_over_rnncc']:.2f}) |" if "twin_ms" in r else "– |"))
     env = rec["environment"]
     return ("\n".join(rows) + f"\n\nFrom [{path.name}](benchmarks/results/{path.name}) "
             f"(plot: [{path.stem}.png](benchmarks/results/{path.stem}.png)); {env['device']}, "
