@@ -53,8 +53,9 @@ def bench_table() -> str:
     path = records[-1]
     rec = json.loads(path.read_text())
     rows = ["| cell | dtype | H | B | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
-            "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN | rnncc.nn twin ms (÷ rnncc) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN | rnncc.nn twin ms (÷ rnncc) | "
+            "in CUDA graphs: rnncc ms, cuDNN ms, speedup |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     # Records before precision modes (2026-11-23) have neither "kind" nor "math".
     for r in rec["results"]:
         met = "met" if r["speedup"] >= r["target_speedup"] else "**missed**"
@@ -65,7 +66,9 @@ def bench_table() -> str:
                     f"{r['cudnn_ms']:.3f} ({r['cudnn_us_per_step']:.1f}) | {r['speedup']:.2f}× | "
                     f"≥ {r['target_speedup']:g}× {met} | "
                     f"{'yes' if r['agree'] else 'NO'} ({r['max_relative_error_vs_cudnn']:.1e}) | "
-                    + (f"{r['twin_ms']:.3f} ({r['twin_over_rnncc']:.2f}) |" if "twin_ms" in r else "– |"))
+                    + (f"{r['twin_ms']:.3f} ({r['twin_over_rnncc']:.2f}) |" if "twin_ms" in r else "– |")
+                    + (f" {r['rnncc_graph_ms']:.3f}, {r['cudnn_graph_ms']:.3f}, {r['speedup_graph']:.2f}× |"
+                       if r.get("speedup_graph") else " – |"))
     env = rec["environment"]
     return ("\n".join(rows) + f"\n\nFrom [{path.name}](benchmarks/results/{path.name}) "
             f"(plot: [{path.stem}.png](benchmarks/results/{path.stem}.png)); {env['device']}, "

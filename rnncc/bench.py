@@ -115,12 +115,14 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         t_ours = time_gpu(lambda: compiled(inputs[next(turn) % 3]), warmup, repeats)
         t_theirs = time_gpu(lambda: module(inputs[next(turn) % 3]), warmup, repeats)
         t_twin = time_gpu(lambda: twin(inputs[next(turn) % 3]), warmup, repeats)
+        graphs = graph_baselines(module, compiled, inputs[0], warmup, repeats)
     plan = compiled.plan.layers[0]
     return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree, "max_relative_error_vs_cudnn": error,
             "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
             "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
             "speedup": t_theirs.median_ms / t_ours.median_ms,
             "twin_ms": t_twin.median_ms, "twin_over_rnncc": t_twin.median_ms / t_ours.median_ms,
+            **graphs,
             "rnncc_us_per_step": t_ours.per_step_us(cfg.seq_len),
             "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
             "target_speedup": target_speedup(cfg),
@@ -129,17 +131,40 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "compile_s": compile_s}
 
 
+def graph_baselines(module, compiled, x, warmup: int, repeats: int) -> dict:
+    """cuDNN (torch.nn) and rnncc each captured in a CUDA graph, timed by replays in this
+    process: ``cudnn_graph_ms``, ``rnncc_graph_ms`` and ``speedup_graph`` (cuDNN graph ÷
+    rnncc graph). Where a capture fails, its time is None and the reason is recorded."""
+    from .timing import time_graph
+
+    out: dict = {}
+    for key, fn in (("cudnn_graph_ms", lambda: module(x)), ("rnncc_graph_ms", lambda: compiled(x))):
+        try:
+            out[key] = time_graph(fn, warmup, repeats).median_ms
+        except Exception as exc:  # noqa: BLE001 - recorded in the row, not hidden
+            out[key] = None
+            out[key.replace("_ms", "_error")] = f"{type(exc).__name__}: {exc}"[:300]
+    ours, theirs = out["rnncc_graph_ms"], out["cudnn_graph_ms"]
+    out["speedup_graph"] = theirs / ours if ours and theirs else None
+    return out
+
+
 def table(results: list[dict]) -> str:
     head = (f"{'config':<39} {'persist':>7} {'rnncc ms':>9} {'µs/step':>8} {'cuDNN ms':>9} "
-            f"{'µs/step':>8} {'speedup':>8} {'twin ms':>8} {'agree':>6}")
+            f"{'µs/step':>8} {'speedup':>8} {'twin ms':>8} {'graphs':>8} {'agree':>6}")
     rows = [head, "-" * len(head)]
     for r in results:
         label = f"{r['cell']} {r['kind']} H={r['hidden']} B={r['batch']}"
         rows.append(f"{label:<39} {r['persistence']:>7} {r['rnncc_ms']:>9.3f} "
                     f"{r['rnncc_us_per_step']:>8.2f} {r['cudnn_ms']:>9.3f} {r['cudnn_us_per_step']:>8.2f} "
                     f"{r['speedup']:>7.2f}× {r.get('twin_ms', float('nan')):>8.3f} "
+                    f"{_ratio(r.get('speedup_graph')):>8} "
                     f"{'yes' if r['agree'] else 'NO':>6}")
     return "\n".join(rows)
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -197,7 +222,9 @@ def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeat
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {"environment": env, "seq_len": S, "layers": 1,
               "method": f"CUDA events, {warmup} warm-up calls, median of {repeats}, inputs "
-                        "rotated among 3 sets; each config checked against cuDNN first; "
+                        "rotated among 3 sets (eager); graph: the same call captured in a "
+                        "CUDA graph and timed by replays on one input set, for cuDNN and "
+                        "rnncc alike; each config checked against cuDNN first; "
                         "cuDNN with TF32 on exactly in the rows where rnncc runs float32 on "
                         "tensor cores (tf32: true)",
               "results": results}

@@ -193,6 +193,9 @@ def cmd_bench(args) -> int:
     from .driver import device_context
 
     device_context()  # one line and exit 2 where there is no GPU, before anything else
+    if args.sweep:
+        from . import sweep
+        return sweep.main(Path(args.output), args.warmup, args.repeats)
     if args.ablate:
         from . import ablation
         return ablation.main(Path(args.output), quick=args.quick, time_limit_s=args.time_limit)
@@ -271,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", default="benchmarks/results", help="where the JSON and PNG go")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--sweep", action="store_true",
+                   help="instead: rnncc against cuDNN captured in a CUDA graph over the shapes "
+                        "people use (LSTM/GRU, fp32/fp16, 1-2 layers, H, B and S grids); JSON + "
+                        "heatmap PNG")
     p.add_argument("--ablate", action="store_true",
                    help="instead: force and time every alternative of layout, persistence and "
                         "gemm over the grid of shapes; JSON + a PNG per decision (resumes)")

@@ -66,11 +66,13 @@ class _CallMemory:
     stream-ordered pool. Memory that a kernel on one stream may still use is never handed
     to work on another stream, and a new shape frees nothing under running kernels."""
 
-    def __init__(self, torch_device: Any, stream: int) -> None:
-        self._torch_device, self._stream = torch_device, stream
+    def __init__(self, torch_device: Any, stream: int, poison: bool) -> None:
+        self._torch_device, self._stream, self.poison = torch_device, stream, poison
         self._held: list[Any] = []
 
-    def take(self, nbytes: int) -> int:
+    def take(self, nbytes: int, poison: bool = True) -> int:
+        """``nbytes`` for this call; filled with NaN bytes under RNNCC_DEBUG_POISON unless
+        ``poison`` is False (scratch that no result is read from)."""
         nbytes = max(nbytes, 1)
         if self._torch_device is not None:
             import torch
@@ -80,7 +82,7 @@ class _CallMemory:
         else:
             ptr = driver.alloc_async(nbytes, self._stream)
             self._held.append(ptr)
-        if os.environ.get("RNNCC_DEBUG_POISON") == "1":
+        if poison and self.poison:
             driver.memset_async(ptr, 0xFF, nbytes, self._stream)
         return ptr
 
@@ -127,6 +129,7 @@ class CompiledModel:
         self._variants: dict[tuple[int, int], Variant] = {hinted: Variant(hinted, plan, kernels)}
         self._lock = threading.Lock()
         self._functions: dict[str, driver.Kernel] = {}
+        self._loaded: set[tuple[int, int]] = set()  # shape classes whose kernels are loaded
         self._resident: dict[str, int] = {}
         self._device_weights: dict[str, int] | None = None
         self._device_memory: list[Any] = []
@@ -247,6 +250,8 @@ class CompiledModel:
         """Load the variant's kernels (built if needed), the weights and the model's
         device-wide pieces (cuBLASLt handle, status words), once each."""
         driver.device_context(0).make_current()
+        if variant.shape_class in self._loaded and self._device_weights is not None:
+            return
         missing = [k for k in variant.kernels if k.name not in self._functions]
         needs_library = any(l.projection_tile.value["math"] == "cublas" or
                             l.persistence.value["math"] == "cublas" for l in variant.plan.layers)
@@ -268,6 +273,7 @@ class CompiledModel:
                     self._status = driver.HostWords(len(self.model.layers))
                 if self._device_weights is None:
                     self._device_weights = self._upload_weights()
+                self._loaded.add(variant.shape_class)
 
     def _upload_weights(self) -> dict[str, int]:
         import pycuda.driver as cuda
@@ -348,15 +354,20 @@ class CompiledModel:
         self._load(variant)
         self.check_errors()
         stream = arrays.stream_of(x, kind)
-        memory = _CallMemory(x.device if kind == "torch" else None, stream)
+        # The debug knobs, read once a call (an environment read costs ~2 µs).
+        env = os.environ
+        memory = _CallMemory(x.device if kind == "torch" else None, stream,
+                             env.get("RNNCC_DEBUG_POISON") == "1")
+        spin_ns = int(float(env.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS)) * 1e6)
         try:
             return self._forward(variant, x, kind, host, x_host if host else None,
-                                 None if host else x_view, state, S, B, batch_first, stream, memory)
+                                 None if host else x_view, state, S, B, batch_first, stream, memory,
+                                 spin_ns)
         finally:
             memory.release()
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
-                 B: int, batch_first: bool, stream: int, memory: _CallMemory):
+                 B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
@@ -371,7 +382,7 @@ class CompiledModel:
             else:
                 arr = arrays.empty_like_kind(kind, x, shape_, dtype, lambda n: cuda.mem_alloc(n))
             v = arrays.to_view(arr, shape_, dtype)
-            if os.environ.get("RNNCC_DEBUG_POISON") == "1":
+            if memory.poison:
                 driver.memset_async(v.ptr, 0xFF, nbytes, stream)
             return arr, v
 
@@ -390,12 +401,12 @@ class CompiledModel:
         parts = [("projection", need["projection"]), ("cell_state", need["cell_state"]),
                  ("step_product", need["step_product"]),
                  ("barriers", 4 * BARRIER_WORDS * len(grid_layers))]
-        if self._library is not None:
-            parts.append(("library", cublaslt.WORKSPACE_BYTES))
         parts += [(l.name, S * B * l.hidden_size * item) for l in plan.layers if not l.is_output]
         offsets, total = _layout(parts)
         base = memory.take(total)
         ws = {name: base + off for name, off in offsets.items()}
+        if self._library is not None:  # cuBLASLt's scratch (not poisoned: nothing reads it back)
+            ws["library"] = memory.take(cublaslt.WORKSPACE_BYTES, poison=False)
         if grid_layers:
             driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
         barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
@@ -411,7 +422,6 @@ class CompiledModel:
             else:
                 tensors[l.name] = Sequence(ws[l.name], item, B * l.hidden_size, l.hidden_size)
 
-        spin_ns = int(float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS)) * 1e6)
         final_state: dict[str, Any] = {}
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)

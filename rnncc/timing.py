@@ -35,3 +35,23 @@ def time_gpu(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Ti
         end.synchronize()
         times.append(end.time_since(start))
     return Timing(statistics.median(times), min(times), max(times), repeats)
+
+
+def time_graph(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Timing:
+    """Times ``fn`` captured in a CUDA graph (``torch.cuda.graph``): a replay is the GPU
+    time of fn's work without its host time, which is what a user who captures the call
+    (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``) gets. fn runs a few
+    times on a side stream first (allocations, compiles), as capture requires; replays
+    reuse fn's inputs."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return time_gpu(graph.replay, warmup, repeats)

@@ -373,3 +373,15 @@ def test_compile_options_are_checked_once_when_made():
         rnncc.CompileOptions(unroll=-1)
     with pytest.raises(rnncc.SpecError, match=r"'gemm': got 'cudnn', expected 'rnncc' \(rnncc's"):
         rnncc.CompileOptions(gemm="cudnn")
+
+
+def test_sweep_points_cover_every_value():
+    from rnncc import sweep
+    pts = sweep.points()
+    assert len(pts) == len(set(pts)) <= 40
+    for field, values in (("cell", sweep.CELLS), ("dtype", sweep.DTYPES), ("hidden", sweep.HIDDEN),
+                          ("batch", sweep.BATCH), ("seq_len", sweep.SEQ), ("layers", (1, 2))):
+        assert set(values) <= {getattr(p, field) for p in pts}, field
+    # The issue's own cases are in it: the word-level LM and WaveRNN's GRU.
+    assert sweep.Point("lstm", "float16", 2, 650, 20, 35) in pts
+    assert sweep.Point("gru", "float32", 1, 512, 4, 2200) in pts

@@ -1,0 +1,34 @@
+"""A/B of `rnncc bench` rows between two checkouts of rnncc: run once per checkout (its
+directory first on PYTHONPATH), alternately, on one machine; each run prints one JSON line
+per row with rnncc's and cuDNN's median ms from the same process.
+
+    PYTHONPATH=old:$PYTHONPATH python3 benchmarks/ab_rows.py old
+    PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import rnncc
+from rnncc.bench import Config, run_config
+
+ROWS = [Config("lstm", "float16", 256, 8), Config("lstm", "float16", 512, 8),
+        Config("lstm", "float16", 1024, 8), Config("gru", "float16", 256, 8),
+        Config("lstm", "float32", 256, 8), Config("lstm", "bfloat16", 1024, 8),
+        Config("gru", "float32", 1024, 64)]
+
+if __name__ == "__main__":
+    label = sys.argv[1]
+    if label.endswith("-noncooperative"):  # the same code with plain launches, for the A/B
+        from rnncc import runtime
+        launch_ = runtime.CompiledModel._launch
+        runtime.CompiledModel._launch = lambda self, k, grid, args, stream, cooperative=False: \
+            launch_(self, k, grid, args, stream, False)
+    for cfg in ROWS:
+        r = run_config(cfg, warmup=3, repeats=20)
+        print(json.dumps({"version": label, "rnncc_from": rnncc.__file__, "row": cfg.label,
+                          "persistence": r["persistence"], "rnncc_ms": round(r["rnncc_ms"], 4),
+                          "cudnn_ms": round(r["cudnn_ms"], 4),
+                          "twin_ms": round(r["twin_ms"], 4) if "twin_ms" in r else None}), flush=True)
