@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 BENCH_BEGIN, BENCH_END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 ABLATION_BEGIN, ABLATION_END = "<!-- ablation-table:begin -->", "<!-- ablation-table:end -->"
+SWEEP_BEGIN, SWEEP_END = "<!-- sweep-table:begin -->", "<!-- sweep-table:end -->"
 
 
 def table() -> str:
@@ -109,11 +110,37 @@ def ablation_table() -> str:
             f"{rec['method']}.")
 
 
+def sweep_table() -> str:
+    """The newest `rnncc bench --sweep` record: every point against cuDNN in a CUDA graph,
+    worst first, with the summary."""
+    records = sorted((ROOT / "benchmarks" / "results").glob("sweep-*.json"))
+    if not records:
+        return "(no `rnncc bench --sweep` record yet)"
+    path = records[-1]
+    rec = json.loads(path.read_text())
+    rows = ["| cell | dtype | layers | H | B | S | rnncc modes | rnncc graph ms (µs a layer-step) | "
+            "cuDNN graph ms | speedup in graphs | speedup eager |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rec["results"], key=lambda r: r["speedup_graph"] or 0.0):
+        graph = (f"{r['rnncc_graph_ms']:.3f} ({r['rnncc_graph_us_per_layer_step']:.1f}) | "
+                 f"{r['cudnn_graph_ms']:.3f} | {r['speedup_graph']:.2f}×") if r["speedup_graph"] \
+            else "– | – | –"
+        rows.append(f"| {r['cell']} | {r['dtype']} | {r['layers']} | {r['hidden']} | {r['batch']} | "
+                    f"{r['seq_len']} | {', '.join(r['modes'])} | {graph} | {r['speedup']:.2f}× |")
+    s, env = rec["summary"], rec["environment"]
+    return ("\n".join(rows) + f"\n\n{s['points']} points: median {s['median_speedup_graph']:.2f}× "
+            f"against cuDNN in a CUDA graph, {s['below_1x']} below 1.0×. From "
+            f"[{path.name}](benchmarks/results/{path.name}) (heatmap: "
+            f"[{path.stem}.png](benchmarks/results/{path.stem}.png)); {env['device']}, commit "
+            f"{str(env['commit'])[:10]}; {rec['method']}.")
+
+
 def update_readme() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
     for begin, end_mark, render in ((BEGIN, END, table), (BENCH_BEGIN, BENCH_END, bench_table),
-                                    (ABLATION_BEGIN, ABLATION_END, ablation_table)):
+                                    (ABLATION_BEGIN, ABLATION_END, ablation_table),
+                                    (SWEEP_BEGIN, SWEEP_END, sweep_table)):
         start, end = text.index(begin) + len(begin), text.index(end_mark)
         text = text[:start] + "\n" + render() + "\n" + text[end:]
     readme.write_text(text)
@@ -128,3 +155,5 @@ if __name__ == "__main__":
         print(bench_table())
         print()
         print(ablation_table())
+        print()
+        print(sweep_table())

@@ -127,6 +127,8 @@ def test_readme_performance_table_is_generated():
     assert block.strip() == mod.bench_table().strip(), "run: python3 benchmarks/readme_table.py --update"
     block = readme[readme.index(mod.ABLATION_BEGIN) + len(mod.ABLATION_BEGIN):readme.index(mod.ABLATION_END)]
     assert block.strip() == mod.ablation_table().strip(), "run: python3 benchmarks/readme_table.py --update"
+    block = readme[readme.index(mod.SWEEP_BEGIN) + len(mod.SWEEP_BEGIN):readme.index(mod.SWEEP_END)]
+    assert block.strip() == mod.sweep_table().strip(), "run: python3 benchmarks/readme_table.py --update"
 
 
 def test_compile_timing_cold_then_warm_and_kernel_resources(nvcc, tmp_path, monkeypatch, capsys):
