@@ -315,11 +315,10 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
 # Tensor-core persistent steps (mma.sync, fp32 accumulation). One m16n8k16 (fp16/bf16)
 # or m16n8k8 (TF32) is 2048 or 1024 multiply-adds; an SM retires about 1024 fp16 or 512
 # TF32 multiply-adds a clock through mma.sync (about 60% of Hopper's wgmma peak), i.e.
-# 2 clocks per instruction either way. A warp's mma on one accumulator wait for each
-# other (~32 clocks of latency each); its batch columns are independent chains.
+# 2 clocks per instruction either way. A warp's chain of mma (fragment loads and mma that
+# barely overlap) is fitted per kernel family below, not derived from the mma latency.
 MMA_M, MMA_N = 16, 8
 MMA_SM_CLOCKS = 2.0
-MMA_LATENCY_CLOCKS = 32.0
 
 
 def mma_k(itemsize: int) -> int:
@@ -373,19 +372,34 @@ class TensorTile:
 # 0.81 µs of fixed work (the epilogue, two block barriers, sending h) and 0.0725 µs for
 # each k-step of a warp's chain and batch tile of 8 (its fragment loads and mma do not
 # overlap), plus the exchange measured alone; unused batch columns cost nothing (a B=1
-# step took 2.13 µs, B=8 2.28). The analytic chain (MMA_LATENCY_CLOCKS an mma) was about
+# step took 2.13 µs, B=8 2.28). The analytic chain (32 clocks of mma latency a k-step) was about
 # 4× short, and the model preferred clusters of 4 where clusters of 8 (half the chain)
 # ran 23–28% faster.
 CLUSTER_STEP_SECONDS = 0.81e-6
 CLUSTER_K_STEP_SECONDS = 0.0725e-6
 
 
+# The grid kernel's step on tensor cores, fitted (least squares) to every tile the model
+# considered at 92 points whose rows load as 16-byte vectors: LSTM fp16 H ∈ {512, 640,
+# 1024} at B ∈ {8, 20, 64}, TF32 H=1024 B=64, 8–64 batch rows, K split 1–8
+# (benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt, at dd5c8bf; mean error 15%):
+# 1.36 µs a step (the grid barrier and the launch's share), 2.51 µs per batch tile a block
+# runs (staging h, two block barriers, the epilogue) and 0.0324 µs per k-step and 8 batch
+# columns of a warp's mma chain. It picks the measured fastest tile (or one within 1%) at
+# all 8 cases; the analytic model before it (an mma chain of 32 clocks a k-step,
+# whatever the batch columns) picked K split 2 with wide batch tiles that ran up to 1.9×
+# the fastest (GRU fp16 H=650 B=20: 17.9 µs against 9.4 for K split 8).
+GRID_STEP_SECONDS = 1.36e-6
+GRID_TILE_SECONDS = 2.51e-6
+GRID_K_STEP_SECONDS = 0.0324e-6
+
+
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
                    itemsize: int) -> float:
-    """One step of a persistent kernel on tensor cores. Grid: per batch tile, the longer
-    of the warps' mma chains and the SM's mma throughput, plus staging h from L2 and the
-    epilogue (PERSISTENT_TILE_SECONDS); then the grid barrier. Cluster: the fitted chain
-    and fixed work above, then the exchange, in waves of half the SMs."""
+    """One step of a persistent kernel on tensor cores. Grid: per batch tile a block runs,
+    the fitted fixed work and the longer of the warps' mma chain (fitted) and the SM's mma
+    throughput; then the step's fixed cost (GRID_*). Cluster: the fitted chain and fixed
+    work above, then the exchange, in waves of half the SMs."""
     k_steps = tile.k_padded(hidden, itemsize) // mma_k(itemsize) // tile.k_split
     n_tiles = tile.batch_per_block // MMA_N
     warps = tile.m_tiles * tile.k_split
@@ -398,12 +412,9 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
         waves = math.ceil(batch_tiles * tile.cluster / (target.sm_count // 2))
         chain = max(k_steps * n_tiles * CLUSTER_K_STEP_SECONDS, throughput / clock_hz(target))
         return waves * (chain + CLUSTER_STEP_SECONDS + cluster_exchange_seconds(tile.cluster))
-    mma = max(k_steps * MMA_LATENCY_CLOCKS, throughput)
-    padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
-    stage = tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
-    per_tile = padding * (mma + stage) / clock_hz(target) + PERSISTENT_TILE_SECONDS
-    return tiles_per_block * per_tile + GRID_BARRIER_SECONDS
+    chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
+    return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
 def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
