@@ -1,6 +1,6 @@
 """Where the host time of an rnncc.nn twin's forward goes, beside the compiled model's own
 call: cProfile over many eager calls (GPU drained at the end), the top entries by
-cumulative time. Needs a GPU.
+their own time. Needs a GPU (its numbers at 1e4ddd4 are quoted in the issue 13 note).
 
     python3 benchmarks/twin_profile.py
 """
@@ -9,26 +9,14 @@ from __future__ import annotations
 
 import cProfile
 import pstats
-import time
 
 import torch
+from host_overhead import per_call_us  # benchmarks/ is this script's directory
 
 import rnncc
 import rnncc.nn as rnn
 
 CALLS = 300
-
-
-def per_call_us(fn) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(CALLS):
-        fn()
-    queued = time.perf_counter()
-    torch.cuda.synchronize()
-    return (queued - start) / CALLS * 1e6
 
 
 if __name__ == "__main__":
@@ -42,7 +30,7 @@ if __name__ == "__main__":
         x = torch.randn(64, 8, 256, device="cuda", dtype=torch.half)
         for name, fn in (("compiled", lambda: compiled(x)), ("twin", lambda: twin(x)),
                          ("torch.nn", lambda: module(x))):
-            print(f"{name:<9} host µs to queue a call: {per_call_us(fn):.1f}")
+            print(f"{name:<9} host µs to queue a call: {per_call_us(fn)[0]:.1f}")
         for name, fn in (("compiled", lambda: compiled(x)), ("twin", lambda: twin(x))):
             prof = cProfile.Profile()
             prof.enable()
@@ -50,5 +38,5 @@ if __name__ == "__main__":
                 fn()
             prof.disable()
             torch.cuda.synchronize()
-            print(f"---- {name}: cumulative, {CALLS} calls")
+            print(f"---- {name}: by own time, {CALLS} calls")
             pstats.Stats(prof).sort_stats("tottime").print_stats(22)
