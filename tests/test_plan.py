@@ -385,3 +385,32 @@ def test_sweep_points_cover_every_value():
     # The issue's own cases are in it: the word-level LM and WaveRNN's GRU.
     assert sweep.Point("lstm", "float16", 2, 650, 20, 35) in pts
     assert sweep.Point("gru", "float32", 1, 512, 4, 2200) in pts
+
+
+def test_grid_tensor_model_picks_the_measured_fastest_tiles():
+    """The grid tensor step model ranks the tiles of its fitting sweep as measured: at each
+    swept case its pick runs within 5% of the fastest tile
+    (benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt)."""
+    import re
+    from pathlib import Path
+
+    from rnncc.passes.cost import TensorTile, tensor_seconds
+    from rnncc.target import PRESETS
+
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+            / "grid-tile-sweep-h100-2026-11-23.txt").read_text()
+    cases: dict = {}
+    for m in re.finditer(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
+                         r"batch_blocks=(\d+) threads=\d+: measured ([\d.]+)", text):
+        cell, dtype = m.group(1), m.group(2)
+        H, B, units, bpb, ks, mt, bb = map(int, m.groups()[2:9])
+        if H % 16:  # the odd-H rows were measured before their rows were staged as vectors
+            continue
+        tile = TensorTile(units, bpb, ks, mt, 0, bb)
+        gates, itemsize = (4 if cell == "lstm" else 3), (4 if dtype == "float32" else 2)
+        predicted = tensor_seconds(B, H, gates, tile, PRESETS["h100"], itemsize)
+        cases.setdefault((cell, dtype, H, B), []).append((predicted, tile.threads, float(m.group(10))))
+    assert len(cases) >= 5
+    for case, rows in cases.items():
+        pick = min(rows, key=lambda r: (round(r[0] * 1e8), r[1]))
+        assert pick[2] <= 1.05 * min(r[2] for r in rows), case
