@@ -157,3 +157,25 @@ def test_compile_cost_and_cache_hits_are_logged(nvcc, tmp_path, monkeypatch, cap
     n = len(m.kernels)
     assert lines[0].startswith(f"{n} kernels for sm_90a: {n} built by nvcc")
     assert f": 0 built by nvcc (0.00 s of nvcc), {n} from the cache" in lines[1]
+
+
+def test_every_spin_wait_is_bounded_in_the_generated_code():
+    """The grid barrier and the tensor cluster kernel's mbarrier wait give up after
+    spin_timeout_ns and report in status; every persistent kernel takes both arguments."""
+    def one(persistence, precision, dtype="float16"):
+        spec = {"name": "spin", "dtype": dtype, "input_size": 64,
+                "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 64}]}
+        m = rnncc.compile(spec, target="h100", batch=8, persistence=persistence, precision=precision)
+        return m.kernel_of("l0", "recurrent")
+    for persistence, precision, dtype in (("grid", "tensor", "float16"), ("grid", "exact", "float32"),
+                                          ("cluster", "tensor", "float16"), ("cluster", "exact", "float32")):
+        k = one(persistence, precision, dtype)
+        names = [p.name for p in k.params]
+        assert "status" in names and "spin_timeout_ns" in names, (persistence, precision)
+        if persistence == "grid":
+            assert "grid_barrier(barrier, generation, status, spin_timeout_ns)" in k.source
+            assert "spin_expired(++spins, start, spin_timeout_ns)" in k.source
+        elif precision == "tensor":
+            assert "mbarrier.try_wait" in k.source and "report_timeout(status, 2u)" in k.source
+        else:  # the FMA cluster kernel waits only at hardware cluster barriers
+            assert "try_wait" not in k.source and "cluster.sync()" in k.source

@@ -414,3 +414,40 @@ def test_grid_tensor_model_picks_the_measured_fastest_tiles():
     for case, rows in cases.items():
         pick = min(rows, key=lambda r: (round(r[0] * 1e8), r[1]))
         assert pick[2] <= 1.05 * min(r[2] for r in rows), case
+
+
+def test_step_projection_and_merge_arguments_are_pure():
+    from rnncc import launch
+    m = rnncc.compile({"name": "a", "input_size": 24, "layers": [
+        {"name": "l0", "cell": "lstm", "hidden_size": 40},
+        {"name": "l1", "cell": "gru", "hidden_size": 40, "input": {"concat": ["l0", "input"]}}],
+        "outputs": [{"name": "o", "sum": ["l0", "l1"]}]},
+        target="h100", batch=3, persistence="none", gemm="rnncc")
+    l0, l1 = m.plan.layers
+    y = launch.Sequence(5000, 4, 3 * 40, 40)
+    step = launch.step_arguments(l0, t=2, j=2, S=4, B=3, y=y, h0=None, c0=0, c_out=99, cell=7,
+                                 xproj=1000, xproj_strides=(3 * 160, 160, 1),
+                                 weights={"w_hh_t": 11}, step_product=0)
+    k = m.kernel_of("l0", "recurrent")
+    named = dict(zip((p.name for p in k.params), launch.arguments(k, step)))
+    # Step 2 reads h of step 1, writes its own row block; c_out only at the last step.
+    assert named["h_prev"] == 5000 + 1 * 120 * 4 and named["h_out"] == 5000 + 2 * 120 * 4
+    assert named["xproj"] == 1000 + 2 * 3 * 160 * 4 and named["c_out"] == 0 and named["first_step"] == 0
+    last = launch.step_arguments(l0, t=3, j=3, S=4, B=3, y=y, h0=(123, 40), c0=0, c_out=99, cell=7,
+                                 xproj=1000, xproj_strides=(3 * 160, 160, 1),
+                                 weights={"w_hh_t": 11}, step_product=0)
+    assert last["c_out"] == 99
+    assert launch.previous_h(0, (123, 40), y) == (123, 40) and launch.previous_h(0, None, y) == (0, 0)
+    # The concat layer's projection: one pointer and stride pair per source, at step t0.
+    x = launch.Sequence(8000, 4, 3 * 24, 24)
+    proj = launch.projection_arguments(l1, t0=1, rows=6, B=3, sources=[y, x], xproj=1000,
+                                       weights={"w_ih": 21, "bias": 22})
+    pk = m.kernel_of("l1", "input_projection")
+    pnamed = dict(zip((p.name for p in pk.params), launch.arguments(pk, proj)))
+    assert (pnamed["x0"], pnamed["x1"]) == (5000 + 120 * 4, 8000 + 72 * 4) and pnamed["rows"] == 6
+    gx, gy = launch.projection_grid(l1, 6)
+    assert gx >= 1 and gy >= 1
+    mk = m.kernel_of("o", "merge")
+    merge = launch.merge_arguments(launch.Sequence(9000, 4, 120, 40), [y, y], 4, 3)
+    assert len(launch.arguments(mk, merge)) == len(mk.params)
+    assert launch.merge_grid(mk, 4 * 3 * 40, 132) == (max(1, -(-480 // mk.block[0])), 1)
