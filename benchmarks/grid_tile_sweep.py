@@ -1,10 +1,15 @@
-"""µs a step of the grid-persistent kernel on tensor cores for every tile the cost model
-considers (persistence forced to grid, each candidate tile put into the plan in turn),
-beside the model's prediction: the data for refitting the grid model (issue 18's cliffs,
-e.g. LSTM fp16 H=650 B=20 at 17 µs a layer-step). Times are CUDA-graph replays of one
-layer's forward at S=256 (the GPU time alone). Needs a Hopper GPU and PyTorch.
+"""µs a step of a persistent kernel for the tiles the cost model considers (each tile put
+into the plan in turn), beside the model's prediction: the data for fitting the model.
+Times are CUDA-graph replays of one layer's forward at S=256 (the GPU time alone). Needs a
+Hopper GPU and PyTorch.
 
-    python3 benchmarks/grid_tile_sweep.py > benchmarks/results/grid-tile-sweep-h100-<date>.txt
+    python3 benchmarks/grid_tile_sweep.py          # grid kernel on tensor cores, every tile
+    python3 benchmarks/grid_tile_sweep.py cluster  # FMA cluster kernel (float32 exact): the
+                                                   # model's best 12 tiles a case
+
+The grid run is committed as benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt and
+fitted in passes/cost.py (GRID_*). The cluster run is for the FMA cluster kernel at large
+batches, which the model puts at 2.2 µs a step where it runs 11.7 (LSTM fp32 H=256 B=64).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import torch
 import rnncc
 from rnncc import codegen
 from rnncc.build import compile_all
-from rnncc.passes.cost import tensor_seconds, tensor_tiles
+from rnncc.passes.cost import ClusterTile, cluster_seconds, cluster_tiles, tensor_seconds, tensor_tiles
 from rnncc.plan import Decision
 from rnncc.runtime import CompiledModel
 from rnncc.timing import time_graph
@@ -27,41 +32,55 @@ S = 256
 CASES = [("lstm", "float16", 650, 20), ("lstm", "float16", 640, 20), ("lstm", "float16", 650, 8),
          ("lstm", "float16", 1024, 64), ("lstm", "float16", 1024, 8), ("lstm", "float16", 512, 8),
          ("gru", "float16", 650, 20), ("lstm", "float32", 1024, 64)]
+# (cell, dtype, H, B) for the FMA cluster kernel: the sweep's worst points and the bench's.
+CLUSTER_CASES = [("lstm", "float32", 256, 64), ("gru", "float32", 256, 64), ("lstm", "float32", 256, 8),
+                 ("gru", "float32", 100, 1), ("gru", "float32", 100, 20), ("lstm", "float32", 100, 20)]
+CLUSTER_TOP = 12
 
 
-def variants(cell: str, dtype: str, H: int, B: int):
-    """(tile, predicted seconds, compiled model) for every grid tile that fits."""
-    spec = {"name": "grid_sweep", "dtype": dtype, "input_size": H,
+def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid"):
+    """(tile, predicted seconds, compiled model, the model's pick?) for the tiles that fit:
+    every grid tile on tensor cores, or the model's best CLUSTER_TOP FMA cluster tiles."""
+    spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
-    base = rnncc.compile(spec, target="device", batch=B, seq_len=S, persistence="grid",
-                         gemm="rnncc", precision="tensor")
+    tensor = mode == "grid"
+    base = rnncc.compile(spec, target="device", batch=B, seq_len=S, persistence=mode,
+                         gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
     itemsize = 2 if dtype != "float32" else 4
+    fits = [t for t in (tensor_tiles(H, l.gates, B, target, "grid") if tensor
+                        else cluster_tiles(H, l.gates, B, target))
+            if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
+    seconds = tensor_seconds if tensor else cluster_seconds
+    ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
+    chosen = {k: v for k, v in l.persistence.value.items()
+              if k not in ("mode", "math", "threads", "shared_bytes", "blocks")}
     out = []
-    for t in tensor_tiles(H, l.gates, B, target, "grid"):
-        if t.shared_bytes(H, l.gates, itemsize) > target.shared_memory_per_block_optin:
-            continue
-        value = {"mode": "grid", "math": "tensor", **asdict(t), "threads": t.threads,
-                 "shared_bytes": t.shared_bytes(H, l.gates, itemsize),
-                 "blocks": -(-H // t.units_per_block) * t.batch_blocks}
-        predicted = tensor_seconds(B, H, l.gates, t, target, itemsize)
+    for t in (ranked if tensor else ranked[:CLUSTER_TOP]):
+        value = {"mode": mode, "math": "tensor" if tensor else "fma", **asdict(t),
+                 "threads": t.threads, "shared_bytes": t.shared_bytes(H, l.gates, itemsize)}
+        if tensor:
+            value["blocks"] = -(-H // t.units_per_block) * t.batch_blocks
         plan = replace(base.plan, layers=(replace(l, persistence=Decision(value, "forced by the sweep", "user")),))
-        out.append((t, predicted, CompiledModel(base.model, plan, target, codegen.render(plan), None),
-                    t == _chosen(l)))
+        out.append((t, seconds(B, H, l.gates, t, target, itemsize),
+                    CompiledModel(base.model, plan, target, codegen.render(plan), None),
+                    asdict(t) == chosen))
     return out
 
 
-def _chosen(l):
-    from rnncc.passes.cost import TensorTile
-    v = l.persistence.value
-    return TensorTile(v["units_per_block"], v["batch_per_block"], v["k_split"], v["m_tiles"],
-                      v["cluster"], v["batch_blocks"])
+def describe(t) -> str:
+    if isinstance(t, ClusterTile):
+        return (f"cluster={t.cluster} units={t.units_per_block} bpb={t.batch_per_block} "
+                f"rows/thread={t.batch_per_thread} ks={t.k_split} units/thread={t.units_per_thread} "
+                f"threads={t.threads}")
+    return (f"units={t.units_per_block} bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
+            f"batch_blocks={t.batch_blocks} threads={t.threads}")
 
 
-def main() -> None:
+def main(mode: str) -> None:
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
-    cases = [(c, variants(*c)) for c in CASES]
+    cases = [(c, variants(*c, mode)) for c in (CASES if mode == "grid" else CLUSTER_CASES)]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
@@ -69,11 +88,9 @@ def main() -> None:
         x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
         for t, predicted, m, chosen in vs:
             ms = time_graph(lambda: m(x), 2, 7).median_ms
-            print(f"{cell} {dtype} H={H} B={B}: units={t.units_per_block} bpb={t.batch_per_block} "
-                  f"ks={t.k_split} m_tiles={t.m_tiles} batch_blocks={t.batch_blocks} "
-                  f"threads={t.threads}: measured {ms * 1e3 / S:.2f} µs/step, predicted "
+            print(f"{cell} {dtype} H={H} B={B}: {describe(t)}: measured {ms * 1e3 / S:.2f} µs/step, predicted "
                   f"{predicted * 1e6:.2f}{'  (the model picks this)' if chosen else ''}", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else "grid")
