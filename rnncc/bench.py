@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .dtypes import max_relative_error, tolerance
-from .timing import time_gpu
+from .timing import time_interleaved
 
 S = 256
 
@@ -112,9 +112,11 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         twin.load_state_dict(module.state_dict())
         twin.requires_grad_(False)
         turn = iter(range(10**9))
-        t_ours = time_gpu(lambda: compiled(inputs[next(turn) % 3]), warmup, repeats)
-        t_theirs = time_gpu(lambda: module(inputs[next(turn) % 3]), warmup, repeats)
-        t_twin = time_gpu(lambda: twin(inputs[next(turn) % 3]), warmup, repeats)
+        # Interleaved: the three see the same clocks and load (see timing.time_interleaved).
+        timed = time_interleaved({"rnncc": lambda: compiled(inputs[next(turn) % 3]),
+                                  "cudnn": lambda: module(inputs[next(turn) % 3]),
+                                  "twin": lambda: twin(inputs[next(turn) % 3])}, warmup, repeats)
+        t_ours, t_theirs, t_twin = timed["rnncc"], timed["cudnn"], timed["twin"]
         graphs = graph_baselines(module, compiled, inputs[0], warmup, repeats)
     plan = compiled.plan.layers[0]
     return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree, "max_relative_error_vs_cudnn": error,
@@ -222,7 +224,8 @@ def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeat
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {"environment": env, "seq_len": S, "layers": 1,
               "method": f"CUDA events, {warmup} warm-up calls, median of {repeats}, inputs "
-                        "rotated among 3 sets (eager); graph: the same call captured in a "
+                        "rotated among 3 sets (eager; rnncc, cuDNN and the twin interleaved "
+                        "call by call, the GPU drained before each); graph: the same call captured in a "
                         "CUDA graph and timed by replays on one input set, for cuDNN and "
                         "rnncc alike; each config checked against cuDNN first; "
                         "cuDNN with TF32 on exactly in the rows where rnncc runs float32 on "

@@ -78,7 +78,7 @@ def run_point(p: Point, prepared, warmup: int, repeats: int) -> dict:
 
     from .bench import graph_baselines
     from .dtypes import max_relative_error, tolerance
-    from .timing import time_gpu
+    from .timing import time_interleaved
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -86,8 +86,9 @@ def run_point(p: Point, prepared, warmup: int, repeats: int) -> dict:
     with torch.no_grad():
         ours, theirs = compiled(x)[0], module(x)[0]
         error = max_relative_error(ours.float().cpu().numpy(), theirs.float().cpu().numpy())
-        t_ours = time_gpu(lambda: compiled(x), warmup, repeats)
-        t_theirs = time_gpu(lambda: module(x), warmup, repeats)
+        timed = time_interleaved({"rnncc": lambda: compiled(x), "cudnn": lambda: module(x)},
+                                 warmup, repeats)
+        t_ours, t_theirs = timed["rnncc"], timed["cudnn"]
         graphs = graph_baselines(module, compiled, x, warmup, repeats)
     math = "exact" if p.dtype == "float32" else "tensor"
     return {**asdict(p), "agree": error <= 2 * tolerance(p.dtype, math),
@@ -174,7 +175,7 @@ def main(out_dir: Path, warmup: int, repeats: int) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"sweep-{device}-{day}"
     record = {"environment": env, "method": f"CUDA events, {warmup} warm-up calls, median of "
-              f"{repeats}; graph: each side captured in a CUDA graph, timed by replays; TF32 off",
+              f"{repeats}, rnncc and cuDNN interleaved call by call; graph: each side captured in a CUDA graph, timed by replays; TF32 off",
               "summary": summary, "results": results}
     (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
     try:

@@ -37,6 +37,32 @@ def time_gpu(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Ti
     return Timing(statistics.median(times), min(times), max(times), repeats)
 
 
+def time_interleaved(fns: dict[str, Callable[[], object]], warmup: int = 3,
+                     repeats: int = 20) -> dict[str, Timing]:
+    """Times several ``fn`` s against each other: each repeat runs every one once (the
+    order rotating), each between its own events with the GPU drained before it. Clocks,
+    power state and other processes' load then weigh on all of them alike, which timing
+    them one after another (``time_gpu`` each) does not: back to back, two runs of the
+    same call differ by up to ±15% on the H100."""
+    import pycuda.driver as cuda
+
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    cuda.Context.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start, end = cuda.Event(), cuda.Event()
+            start.record()
+            fns[name]()
+            end.record()
+            end.synchronize()
+            times[name].append(end.time_since(start))
+    return {name: Timing(statistics.median(t), min(t), max(t), repeats) for name, t in times.items()}
+
+
 def time_graph(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Timing:
     """Times ``fn`` captured in a CUDA graph (``torch.cuda.graph``): a replay is the GPU
     time of fn's work without its host time, which is what a user who captures the call
