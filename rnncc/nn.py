@@ -25,6 +25,7 @@ import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from . import reference
+from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
 from .spec import load as load_spec
@@ -74,7 +75,13 @@ def _layout(model: IrModel) -> tuple:
 
 def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
              state: dict, batch_first: bool):
-    """The CUDA forward: one call of the custom op rnncc::forward."""
+    """The CUDA forward. Traced (torch.compile, or tensor subclasses such as fake
+    tensors): one call of the custom op rnncc::forward, so that the tracer sees one node
+    with a fake implementation. Eager on plain tensors: the compiled model directly, with
+    the state as a dict, since the op's dispatch and the flattening around it cost ~100 µs
+    of host time a call, as much as rnncc's own launches for a small model."""
+    if not (torch.compiler.is_compiling() or type(x) is not torch.Tensor):
+        return _runner_of(spec).gpu(_model_of(spec), weights, x, state, batch_first)
     outputs, layers, names = layout
     # One tensor per layer (per LSTM layer for c0); an empty one where the state is not
     # given (zeros), and empty lists when none is.
@@ -82,16 +89,8 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
     h0 = [(state[n][0] if lstm else state[n]) if n in state else none
           for n, lstm in layers] if state else []
     c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm] if state else []
-    # Traced (torch.compile, or tensor subclasses such as fake tensors): the op, so that
-    # the tracer sees one node with a fake implementation. Eager on plain tensors: its
-    # body directly, since the op's dispatch costs ~100 µs of host time a call, as much
-    # as rnncc's own launches for a small model.
-    traced = torch.compiler.is_compiling() or type(x) is not torch.Tensor
-    if traced:
-        flat = torch.ops.rnncc.forward(spec, x, [weights[n].detach() for n in names], h0, c0,
-                                       batch_first)
-    else:
-        flat = _forward_cuda(spec, x, [weights[n] for n in names], h0, c0, batch_first)
+    flat = torch.ops.rnncc.forward(spec, x, [weights[n].detach() for n in names], h0, c0,
+                                   batch_first)
     final, i = {}, outputs
     for n, lstm in layers:
         final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
@@ -133,8 +132,7 @@ class _Runner:
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
             state: dict, batch_first: bool):
-        from .compiler import compile as compile_model
-
+        """(outputs tuple, final state dict) of the model on CUDA tensor x."""
         if x.device.index not in (0, None):
             raise RuntimeError(f"{self.owner}: rnncc runs on cuda:0 for now; got {x.device}")
         # float32 on TF32 tensor cores exactly where torch's float32 matmuls are

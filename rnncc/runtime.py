@@ -37,7 +37,7 @@ from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
 from .launch import BARRIER_WORDS, Sequence
 from .passes.shapes import shape_class
-from .passes.workspace import workspace_bytes
+from .passes.workspace import workspace_parts
 from .plan import Plan
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
@@ -53,11 +53,18 @@ class Variant:
     plan: Plan
     kernels: tuple[codegen.KernelSource, ...]
 
+    def __post_init__(self) -> None:
+        # kernel_of's answers, looked up on every launch of every call.
+        object.__setattr__(self, "_kernel_of", {})
+
     def kernel_of(self, user: str, family: str) -> codegen.KernelSource | None:
         """The kernel of ``family`` (a prefix: "input_projection", "recurrent", "merge")
         that layer or output ``user`` runs; None where it has none (a cuBLASLt call)."""
-        return next((k for k in self.kernels if user in k.users and k.family.startswith(family)),
-                    None)
+        key = (user, family)
+        if key not in self._kernel_of:
+            self._kernel_of[key] = next(
+                (k for k in self.kernels if user in k.users and k.family.startswith(family)), None)
+        return self._kernel_of[key]
 
 
 class _CallMemory:
@@ -131,10 +138,11 @@ class CompiledModel:
         self._functions: dict[str, driver.Kernel] = {}
         self._loaded: set[tuple[int, int]] = set()  # shape classes whose kernels are loaded
         self._resident: dict[str, int] = {}
-        self._device_weights: dict[str, int] | None = None
+        self._device_weights: dict[str, dict[str, int]] | None = None
         self._device_memory: list[Any] = []
         self._library: cublaslt.CublasLt | None = None
         self._status: driver.HostWords | None = None
+        self._layouts: dict[tuple, tuple] = {}  # see _workspace_layout
 
     def __repr__(self) -> str:
         p = self.plan
@@ -273,9 +281,10 @@ class CompiledModel:
                     self._status = driver.HostWords(len(self.model.layers))
                 if self._device_weights is None:
                     self._device_weights = self._upload_weights()
-                self._loaded.add(variant.shape_class)
+        self._loaded.add(variant.shape_class)
 
-    def _upload_weights(self) -> dict[str, int]:
+    def _upload_weights(self) -> dict[str, dict[str, int]]:
+        """Each layer's packed weights on the device: {layer: {"w_ih": pointer, ...}}."""
         import pycuda.driver as cuda
 
         dtype = self.model.dtype
@@ -289,7 +298,7 @@ class CompiledModel:
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
                 mem = cuda.to_device(host)
                 keep.append(mem)
-                out[f"{layer.name}.{name}"] = int(mem)
+                out.setdefault(layer.name, {})[name] = int(mem)
         self._device_memory = keep
         return out
 
@@ -366,6 +375,23 @@ class CompiledModel:
         finally:
             memory.release()
 
+    def _workspace_layout(self, variant: Variant, S: int, B: int):
+        """(offset of each part, total bytes, grid-persistent layers) of a call's workspace:
+        the parts of passes/workspace.py and a grid barrier per grid-persistent layer.
+        Kept per shape: recomputing it costs more host time than the launches of a small
+        model; the cache is emptied past a few hundred shapes."""
+        key = (variant.shape_class, S, B)
+        found = self._layouts.get(key)
+        if found is None:
+            grid_layers = tuple(l.name for l in variant.plan.layers
+                                if l.persistence.value["mode"] == "grid")
+            parts = workspace_parts(variant.plan, S, B) + \
+                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))]
+            if len(self._layouts) >= 256:
+                self._layouts.clear()
+            found = self._layouts[key] = (*_layout(parts), grid_layers)
+        return found
+
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
                  B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int):
         import pycuda.driver as cuda
@@ -378,7 +404,7 @@ class CompiledModel:
             call's memory, then copied back)."""
             nbytes = math.prod(shape_) * item
             if host:
-                arr = memory.take(nbytes)
+                arr = memory.take(nbytes, poison=False)  # poisoned once, below
             else:
                 arr = arrays.empty_like_kind(kind, x, shape_, dtype, lambda n: cuda.mem_alloc(n))
             v = arrays.to_view(arr, shape_, dtype)
@@ -395,14 +421,8 @@ class CompiledModel:
             st, sb = (v.strides[1], v.strides[0]) if batch_first else (v.strides[0], v.strides[1])
             return Sequence(v.ptr, item, st, sb)
 
-        # The call's workspace, one block: see passes/workspace.py for the parts.
-        need = workspace_bytes(plan, S, B)
-        grid_layers = [l.name for l in plan.layers if l.persistence.value["mode"] == "grid"]
-        parts = [("projection", need["projection"]), ("cell_state", need["cell_state"]),
-                 ("step_product", need["step_product"]),
-                 ("barriers", 4 * BARRIER_WORDS * len(grid_layers))]
-        parts += [(l.name, S * B * l.hidden_size * item) for l in plan.layers if not l.is_output]
-        offsets, total = _layout(parts)
+        # The call's workspace, one block.
+        offsets, total, grid_layers = self._workspace_layout(variant, S, B)
         base = memory.take(total)
         ws = {name: base + off for name, off in offsets.items()}
         if self._library is not None:  # cuBLASLt's scratch (not poisoned: nothing reads it back)
@@ -498,9 +518,7 @@ class CompiledModel:
         return (views[0].ptr, views[0].strides[0]), (views[1].ptr if len(views) > 1 else 0)
 
     def _layer_weights(self, l) -> dict[str, int]:
-        w = self._device_weights
-        return {k: w[f"{l.name}.{k}"] for k in ("w_ih", "w_hh_t", "bias", "bias_hn")
-                if f"{l.name}.{k}" in w}
+        return self._device_weights[l.name]
 
     def _launch(self, k: codegen.KernelSource, grid: tuple[int, int], args: dict[str, int],
                 stream: int, cooperative: bool = False) -> None:

@@ -11,17 +11,24 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 
 
-def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
+def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
+    """The call's workspace as (part, bytes): the projection buffer, the LSTM cell state,
+    the step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the
+    cell kernel) and the sequence of each layer that is not a model output (by its name)."""
     itemsize = DTYPES[plan.dtype].itemsize
     proj = max(min(l.unroll.value, seq_len) * batch * l.gates * l.hidden_size * 4
                for l in plan.layers)
     cell = max([batch * l.hidden_size * 4 for l in plan.layers if l.cell == "lstm"], default=0)
-    # h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the cell kernel.
     product = max([batch * l.gates * l.hidden_size * 4 for l in plan.layers
                    if l.persistence.value["math"] == "cublas"], default=0)
-    seqs = sum(seq_len * batch * l.hidden_size * itemsize for l in plan.layers if not l.is_output)
-    return {"projection": proj, "cell_state": cell, "step_product": product,
-            "layer_sequences": seqs}
+    return [("projection", proj), ("cell_state", cell), ("step_product", product)] + \
+        [(l.name, seq_len * batch * l.hidden_size * itemsize) for l in plan.layers if not l.is_output]
+
+
+def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
+    """The parts of :func:`workspace_parts`, the layers' sequences summed."""
+    parts = workspace_parts(plan, seq_len, batch)
+    return {**dict(parts[:3]), "layer_sequences": sum(n for _, n in parts[3:])}
 
 
 def plan_workspace(model, plan, target):
