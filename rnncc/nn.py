@@ -131,8 +131,9 @@ class _Runner:
         self.compiled: dict[tuple[str, bool], tuple[Any, tuple]] = {}
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
-            state: dict, batch_first: bool):
-        """(outputs tuple, final state dict) of the model on CUDA tensor x."""
+            state: dict, batch_first: bool, stacked_state: bool = False):
+        """(outputs tuple, final state) of the model on CUDA tensor x: the state as a dict
+        per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n))."""
         if x.device.index not in (0, None):
             raise RuntimeError(f"{self.owner}: rnncc runs on cuda:0 for now; got {x.device}")
         # float32 on TF32 tensor cores exactly where torch's float32 matmuls are
@@ -150,7 +151,7 @@ class _Runner:
             entry = (entry[0], version)
         self.compiled[key] = entry
         y, final = entry[0](x.contiguous() if x.stride(-1) != 1 else x, state or None,
-                            batch_first=batch_first)
+                            batch_first=batch_first, stacked_state=stacked_state)
         return (y if isinstance(y, tuple) else (y,)), final
 
 
@@ -328,17 +329,21 @@ class _RecurrentTwin(torch.nn.Module):
             for k in range(self.num_layers):
                 state[f"l{k}"] = tuple(p[k].contiguous() for p in parts) if lstm \
                     else parts[0][k].contiguous()
-        outs, final = _run(self._specs[dtype or "float32"], self._layout, self._weights(), x,
-                           state, self.batch_first)
-        y = outs[0]
-        layers = [final[f"l{k}"] for k in range(self.num_layers)]
-        # One layer: a view, not a copy (torch.stack costs ~15 µs of host time a call).
-        join = (lambda ts: ts[0].unsqueeze(0)) if self.num_layers == 1 else torch.stack
-        if lstm:
-            h_n = join([h for h, _ in layers])
-            c_n = join([c for _, c in layers])
+        spec = self._specs[dtype or "float32"]
+        if x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling():
+            # Eager: the compiled model writes torch.nn's h_n (c_n) [L, B, H] in place.
+            outs, final = _runner_of(spec).gpu(_model_of(spec), self._weights(), x, state,
+                                               self.batch_first, stacked_state=True)
+            h_n, c_n = final if lstm else (final, None)
         else:
-            h_n = join(layers)
+            outs, final = _run(spec, self._layout, self._weights(), x, state, self.batch_first)
+            layers = [final[f"l{k}"] for k in range(self.num_layers)]
+            if lstm:
+                h_n = torch.stack([h for h, _ in layers])
+                c_n = torch.stack([c for _, c in layers])
+            else:
+                h_n = torch.stack(layers)
+        y = outs[0]
         if unbatched:
             y = y.squeeze(0 if self.batch_first else 1)
             h_n = h_n.squeeze(1)

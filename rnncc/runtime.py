@@ -325,14 +325,17 @@ class CompiledModel:
 
     # ---- forward ---------------------------------------------------------------------
     def __call__(self, x: Any, state: Mapping[str, Any] | None = None, *,
-                 batch_first: bool = False):
+                 batch_first: bool = False, stacked_state: bool = False):
         """Run the model on x: [S, B, I] (or [B, S, I] with ``batch_first``), a NumPy array
         (copied; results come back as NumPy), a PyTorch CUDA tensor, a CuPy array, a PyCUDA
         GPUArray or any ``__cuda_array_interface__`` object (used in place; results of the
         same kind). ``state`` maps layer names to their initial h [B, H] (GRU/RNN) or
         (h, c) (LSTM); missing layers start from zeros. Returns (y, final state): y is one
         array for one output, a tuple for several; the final state maps every layer to
-        its h_n or (h_n, c_n). The call is queued on the caller's stream and returns
+        its h_n or (h_n, c_n). With ``stacked_state`` (layers of one cell and hidden size,
+        as torch.nn's) the final state is torch.nn's instead: h_n [L, B, H], or (h_n, c_n)
+        for LSTM layers, layers in the model's order, each layer's slice written in place
+        (no stacking copies). The call is queued on the caller's stream and returns
         without waiting for the GPU (NumPy excepted)."""
         dtype = self.model.dtype
         kind = arrays.kind_of(x)
@@ -353,6 +356,11 @@ class CompiledModel:
             if x_view.strides[2] != 1:
                 raise RuntimeCheckError("input: features are not contiguous (stride "
                                         f"{x_view.strides[2]}), expected stride 1; call .contiguous()")
+        if stacked_state and len({(l.cell, l.hidden_size) for l in self.model.layers}) > 1:
+            raise RuntimeCheckError(
+                "stacked_state: the layers differ in cell or hidden size ("
+                + ", ".join(f"{l.name} {l.cell} H={l.hidden_size}" for l in self.model.layers)
+                + "), expected one cell and size, as torch.nn's stacks have")
         state = dict(state or {})
         for name in state:
             if name not in {l.name for l in self.model.layers}:
@@ -371,7 +379,7 @@ class CompiledModel:
         try:
             return self._forward(variant, x, kind, host, x_host if host else None,
                                  None if host else x_view, state, S, B, batch_first, stream, memory,
-                                 spin_ns)
+                                 spin_ns, stacked_state)
         finally:
             memory.release()
 
@@ -393,7 +401,8 @@ class CompiledModel:
         return found
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
-                 B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int):
+                 B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int,
+                 stacked: bool):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
@@ -443,18 +452,31 @@ class CompiledModel:
                 tensors[l.name] = Sequence(ws[l.name], item, B * l.hidden_size, l.hidden_size)
 
         final_state: dict[str, Any] = {}
+        if stacked:  # torch.nn's h_n (and c_n): [L, B, H], a slice per layer
+            L, H, lstm = len(self.model.layers), self.model.layers[0].hidden_size, \
+                self.model.layers[0].cell == "lstm"
+            stacked_shape = (L, B, H)
+            h_all, h_all_view = make(stacked_shape)
+            c_all, c_all_view = make(stacked_shape) if lstm else (None, None)
+            position = {m.name: i for i, m in enumerate(self.model.layers)}
+
+            def state_slot(view: arrays.DeviceView, name: str):
+                return None, arrays.DeviceView(view.offset(position[name] * B * H), (B, H), (H, 1),
+                                               dtype)
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
             c_arr = c_view = None
             if l.cell == "lstm":
-                c_arr, c_view = make((B, l.hidden_size))
+                c_arr, c_view = state_slot(c_all_view, l.name) if stacked else make((B, l.hidden_size))
             self._run_layer(variant, l, index, tensors, ws, S, B, h0, c0, c_view, stream,
                             barrier_of.get(l.name, 0), spin_ns)
             y = tensors[l.name]
-            h_arr, h_view = make((B, l.hidden_size))
+            h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.hidden_size))
             driver.copy_rows(h_view.ptr, l.hidden_size * item, y.at(S - 1), y.stride_b * item,
                              l.hidden_size * item, B, stream)
             final_state[l.name] = (h_arr, c_arr) if l.cell == "lstm" else h_arr
+        if stacked:
+            final_state = (h_all, c_all) if lstm else h_all
 
         outputs = []
         for o in plan.outputs:
@@ -470,10 +492,14 @@ class CompiledModel:
         if host:
             to_host = lambda a, shp: self._to_host(a, shp, kind)  # noqa: E731
             outputs = [to_host(a, seq_shape(o.size)) for a, o in zip(outputs, plan.outputs)]
-            final_state = {
-                name: tuple(to_host(a, (B, self.model.layer(name).hidden_size)) for a in s)
-                if isinstance(s, tuple) else to_host(s, (B, self.model.layer(name).hidden_size))
-                for name, s in final_state.items()}
+            if stacked:
+                final_state = tuple(to_host(a, stacked_shape) for a in final_state) if lstm \
+                    else to_host(final_state, stacked_shape)
+            else:
+                final_state = {
+                    name: tuple(to_host(a, (B, self.model.layer(name).hidden_size)) for a in s)
+                    if isinstance(s, tuple) else to_host(s, (B, self.model.layer(name).hidden_size))
+                    for name, s in final_state.items()}
             self.check_errors()  # the copies waited for the kernels
         y = outputs[0] if len(outputs) == 1 else tuple(outputs)
         return y, final_state

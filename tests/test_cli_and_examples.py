@@ -93,6 +93,12 @@ def test_runtime_checks_happen_before_any_device_work():
         m(np.zeros((4, 2, 512), np.float16), {"g9": np.zeros((2, 512))})
     with pytest.raises(rnncc.RuntimeCheckError, match=r"expected S ≥ 1 and B ≥ 1"):
         m(np.zeros((0, 2, 512), np.float16))
+    stack = rnncc.compile({"name": "mixed", "input_size": 8, "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 8}, {"name": "b", "cell": "gru", "hidden_size": 8}]},
+        target="h100")
+    with pytest.raises(rnncc.RuntimeCheckError,
+                       match=r"stacked_state: the layers differ in cell or hidden size \(a lstm H=8, b gru H=8\)"):
+        stack(np.zeros((4, 2, 8), np.float32), stacked_state=True)
 
 
 def test_without_pycuda_running_says_how_to_get_it():

@@ -295,6 +295,33 @@ def test_against_torch_lstm_on_gpu(gpu, torch):
         assert max_relative_error(final[f"l{i}"][1].cpu().numpy(), c_n[i].cpu().numpy()) <= tol
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("persistence", ["none", "grid", "cluster"])
+def test_stacked_state_is_the_per_layer_state(gpu, torch, cell, persistence):
+    """stacked_state=True: torch.nn's h_n (c_n) [L, B, H], bitwise the per-layer state, for
+    device (torch) and host (NumPy) inputs, poisoned first (conftest)."""
+    spec = {"name": "stack3", "input_size": 24,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": 40} for i in range(3)]}
+    m = rnncc.compile(spec, target="device", persistence=persistence, seed=3)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (9, 5, 24)).astype(np.float32)
+    state = random_state(m.model, 5, rng, "float32")
+    for inputs in (x, torch.from_numpy(x).cuda()):
+        dev = not isinstance(inputs, np.ndarray)
+        st = {k: tuple(torch.from_numpy(p).cuda() for p in v) if isinstance(v, tuple)
+              else torch.from_numpy(v).cuda() for k, v in state.items()} if dev else state
+        _, per_layer = m(inputs, st)
+        _, stacked = m(inputs, st, stacked_state=True)
+        torch.cuda.synchronize()
+        parts = stacked if cell == "lstm" else (stacked,)
+        for i, part in enumerate(parts):
+            got = part.cpu().numpy() if dev else part
+            assert got.shape == (3, 5, 40)
+            for k in range(3):
+                want = per_layer[f"l{k}"][i] if cell == "lstm" else per_layer[f"l{k}"]
+                np.testing.assert_array_equal(got[k], want.cpu().numpy() if dev else want)
+
+
 def test_numpy_cupy_gpuarray_inputs(gpu):
     cupy = pytest.importorskip("cupy")
     import pycuda.gpuarray as gpuarray
