@@ -177,5 +177,6 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
             assert "spin_expired(++spins, start, spin_timeout_ns)" in k.source
         elif precision == "tensor":
             assert "mbarrier.try_wait" in k.source and "report_timeout(status, 2u)" in k.source
-        else:  # the FMA cluster kernel waits only at hardware cluster barriers
-            assert "try_wait" not in k.source and "cluster.sync()" in k.source
+        else:  # the FMA cluster kernel waits only at hardware barriers (cluster or block)
+            assert "try_wait" not in k.source
+            assert ("cluster.sync();" in k.source) != ("__syncthreads();  // a cluster of one block" in k.source)

@@ -69,7 +69,7 @@ static_assert(SHARED_BYTES == 171008, "the runtime launches with the planned siz
 static_assert(CLUSTER * UNITS >= H, "the cluster covers every unit");
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
-rnncc_recurrent_cluster_lstm_h256_f32_c267f97206(
+rnncc_recurrent_cluster_lstm_h256_f32_8b908faf24(
     const T* __restrict__ h0,                   // [B, 256] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [256, 4·256] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -109,12 +109,44 @@ rnncc_recurrent_cluster_lstm_h256_f32_c267f97206(
         w_res[k][col] = (k < H && gcol < GH) ? w_hh_t[(long long)k * GH + gcol] : from_float(0.0f);
     }
 
+    // Registers of the threads that run the cell (tz == 0), each for its rows × units the
+    // whole launch: the projection of the step (loaded a step ahead, while the cluster
+    // barrier waits) and the LSTM cell state (from c0 or the workspace at the start,
+    // stored at the last step). What stays on a step's critical path is the gather, the
+    // product and the cell.
+    float xp_reg[ROWS_PER_THREAD][UNITS_PER_THREAD][G];
+    auto fetch_projection = [&](int t) {
+        const float* xproj = xproj_all + (long long)t * xproj_stride_t;
+#pragma unroll
+        for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+            const int b = b_base + ty * ROWS_PER_THREAD + i;
+#pragma unroll
+            for (int j = 0; j < UNITS_PER_THREAD; ++j) {
+                const int u = u0 + tx + j * UNIT_THREADS;
+#pragma unroll
+                for (int g = 0; g < G; ++g)
+                    xp_reg[i][j][g] = (b < batch && u < H)
+                        ? xproj[(long long)b * xproj_stride_b + (long long)(u * G + g) * xproj_stride_n] : 0.0f;
+            }
+        }
+    };
+    if (tz == 0) fetch_projection(0);
+    float c_reg[ROWS_PER_THREAD][UNITS_PER_THREAD];
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+        const int b = b_base + ty * ROWS_PER_THREAD + i;
+#pragma unroll
+        for (int j = 0; j < UNITS_PER_THREAD; ++j) {
+            const int u = u0 + tx + j * UNIT_THREADS;
+            const long long cell_index = (long long)b * H + u;
+            c_reg[i][j] = (tz != 0 || b >= batch || u >= H) ? 0.0f
+                : first_chunk ? (c0 != nullptr ? to_float(c0[cell_index]) : 0.0f) : c[cell_index];
+        }
+    }
+
     for (int t = 0; t < steps; ++t) {
         T* h_out = y + (long long)t * y_stride_t;
         const long long h_out_stride_b = y_stride_b;
-        const float* xproj = xproj_all + (long long)t * xproj_stride_t;
-        const int first_step = first_chunk && t == 0;
-        T* c_out = t == steps - 1 ? c_final : nullptr;
         // Gather h [k][row]: at the first step of the launch from h0 (global memory), then
         // from every block's published slice of the previous step (distributed shared memory).
         if (t == 0) {
@@ -195,18 +227,19 @@ rnncc_recurrent_cluster_lstm_h256_f32_c267f97206(
             for (int i = 0; i < ROWS_PER_THREAD; ++i) {
                 const int b = b_base + ty * ROWS_PER_THREAD + i;
                 if (b >= batch) continue;
-        #pragma unroll
+#pragma unroll
                 for (int j = 0; j < UNITS_PER_THREAD; ++j) {
                     const int u = u0 + tx + j * UNIT_THREADS;
                     if (u >= H) continue;
+                    // h as stored (rounded to T): what the next step's product and the
+                    // GRU's z·h read, as in the step kernel, which reads y.
                     float xp[G], hw[G];
                     #pragma unroll
                     for (int g = 0; g < G; ++g) {
-                        xp[g] = xproj[(long long)b * xproj_stride_b + (long long)(u * G + g) * xproj_stride_n];
+                        xp[g] = xp_reg[i][j][g];
                         hw[g] = acc[i][j][g];
                     }
-                    const long long cell_index = (long long)b * H + u;
-                    const float c_old = first_step ? (c0 != nullptr ? to_float(c0[cell_index]) : 0.0f) : c[cell_index];
+                    const float c_old = c_reg[i][j];
                     // LSTM gates (i, f, g, o); biases b_ih + b_hh are folded into xp.
                     const float gate_i = sigmoid(xp[0] + hw[0]);
                     const float gate_f = sigmoid(xp[1] + hw[1]);
@@ -214,13 +247,16 @@ rnncc_recurrent_cluster_lstm_h256_f32_c267f97206(
                     const float gate_o = sigmoid(xp[3] + hw[3]);
                     const float c_new = gate_f * c_old + gate_i * gate_g;
                     const float h_new = gate_o * tanhf(c_new);
-                    c[cell_index] = c_new;
-                    if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
+                    c_reg[i][j] = c_new;
+                    if (t == steps - 1) {  // the workspace (next launch) and c_n
+                        c[(long long)b * H + u] = c_new;
+                        if (c_final != nullptr) c_final[(long long)b * H + u] = from_float(c_new);
+                    }
                     h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
-                    h_own[own][b - b_base][u - u0] = h_new;
+                    h_own[own][b - b_base][u - u0] = to_float(from_float(h_new));
                 }
             }
-
+            if (t + 1 < steps) fetch_projection(t + 1);
         }
         // Publish this step's h to the peers (release/acquire across the cluster); the
         // double buffer lets the next step overwrite the other half meanwhile.
