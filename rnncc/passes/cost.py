@@ -244,10 +244,28 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> lis
     return out
 
 
+# The FMA cluster kernel's step, fitted (non-negative least squares over 66 tiles of 8
+# cases, float32, H 33–256, B 1–64, clusters of 1–8) to
+# benchmarks/results/cluster-tile-sweep-h100-2026-11-23.txt, measured at c49f1d9. A step
+# is a chain of dependent latencies, not a throughput: its time follows one thread's
+# work (its multiply-adds and shared loads, then the partial sums its K split leaves it),
+# plus, in a cluster of several blocks, rounds of the gather through distributed shared
+# memory and the cluster barrier. The fit picks a tile within 11% of the fastest measured
+# in 7 of the 8 cases (30% off at GRU H=256 B=64), where the model before it was up to
+# 62% off. Median error of the times themselves: 19%.
+CLUSTER_FMA_SECONDS = 0.0181e-6           # a multiply-add of one thread's chain
+CLUSTER_LOAD_SECONDS = 0.0011e-6          # a shared load (h or W) of that chain
+CLUSTER_REDUCE_SECONDS = 0.0049e-6        # a partial sum of the K split, summed by one thread
+CLUSTER_DSMEM_ROUND_SECONDS = 0.4936e-6   # a round of the gather from the peers' shared memory
+CLUSTER_SYNC_PER_BLOCK_SECONDS = 0.060e-6  # the cluster barrier, per block of the cluster
+
+
 def cluster_sync_seconds(cluster: int) -> float:
-    """Cluster barrier with a distributed-shared-memory exchange on an H100: 0.7 µs for
-    clusters of 2, 1.4 µs for 8 (measured), linear in between."""
-    return (0.467 + 0.117 * cluster) * 1e-6
+    """The FMA cluster kernel's cluster barrier and one round of its DSMEM gather (fitted,
+    above); none in a cluster of one block, which waits at __syncthreads."""
+    if cluster == 1:
+        return 0.0
+    return CLUSTER_DSMEM_ROUND_SECONDS + CLUSTER_SYNC_PER_BLOCK_SECONDS * cluster
 
 
 def cluster_exchange_seconds(cluster: int) -> float:
@@ -279,19 +297,24 @@ class ClusterTile(FmaThreads):
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
                     itemsize: int) -> float:
-    """One step of the cluster-persistent kernel: the block's FMAs and shared loads (as in
-    `step_seconds`), the gather of h from the peers, one cluster barrier; clusters beyond
-    what the SMs hold at once run in later waves."""
+    """One step of the FMA cluster-persistent kernel (fitted, see CLUSTER_*): one
+    thread's chain of multiply-adds and shared loads, the K split's partial sums, the
+    gather from the peers (rounds of THREADS elements) and the cluster barrier; clusters
+    beyond what the SMs hold at once run in later waves. Fitted on float32; half types
+    convert each weight on load and are ranked by the same terms."""
     clusters = math.ceil(batch / tile.batch_per_block)
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
-    warps = math.ceil(tile.threads / 32)
-    issue = warps * math.ceil(hidden / tile.k_split) * \
-        fma_cycles_per_k(tile, gates, float4_weights=itemsize == 4)
-    gather = tile.batch_per_block * hidden * 4 / 32  # bytes over ~32 B/clock of DSMEM
-    utilisation = min(1.0, warps / STEP_WARPS_TO_HIDE)
-    padding = math.sqrt(clusters * tile.batch_per_block / batch)
-    return waves * (padding * (issue / utilisation + gather) / clock_hz(target)
-                    + cluster_sync_seconds(tile.cluster))
+    k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
+    cells = tile.batch_per_thread * tile.units_per_thread * gates
+    chain = cells * k_per_thread * CLUSTER_FMA_SECONDS + \
+        k_per_thread * (tile.batch_per_thread + tile.units_per_thread * gates) * CLUSTER_LOAD_SECONDS
+    reduce = (tile.k_split - 1) * cells * CLUSTER_REDUCE_SECONDS
+    exchange = 0.0
+    if tile.cluster > 1:
+        rounds = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile * tile.batch_per_block
+                           / tile.threads)
+        exchange = rounds * CLUSTER_DSMEM_ROUND_SECONDS + CLUSTER_SYNC_PER_BLOCK_SECONDS * tile.cluster
+    return waves * (chain + reduce + exchange)
 
 
 def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[ClusterTile]:
