@@ -69,7 +69,7 @@ static_assert(SHARED_BYTES == 146432, "the runtime launches with the planned siz
 static_assert(CLUSTER * UNITS >= H, "the cluster covers every unit");
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
-rnncc_recurrent_cluster_lstm_h256_f32_5e2cc3e18c(
+rnncc_recurrent_cluster_lstm_h256_f32_8a338ed76f(
     const T* __restrict__ h0,                   // [B, 256] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [256, 4·256] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -176,6 +176,9 @@ rnncc_recurrent_cluster_lstm_h256_f32_5e2cc3e18c(
             for (int j = 0; j < UNITS_PER_THREAD; ++j)
 #pragma unroll
                 for (int g = 0; g < G; ++g) acc[i][j][g] = 0.0f;
+        // Unrolled whole (K fits a cluster's shared memory, so KTILES is small): the
+        // shared loads of every tile issue back to back instead of a tile's latency at a time.
+#pragma unroll
         for (int kt = 0; kt < KTILES; ++kt) {
             // This thread's share of the tile: every KSPLIT-th k, all its rows × units × gates.
 #pragma unroll
