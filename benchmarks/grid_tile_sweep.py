@@ -63,6 +63,9 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
             by_size.setdefault(t.cluster, []).append(t)
         ranked = [t for ts in by_size.values() for t in ts[:CLUSTER_PER_SIZE]]
         ranked += [t for t in fits if asdict(t) == chosen and t not in ranked]
+        # ... and each with its weights in registers, where they fit.
+        ranked += [replace(t, weights_in_registers=True) for t in ranked
+                   if not t.weights_in_registers and t.registers_fit(H, l.gates)]
     out = []
     for t in ranked:
         value = {"mode": mode, "math": "tensor" if tensor else "fma", **asdict(t),
@@ -80,7 +83,7 @@ def describe(t) -> str:
     if isinstance(t, ClusterTile):
         return (f"cluster={t.cluster} units={t.units_per_block} bpb={t.batch_per_block} "
                 f"rows/thread={t.batch_per_thread} ks={t.k_split} units/thread={t.units_per_thread} "
-                f"threads={t.threads}")
+                f"threads={t.threads}{' registers' if t.weights_in_registers else ''}")
     return (f"units={t.units_per_block} bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
             f"batch_blocks={t.batch_blocks} threads={t.threads}")
 

@@ -287,12 +287,28 @@ class ClusterTile(FmaThreads):
     k_split: int
     units_per_thread: int = 1
     k_tile: int = 32
+    # Each thread copies its share of W_hhᵀ (its K slice × units × gates, as float) from
+    # shared memory into registers once, and steps multiply from there.
+    weights_in_registers: bool = False
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
         """Must equal SHARED_BYTES in recurrent_cluster.cu.j2 (a static_assert checks):
         the resident tile plus the double-buffered slice of h the peers read."""
         h_own = 2 * self.batch_per_block * self.units_per_block * 4
         return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
+
+    def weight_registers(self, hidden: int, gates: int) -> int:
+        """Floats of W_hhᵀ a thread holds with weights_in_registers."""
+        k_per_thread = math.ceil(hidden / self.k_tile) * self.k_tile // self.k_split
+        return k_per_thread * self.units_per_thread * gates
+
+    def registers_fit(self, hidden: int, gates: int) -> bool:
+        """Whether the W share fits beside the rest of the kernel's registers (up to 80 a
+        thread) under the cap ptxas gives a block of this size (64 K registers over the
+        threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
+        weights under a cap of 128, none at 48)."""
+        cap = min(255, 65536 // (-(-self.threads // 128) * 128))
+        return self.weight_registers(hidden, gates) <= min(96, cap - 80)
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
