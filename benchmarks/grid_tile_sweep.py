@@ -65,7 +65,8 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
         ranked += [t for t in fits if asdict(t) == chosen and t not in ranked]
         # ... and each with its weights in registers, where they fit.
         ranked += [replace(t, weights_in_registers=True) for t in ranked
-                   if not t.weights_in_registers and t.registers_fit(H, l.gates)]
+                   if not t.weights_in_registers and t.registers_fit(H, l.gates)
+                   and replace(t, weights_in_registers=True) not in ranked]
     out = []
     for t in ranked:
         value = {"mode": mode, "math": "tensor" if tensor else "fma", **asdict(t),

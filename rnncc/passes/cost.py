@@ -8,7 +8,7 @@ absolute times.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..target import Target
 
@@ -244,20 +244,21 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> lis
     return out
 
 
-# The FMA cluster kernel's step, fitted (non-negative least squares over 66 tiles of 8
-# cases, float32, H 33–256, B 1–64, clusters of 1–8) to
-# benchmarks/results/cluster-tile-sweep-h100-2026-11-23.txt, measured at c49f1d9. A step
-# is a chain of dependent latencies, not a throughput: its time follows one thread's
-# work (its multiply-adds and shared loads, then the partial sums its K split leaves it),
-# plus, in a cluster of several blocks, rounds of the gather through distributed shared
-# memory and the cluster barrier. The fit picks a tile within 11% of the fastest measured
-# in 7 of the 8 cases (30% off at GRU H=256 B=64), where the model before it was up to
-# 62% off. Median error of the times themselves: 19%.
-CLUSTER_FMA_SECONDS = 0.0181e-6           # a multiply-add of one thread's chain
-CLUSTER_LOAD_SECONDS = 0.0011e-6          # a shared load (h or W) of that chain
-CLUSTER_REDUCE_SECONDS = 0.0049e-6        # a partial sum of the K split, summed by one thread
-CLUSTER_DSMEM_ROUND_SECONDS = 0.4936e-6   # a round of the gather from the peers' shared memory
-CLUSTER_SYNC_PER_BLOCK_SECONDS = 0.060e-6  # the cluster barrier, per block of the cluster
+# The FMA cluster kernel's step, fitted (non-negative least squares over 168 tiles of 8
+# cases, float32, H 33–256, B 1–64, clusters of 1–8, weights in shared memory or in
+# registers) to benchmarks/results/cluster-tile-sweep-h100-2026-11-23.txt (at c49f1d9) and
+# cluster-tile-sweep-registers-h100-2026-11-23.txt (at def723b, the K loop unrolled). A step
+# is a chain of dependent latencies, not a throughput: its time follows one thread's work
+# (its multiply-adds and shared loads, then the partial sums its K split leaves it), plus,
+# in a cluster of several blocks, rounds of the gather through distributed shared memory
+# and the cluster barrier. Median error 19%; at each of the 8 cases the pick runs within
+# 14% of the fastest tile measured, where the model before the fit was up to 62% off.
+CLUSTER_FMA_SECONDS = 0.0176e-6            # a multiply-add of one thread's chain, W in shared memory
+CLUSTER_FMA_REGISTERS_SECONDS = 0.0097e-6  # the same with W in registers
+CLUSTER_LOAD_SECONDS = 0.0064e-6           # a shared load (h, and W unless in registers)
+CLUSTER_REDUCE_SECONDS = 0.0035e-6         # a partial sum of the K split, summed by one thread
+CLUSTER_DSMEM_ROUND_SECONDS = 0.5465e-6    # a round of the gather from the peers' shared memory
+CLUSTER_SYNC_PER_BLOCK_SECONDS = 0.0255e-6  # the cluster barrier, per block of the cluster
 
 
 def cluster_sync_seconds(cluster: int) -> float:
@@ -322,8 +323,10 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
     k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
     cells = tile.batch_per_thread * tile.units_per_thread * gates
-    chain = cells * k_per_thread * CLUSTER_FMA_SECONDS + \
-        k_per_thread * (tile.batch_per_thread + tile.units_per_thread * gates) * CLUSTER_LOAD_SECONDS
+    registers = tile.weights_in_registers
+    loads = tile.batch_per_thread + (0 if registers else tile.units_per_thread * gates)
+    chain = cells * k_per_thread * (CLUSTER_FMA_REGISTERS_SECONDS if registers else CLUSTER_FMA_SECONDS) + \
+        k_per_thread * loads * CLUSTER_LOAD_SECONDS
     reduce = (tile.k_split - 1) * cells * CLUSTER_REDUCE_SECONDS
     exchange = 0.0
     if tile.cluster > 1:
@@ -348,6 +351,8 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
                         t = ClusterTile(c, units, bpb, tmb, ks, tu)
                         if 32 <= t.threads <= 512:
                             out.append(t)
+                            if t.registers_fit(hidden, gates):
+                                out.append(replace(t, weights_in_registers=True))
     return out
 
 
