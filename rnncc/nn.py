@@ -134,7 +134,7 @@ class _Runner:
             state: dict, batch_first: bool, stacked_state: bool = False):
         """(outputs tuple, final state) of the model on CUDA tensor x: the state as a dict
         per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n))."""
-        if x.device.index not in (0, None):
+        if x.get_device() != 0:
             raise RuntimeError(f"{self.owner}: rnncc runs on cuda:0 for now; got {x.device}")
         # float32 on TF32 tensor cores exactly where torch's float32 matmuls are
         # (torch.set_float32_matmul_precision("high"), or matmul.allow_tf32).
@@ -244,6 +244,8 @@ class _RecurrentTwin(torch.nn.Module):
         self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self._spec("float32"))
+        self._weight_names = tuple((f"l{k}.{n}", f"{n}_l{k}") for k in range(num_layers)
+                                   for n in _parameter_kinds(bias))
 
     def flatten_parameters(self) -> None:
         """Nothing to do: rnncc packs the weights for its kernels itself (once, and again
@@ -287,11 +289,11 @@ class _RecurrentTwin(torch.nn.Module):
 
     def _weights(self) -> dict[str, torch.Tensor]:
         """The parameters by rnncc's names (``l0.weight_ih`` …), not detached (the kernels
-        only read them). From ``_parameters`` directly: ``getattr`` on a module costs ~0.5 µs
-        a name, a noticeable part of a small forward's host time."""
+        only read them). From ``_parameters`` directly, the names paired once: ``getattr``
+        on a module and formatting the names cost microseconds a forward, a noticeable
+        part of a small model's host time."""
         params = self._parameters
-        return {f"l{k}.{n}": params[f"{n}_l{k}"] for k in range(self.num_layers)
-                for n in _parameter_kinds(self.bias)}
+        return {ours: params[theirs] for ours, theirs in self._weight_names}
 
     def forward(self, input: torch.Tensor | PackedSequence, hx=None):
         if isinstance(input, PackedSequence):
@@ -300,13 +302,14 @@ class _RecurrentTwin(torch.nn.Module):
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
         _refuse_training(name, (input, *states), self.parameters())
-        dtype = _TORCH_DTYPES.get(self.weight_ih_l0.dtype)
+        param_dtype = self._parameters["weight_ih_l0"].dtype
+        dtype = _TORCH_DTYPES.get(param_dtype)
         if dtype is None and input.is_cuda:
-            raise SpecError(f"{name}: parameters are {self.weight_ih_l0.dtype}; the GPU path "
+            raise SpecError(f"{name}: parameters are {param_dtype}; the GPU path "
                             "runs float32, float16 or bfloat16")
-        if input.dtype != self.weight_ih_l0.dtype:
+        if input.dtype != param_dtype:
             raise RuntimeError(f"{name}: input is {input.dtype} but the parameters are "
-                               f"{self.weight_ih_l0.dtype}; expected the same dtype")
+                               f"{param_dtype}; expected the same dtype")
         unbatched = input.dim() == 2
         if input.dim() not in (2, 3) or input.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input of shape {tuple(input.shape)}, expected "

@@ -143,6 +143,7 @@ class CompiledModel:
         self._library: cublaslt.CublasLt | None = None
         self._status: driver.HostWords | None = None
         self._layouts: dict[tuple, tuple] = {}  # see _workspace_layout
+        self._position = {l.name: i for i, l in enumerate(model.layers)}  # in stacked states
 
     def __repr__(self) -> str:
         p = self.plan
@@ -458,11 +459,11 @@ class CompiledModel:
             stacked_shape = (L, B, H)
             h_all, h_all_view = make(stacked_shape)
             c_all, c_all_view = make(stacked_shape) if lstm else (None, None)
-            position = {m.name: i for i, m in enumerate(self.model.layers)}
+            slot_bytes = B * H * item
 
             def state_slot(view: arrays.DeviceView, name: str):
-                return None, arrays.DeviceView(view.offset(position[name] * B * H), (B, H), (H, 1),
-                                               dtype)
+                return None, arrays.DeviceView(view.ptr + self._position[name] * slot_bytes,
+                                               (B, H), (H, 1), dtype)
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
             c_arr = c_view = None
