@@ -7,26 +7,13 @@ layer of the twin's path, with each call's host time to queue it. Needs a GPU.
 
 from __future__ import annotations
 
-import time
-
 import torch
+from host_overhead import per_call_us  # benchmarks/ is this script's directory
 
 import rnncc
 import rnncc.nn as rnn
 from rnncc.nn import _model_of, _runner_of
 from rnncc.timing import time_interleaved
-
-
-def host_us(fn, calls: int = 200) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    queued = time.perf_counter()
-    torch.cuda.synchronize()
-    return (queued - start) / calls * 1e6
 
 
 if __name__ == "__main__":
@@ -55,4 +42,4 @@ if __name__ == "__main__":
             timed = time_interleaved(paths, 5, 60)
             print(f"{cls.__name__} {dtype} H={H} B={B} S=256")
             for name, fn in paths.items():
-                print(f"  {name:<32} event ms {timed[name].median_ms:.3f}   host µs to queue {host_us(fn):7.1f}")
+                print(f"  {name:<32} event ms {timed[name].median_ms:.3f}   host µs to queue {per_call_us(fn)[0]:7.1f}")
