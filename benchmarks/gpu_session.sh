@@ -2,7 +2,8 @@
 # One GPU session's evidence: the GPU tests, examples/torch_lstm.py and `rnncc run`
 # timings beside cuDNN. Writes into $OUT (default ./gpu-session-out); expects rnncc and
 # PyCUDA importable. Usage: COMMIT=<sha> bash benchmarks/gpu_session.sh
-# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit.
+# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit;
+# "floors" adds the exchange and step-floor microbenchmarks of issue 14's design.
 set -uo pipefail
 OUT=${OUT:-gpu-session-out}
 mkdir -p "$OUT"
@@ -30,6 +31,10 @@ for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/g
     python3 -m rnncc.cli run "$1" --batch "$2" --seq-len 256 --json "$OUT/run-$name-$day.json" 2>&1 \
         | tee -a "$OUT/runs-$day.txt"
 done
+fi
+if [[ " $PARTS " == *" floors "* ]]; then
+python3 benchmarks/grid_exchange.py 2>&1 | tee "$OUT/grid-exchange-h100-$day.txt"
+python3 benchmarks/step_floor.py 2>&1 | tee "$OUT/step-floor-h100-$day.txt"
 fi
 if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"
