@@ -180,3 +180,18 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
         else:  # the FMA cluster kernel waits only at hardware barriers (cluster or block)
             assert "try_wait" not in k.source
             assert ("cluster.sync();" in k.source) != ("__syncthreads();  // a cluster of one block" in k.source)
+
+
+@pytest.mark.parametrize("source,defines", [
+    ("cluster_exchange.cu", ["-DCL=4"]),
+    ("grid_exchange.cu", ["-DBLOCKS=128", "-DVALUES=64"]),
+    ("step_floor.cu", ["-DH=100", "-DKS=8", "-DLANES=8"]),
+    ("step_floor.cu", ["-DH=33", "-DKS=16", "-DLANES=16"]),
+])
+def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
+    """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
+    session can run them first thing instead of finding a compile error."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / source
+    done = subprocess.run([nvcc, "-cubin", "-arch=sm_90a", "-O3", *defines, "-o",
+                           str(tmp_path / "k.cubin"), str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
