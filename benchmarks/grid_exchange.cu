@@ -57,6 +57,15 @@ __device__ float block_sum(float partial, float* scratch) {
     return s;
 }
 
+// k_counter and k_flags after their wait: all of h of this step, plain loads from L2,
+// summed in block_sum's order, gives this thread's next value.
+__device__ float next_from_plain(const float* ht, float* scratch, float mine) {
+    float partial = 0.f;
+    for (int i = 0; i < PER_THREAD; ++i) partial += __ldcg(ht + i * NT + threadIdx.x);
+    const float s = block_sum(partial, scratch);
+    return threadIdx.x < VALUES ? next_value(s, blockIdx.x, threadIdx.x) : mine;
+}
+
 extern "C" __global__ void __launch_bounds__(NT) k_counter(float* h, unsigned* barrier,
                                                            unsigned* failed, float* out, int steps) {
     __shared__ float scratch[NT];
@@ -84,10 +93,7 @@ extern "C" __global__ void __launch_bounds__(NT) k_counter(float* h, unsigned* b
         ++generation;
         __syncthreads();
         if (stop) return;
-        float partial = 0.f;
-        for (int i = 0; i < PER_THREAD; ++i) partial += __ldcg(ht + i * NT + threadIdx.x);
-        const float s = block_sum(partial, scratch);
-        if (threadIdx.x < VALUES) mine = next_value(s, blockIdx.x, threadIdx.x);
+        mine = next_from_plain(ht, scratch, mine);
     }
     if (threadIdx.x < VALUES) out[blockIdx.x * VALUES + threadIdx.x] = mine;
 }
@@ -116,10 +122,7 @@ extern "C" __global__ void __launch_bounds__(NT) k_flags(float* h, unsigned* fla
         }
         __syncthreads();
         if (stop) return;
-        float partial = 0.f;
-        for (int i = 0; i < PER_THREAD; ++i) partial += __ldcg(ht + i * NT + threadIdx.x);
-        const float s = block_sum(partial, scratch);
-        if (threadIdx.x < VALUES) mine = next_value(s, blockIdx.x, threadIdx.x);
+        mine = next_from_plain(ht, scratch, mine);
     }
     if (threadIdx.x < VALUES) out[blockIdx.x * VALUES + threadIdx.x] = mine;
 }

@@ -3,7 +3,7 @@ cluster structure today (K-split partials through shared memory, three block bar
 step) against issue 14's plan (lanes per unit with weights in registers, shuffle
 reduction, one barrier a step); the kernels are in step_floor.cu. Each is checked against
 a float64 NumPy GRU first, then timed; beside them cuDNN's GRU at the same shape captured
-in a CUDA graph, when PyTorch is there. Needs nvcc and CuPy on a Hopper GPU.
+in a CUDA graph, when PyTorch is there. Needs nvcc, CuPy, PyCUDA and rnncc on a Hopper GPU.
 
     python3 benchmarks/step_floor.py > benchmarks/results/step-floor-<gpu>-<date>.txt
 """
@@ -38,31 +38,19 @@ def reference(w: np.ndarray, xproj: np.ndarray) -> np.ndarray:
 
 
 def cudnn_us(H: int) -> float | None:
-    """µs a step of torch.nn.GRU(H, H), B=1, S=STEPS, float32, TF32 off, in a CUDA graph."""
+    """µs a step of torch.nn.GRU(H, H), B=1, S=STEPS, float32, TF32 off, in a CUDA graph
+    (rnncc's own graph timing)."""
     try:
         import torch
     except ImportError:
         return None
+    from rnncc.timing import time_graph
+
     torch.backends.cudnn.allow_tf32 = False
     gru = torch.nn.GRU(H, H).cuda().eval()
     x = torch.randn(STEPS, 1, H, device="cuda")
     with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            gru(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            gru(x)
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / 5 / STEPS
+        return time_graph(lambda: gru(x), 1, 5).median_ms * 1e3 / STEPS
 
 
 def main() -> None:
