@@ -10,6 +10,9 @@
 //            gates in registers; the partials meet by shfl_xor; the lane that ends with
 //            the sum runs the cell and writes h into the next step's buffer: one block
 //            barrier a step (GRNN's reduction, Baidu's registers).
+//   k_ahead: k_lanes with the projection loaded AHEAD steps ahead (a ring of registers,
+//            the step loop unrolled by AHEAD) instead of one: a step at the floor is
+//            shorter than a load from L2 or DRAM, which one step ahead leaves exposed.
 //
 // Both read the projection xproj[t][unit][gate] (biases folded in, b_hn = 0) one step
 // ahead, start from h0 = 0 and write y[t][unit].
@@ -21,6 +24,9 @@
 #endif
 #ifndef LANES
 #define LANES 8       // k_lanes: lanes per unit (a power of two, at most 32)
+#endif
+#ifndef AHEAD
+#define AHEAD 4       // k_ahead: steps the projection is loaded ahead
 #endif
 #define G 3
 #define KP ((H + 31) / 32 * 32)      // K padded
@@ -120,5 +126,56 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_lanes(const float* 
                 for (int g = 0; g < G; ++g) xp[g] = xproj[(long long)(t + 1) * H * G + u * G + g];
         }
         __syncthreads();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_ahead(const float* w, const float* xproj,
+                                                                    float* y, int steps) {
+    __shared__ float h_buf[2][K_PER_LANE * LANES];
+    const int u = threadIdx.x / LANES, lane = threadIdx.x % LANES;
+    float w_reg[G][K_PER_LANE];
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int j = 0; j < K_PER_LANE; ++j) {
+            const int k = j * LANES + lane;
+            w_reg[g][j] = k < H ? w[(u * G + g) * H + k] : 0.f;
+        }
+    for (int k = threadIdx.x; k < 2 * K_PER_LANE * LANES; k += LANE_THREADS) (&h_buf[0][0])[k] = 0.f;
+    float xp[AHEAD][G];
+#pragma unroll
+    for (int a = 0; a < AHEAD; ++a)
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+            xp[a][g] = (lane == 0 && a < steps) ? xproj[(long long)a * H * G + u * G + g] : 0.f;
+    __syncthreads();
+    const unsigned mask = __activemask();
+    for (int t0 = 0; t0 < steps; t0 += AHEAD) {
+#pragma unroll
+        for (int a = 0; a < AHEAD; ++a) {
+            const int t = t0 + a;
+            if (t >= steps) break;
+            const float* h = h_buf[t & 1];
+            float acc[G] = {0.f, 0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < K_PER_LANE; ++j) {
+                const float hv = h[j * LANES + lane];
+#pragma unroll
+                for (int g = 0; g < G; ++g) acc[g] = fmaf(hv, w_reg[g][j], acc[g]);
+            }
+#pragma unroll
+            for (int off = LANES / 2; off > 0; off >>= 1)
+#pragma unroll
+                for (int g = 0; g < G; ++g) acc[g] += __shfl_xor_sync(mask, acc[g], off);
+            if (lane == 0) {
+                const float h_new = gru(xp[a], acc, h[u]);
+                h_buf[(t + 1) & 1][u] = h_new;
+                y[(long long)t * H + u] = h_new;
+                if (t + AHEAD < steps)
+#pragma unroll
+                    for (int g = 0; g < G; ++g) xp[a][g] = xproj[(long long)(t + AHEAD) * H * G + u * G + g];
+            }
+            __syncthreads();
+        }
     }
 }

@@ -1,7 +1,8 @@
 """The floor of one GRU step in one block, B=1, H ∈ {33, 64, 100, 128}: rnncc's FMA
 cluster structure today (K-split partials through shared memory, three block barriers a
 step) against issue 14's plan (lanes per unit with weights in registers, shuffle
-reduction, one barrier a step); the kernels are in step_floor.cu. Each is checked against
+reduction, one barrier a step), and that with the projection loaded four steps ahead
+instead of one; the kernels are in step_floor.cu. Each is checked against
 a float64 NumPy GRU first, then timed; beside them cuDNN's GRU at the same shape captured
 in a CUDA graph, when PyTorch is there. Needs nvcc, CuPy, PyCUDA and rnncc on a Hopper GPU.
 
@@ -44,8 +45,10 @@ def cudnn_us(H: int) -> float | None:
         import torch
     except ImportError:
         return None
+    from rnncc.driver import device_context
     from rnncc.timing import time_graph
 
+    device_context().make_current()  # time_graph's events are PyCUDA's
     torch.backends.cudnn.allow_tf32 = False
     gru = torch.nn.GRU(H, H).cuda().eval()
     x = torch.randn(STEPS, 1, H, device="cuda")
@@ -76,7 +79,7 @@ def main() -> None:
                     continue
                 spills = any(int(n) for n in re.findall(r"(\d+) bytes spill stores", built.stderr))
                 module = cp.RawModule(path=str(cubin))
-                for name in ("k_smem", "k_lanes"):
+                for name in ("k_smem", "k_lanes", "k_ahead"):
                     kernel = module.get_function(name)
                     kp = -(-H // 32) * 32
                     shared = (kp * H * 3 + kp + H + (split - 1) * 3 * H) * 4 if name == "k_smem" else 0

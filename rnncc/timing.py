@@ -19,31 +19,22 @@ class Timing:
 
 
 def time_gpu(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Timing:
-    """Times ``fn`` (which launches work on the default stream) with PyCUDA events.
-    Events on the legacy default stream also order PyTorch's default-stream work."""
-    import pycuda.driver as cuda
-
-    for _ in range(warmup):
-        fn()
-    cuda.Context.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = cuda.Event(), cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(end.time_since(start))
-    return Timing(statistics.median(times), min(times), max(times), repeats)
+    """Times ``fn`` (which launches work on the default stream) with PyCUDA events, the
+    GPU drained before each repeat. Events on the legacy default stream also order
+    PyTorch's default-stream work."""
+    return time_interleaved({"fn": fn}, warmup, repeats)["fn"]
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], warmup: int = 3,
-                     repeats: int = 20) -> dict[str, Timing]:
+                     repeats: int = 20, settle: int = 0) -> dict[str, Timing]:
     """Times several ``fn`` s against each other: each repeat runs every one once (the
     order rotating), each between its own events with the GPU drained before it. Clocks,
     power state and other processes' load then weigh on all of them alike, which timing
     them one after another (``time_gpu`` each) does not: back to back, two runs of the
-    same call differ by up to ±15% on the H100."""
+    same call differ by up to ±15% on the H100. With ``settle`` each timed call follows
+    that many untimed calls of the same fn (GPU drained after them): the time of a call
+    in a loop of its own, whose host code and data are warm in the CPU's caches, rather
+    than of a call right after another library's."""
     import pycuda.driver as cuda
 
     names = list(fns)
@@ -54,6 +45,10 @@ def time_interleaved(fns: dict[str, Callable[[], object]], warmup: int = 3,
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
         for name in names[r % len(names):] + names[:r % len(names)]:
+            for _ in range(settle):
+                fns[name]()
+            if settle:
+                cuda.Context.synchronize()
             start, end = cuda.Event(), cuda.Event()
             start.record()
             fns[name]()
