@@ -1,6 +1,7 @@
 """Where an rnncc.nn twin's eager time beyond its compiled model's goes: one row of the
-bench (LSTM fp16 H=256 B=8 S=256 and GRU fp32 H=256 B=1), timed interleaved through each
-layer of the twin's path, with each call's host time to queue it. Needs a GPU.
+bench (LSTM fp16 H=256 B=8 S=256 and GRU fp32 H=256 B=1), timed interleaved (each timed
+call after an untimed one of itself) through each layer of the twin's path, with each
+call's host time to queue it. Needs a GPU.
 
     python3 benchmarks/twin_gap.py
 """
@@ -35,11 +36,12 @@ if __name__ == "__main__":
                 "compiled(x)": lambda: compiled(x),
                 "compiled(x, stacked_state)": lambda: compiled(x, stacked_state=True),
                 "twin's model(x, stacked_state)": lambda: inner(x, stacked_state=True),
+                "twin's model.run_torch(x)": lambda: inner.run_torch(x),
                 "runner.gpu": lambda: _runner_of(spec).gpu(_model_of(spec), w, x, {}, False, True),
                 "twin.forward(x)": lambda: twin.forward(x),
                 "twin(x)": lambda: twin(x),
             }
-            timed = time_interleaved(paths, 5, 60)
+            timed = time_interleaved(paths, 5, 60, settle=1)
             print(f"{cls.__name__} {dtype} H={H} B={B} S=256")
             for name, fn in paths.items():
                 print(f"  {name:<32} event ms {timed[name].median_ms:.3f}   host µs to queue {per_call_us(fn)[0]:7.1f}")

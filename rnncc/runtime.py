@@ -368,6 +368,21 @@ class CompiledModel:
                 raise RuntimeCheckError(f"state: unknown layer '{name}', expected one of "
                                         f"{', '.join(l.name for l in self.model.layers)}")
 
+        return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
+                         S, B, batch_first, stacked_state)
+
+    def run_torch(self, x: Any, batch_first: bool = False):
+        """``self(x, batch_first=batch_first, stacked_state=True)`` for a caller that has
+        checked x already (rnncc.nn's modules): a 3-d PyTorch tensor on cuda:0 in the
+        model's dtype, features contiguous; no initial state. It skips __call__'s checks,
+        which would repeat the caller's: a small model's eager time is its host time."""
+        S, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+        view = arrays.DeviceView(x.data_ptr(), tuple(x.shape), tuple(x.stride()), self.model.dtype, x)
+        return self._run(x, "torch", False, None, view, {}, S, B, batch_first, True)
+
+    def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
+             batch_first: bool, stacked: bool):
+        """A checked call: its plan, memory and debug knobs, then the forward."""
         variant = self.variant(S, B)
         self._load(variant)
         self.check_errors()
@@ -378,9 +393,8 @@ class CompiledModel:
                              env.get("RNNCC_DEBUG_POISON") == "1")
         spin_ns = int(float(env.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS)) * 1e6)
         try:
-            return self._forward(variant, x, kind, host, x_host if host else None,
-                                 None if host else x_view, state, S, B, batch_first, stream, memory,
-                                 spin_ns, stacked_state)
+            return self._forward(variant, x, kind, host, x_host, x_view, state, S, B, batch_first,
+                                 stream, memory, spin_ns, stacked)
         finally:
             memory.release()
 
