@@ -56,7 +56,7 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     seconds = tensor_seconds if tensor else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
     chosen = {k: v for k, v in l.persistence.value.items()
-              if k not in ("mode", "math", "threads", "shared_bytes", "blocks")}
+              if k not in ("mode", "math", "threads", "shared_bytes", "blocks", "projection_ahead")}
     if not tensor:
         by_size: dict[int, list] = {}
         for t in ranked:
@@ -73,6 +73,8 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
                  "threads": t.threads, "shared_bytes": t.shared_bytes(H, l.gates, itemsize)}
         if tensor:
             value["blocks"] = -(-H // t.units_per_block) * t.batch_blocks
+        elif t.k_lanes:
+            value["projection_ahead"] = t.projection_ahead
         plan = replace(base.plan, layers=(replace(l, persistence=Decision(value, "forced by the sweep", "user")),))
         out.append((t, seconds(B, H, l.gates, t, target, itemsize),
                     CompiledModel(base.model, plan, target, codegen.render(plan), None),
@@ -84,7 +86,8 @@ def describe(t) -> str:
     if isinstance(t, ClusterTile):
         return (f"cluster={t.cluster} units={t.units_per_block} bpb={t.batch_per_block} "
                 f"rows/thread={t.batch_per_thread} ks={t.k_split} units/thread={t.units_per_thread} "
-                f"threads={t.threads}{' registers' if t.weights_in_registers else ''}")
+                f"threads={t.threads}{' registers' if t.weights_in_registers else ''}"
+                f"{' lanes' if t.k_lanes else ''}")
     return (f"units={t.units_per_block} bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
             f"batch_blocks={t.batch_blocks} threads={t.threads}")
 

@@ -284,7 +284,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         tile = l.persistence.value
         family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
         tensor = tile["math"] == "tensor"
-        template = f"{family}{'_tensor' if tensor else ''}.cu.j2"
+        lanes = tile.get("k_lanes", False)
+        template = f"{family}{'_tensor' if tensor else '_lanes' if lanes else ''}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
         keys = RECURRENT_DECISIONS
         params = persistent_params(l, barrier=mode == "grid")
@@ -292,7 +293,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
             shared_bytes=tile["shared_bytes"], **common)
-        block = (tile["threads"], 1, 1) if tensor else _fma_block(tile)
+        # The lanes form lays its threads out itself (the K split's lanes adjacent).
+        block = (tile["threads"], 1, 1) if tensor or lanes else _fma_block(tile)
         shared = tile["shared_bytes"]
     elif l.persistence.value["math"] == "cublas":
         family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \

@@ -445,6 +445,34 @@ def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
     assert max(off.values()) <= 1.15, off
 
 
+def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
+    """The lanes form's model (LANES_*), fitted to its sweep
+    (benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt), picks at each of its
+    8 cases a tile within 40% of the fastest measured, and within 10% at six of them."""
+    import re
+    from pathlib import Path
+
+    from rnncc.passes.cost import ClusterTile, cluster_seconds
+    from rnncc.target import PRESETS
+
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+            / "cluster-tile-sweep-lanes-h100-2026-11-23.txt").read_text()
+    cases: dict = {}
+    for m in re.finditer(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) "
+                         r"rows/thread=(\d+) ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?: "
+                         r"measured ([\d.]+)", text):
+        H, B, c, units, bpb, rpt, ks, upt, threads = map(int, m.groups()[1:10])
+        tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)),
+                           k_lanes=True)
+        assert tile.threads == threads
+        gates = {"lstm": 4, "gru": 3}.get(m.group(1), 1)
+        predicted = cluster_seconds(B, H, gates, tile, PRESETS["h100"], 4)
+        cases.setdefault((m.group(1), H, B), []).append((round(predicted * 1e8), threads, float(m.group(12))))
+    assert len(cases) == 8
+    off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
+    assert off[-1] <= 1.4 and off[5] <= 1.1, off
+
+
 def test_step_projection_and_merge_arguments_are_pure():
     from rnncc import launch
     m = rnncc.compile({"name": "a", "input_size": 24, "layers": [

@@ -244,7 +244,7 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> lis
     return out
 
 
-# The FMA cluster kernel's step, fitted (non-negative least squares over 168 tiles of 8
+# The FMA cluster kernel's step (K split through shared memory), fitted (non-negative least squares over 168 tiles of 8
 # cases, float32, H 33–256, B 1–64, clusters of 1–8, weights in shared memory or in
 # registers) to benchmarks/results/cluster-tile-sweep-h100-2026-11-23.txt (at c49f1d9) and
 # cluster-tile-sweep-registers-h100-2026-11-23.txt (at def723b, the K loop unrolled). A step
@@ -269,6 +269,32 @@ def cluster_sync_seconds(cluster: int) -> float:
     return CLUSTER_DSMEM_ROUND_SECONDS + CLUSTER_SYNC_PER_BLOCK_SECONDS * cluster
 
 
+# The FMA cluster kernel with the K split in lanes (recurrent_cluster_lanes.cu.j2: one
+# barrier a step, the partial sums meeting by shuffles, h pushed into every block's next
+# buffer, the projection loaded ahead), fitted by benchmarks/fit_cluster_model.py
+# (non-negative least squares, relative error) to the 66 tiles of
+# benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt: median error 17%; the
+# pick runs within 1.00–1.09× of the fastest tile at 6 of the 8 cases, 1.24× and 1.37× at
+# GRU H=100 B=1 and LSTM H=128 B=1. Against the shared-memory form it wins where W sits in
+# registers and steps are short (GRU H=100 B=1: 1.32 → 1.01 µs a step at best, LSTM
+# H=128 B=1: 1.22 → 0.92) and loses at large batch with W in shared memory (GRU H=256
+# B=64: 6.46 → 9.41): the planner prices both and takes the cheaper.
+LANES_FMA_SECONDS = 0.0197e-6            # a multiply-add of one thread's chain, W in shared memory
+LANES_FMA_REGISTERS_SECONDS = 0.0064e-6  # the same with W in registers
+LANES_LOAD_SECONDS = 0.0                 # a shared load: hidden behind the chain (fitted 0)
+LANES_SHUFFLE_SECONDS = 0.0221e-6        # a shuffle round of one partial sum
+LANES_PUSH_SECONDS = 0.0                 # a store of h into a block: overlapped (fitted 0)
+LANES_STEP_SECONDS = 0.0728e-6           # the cell and the barrier of a block
+LANES_WARP_SECONDS = 0.0256e-6           # the barrier, per warp of the block
+LANES_SYNC_PER_BLOCK_SECONDS = 0.0766e-6  # the cluster barrier, per block of the cluster
+
+
+def lanes_sync_seconds(threads: int, cluster: int) -> float:
+    """The lanes form's barrier and fixed work of a step (fitted, above)."""
+    return LANES_STEP_SECONDS + LANES_WARP_SECONDS * math.ceil(threads / 32) + \
+        (LANES_SYNC_PER_BLOCK_SECONDS * cluster if cluster > 1 else 0.0)
+
+
 def cluster_exchange_seconds(cluster: int) -> float:
     """A step's h exchange by st.async and mbarrier in the tensor-core cluster kernel, as
     measured alone for one cluster (benchmarks/cluster_exchange.py: 0.17, 0.25 and 0.36 µs
@@ -291,12 +317,34 @@ class ClusterTile(FmaThreads):
     # Each thread copies its share of W_hhᵀ (its K slice × units × gates, as float) from
     # shared memory into registers once, and steps multiply from there.
     weights_in_registers: bool = False
+    # The lanes form (recurrent_cluster_lanes.cu.j2): the K split's threads adjacent lanes
+    # whose partial sums meet by shuffles, h pushed to every block, one barrier a step.
+    k_lanes: bool = False
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
-        """Must equal SHARED_BYTES in recurrent_cluster.cu.j2 (a static_assert checks):
-        the resident tile plus the double-buffered slice of h the peers read."""
-        h_own = 2 * self.batch_per_block * self.units_per_block * 4
-        return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
+        """Must equal SHARED_BYTES in the cluster templates (a static_assert checks). The
+        shared-memory form: the resident tile plus the double-buffered slice of h the peers
+        read. The lanes form: the block's rows of W_hh (k contiguous, each an odd number of
+        4-byte words) and two buffers of h for all K, rows an odd number of floats apart."""
+        if not self.k_lanes:
+            h_own = 2 * self.batch_per_block * self.units_per_block * 4
+            return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
+        k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
+        row_words = k_rows * itemsize // 4 | 1
+        w = (self.units_per_block * gates * row_words * 4 + 15) // 16 * 16
+        return w + 2 * k_rows * (self.batch_per_block | 1) * 4
+
+    @property
+    def cells(self) -> int:
+        """(row, unit) pairs a thread (its K group) runs the cell for."""
+        return self.batch_per_thread * self.units_per_thread
+
+    @property
+    def projection_ahead(self) -> int:
+        """Steps the lanes form loads the projection ahead, a ring of registers (gates ×
+        cells × steps): four where a thread's cells are few, fewer where the ring would crowd
+        out the product's registers."""
+        return 4 if self.cells <= 2 else 2 if self.cells <= 8 else 1
 
     def weight_registers(self, hidden: int, gates: int) -> int:
         """Floats of W_hhᵀ a thread holds with weights_in_registers."""
@@ -305,24 +353,45 @@ class ClusterTile(FmaThreads):
 
     def registers_fit(self, hidden: int, gates: int) -> bool:
         """Whether the W share fits beside the rest of the kernel's registers (up to 80 a
-        thread) under the cap ptxas gives a block of this size (64 K registers over the
+        thread, and the projection's ring) under the cap ptxas gives a block of this size (64 K registers over the
         threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
         weights under a cap of 128, none at 48)."""
         cap = min(255, 65536 // (-(-self.threads // 128) * 128))
-        return self.weight_registers(hidden, gates) <= min(96, cap - 80)
+        ring = self.projection_ahead * self.cells * gates if self.k_lanes else 0
+        return self.weight_registers(hidden, gates) <= min(96, cap - 80 - ring)
+
+
+def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
+    """The counts of one step of the lanes form of the FMA cluster kernel that the LANES_*
+    constants price, by constant name (the features benchmarks/fit_cluster_model.py fits)."""
+    k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
+    products = tile.cells * gates
+    loads = tile.batch_per_thread + (0 if tile.weights_in_registers else tile.units_per_thread * gates)
+    fma = "LANES_FMA_REGISTERS_SECONDS" if tile.weights_in_registers else "LANES_FMA_SECONDS"
+    return {fma: products * k_per_thread,
+            "LANES_LOAD_SECONDS": k_per_thread * loads,
+            "LANES_SHUFFLE_SECONDS": products * int(math.log2(tile.k_split)),
+            "LANES_PUSH_SECONDS": tile.cells * tile.cluster,
+            "LANES_STEP_SECONDS": 1.0,
+            "LANES_WARP_SECONDS": math.ceil(tile.threads / 32),
+            "LANES_SYNC_PER_BLOCK_SECONDS": tile.cluster if tile.cluster > 1 else 0}
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
                     itemsize: int) -> float:
-    """One step of the FMA cluster-persistent kernel (fitted, see CLUSTER_*): one
-    thread's chain of multiply-adds and shared loads, the K split's partial sums, the
-    gather from the peers (rounds of THREADS elements) and the cluster barrier; clusters
-    beyond what the SMs hold at once run in later waves. Fitted on float32; half types
-    convert each weight on load and are ranked by the same terms."""
+    """One step of the FMA cluster-persistent kernel (fitted, see CLUSTER_* and LANES_*),
+    in as many waves as the clusters of the batch need of the SMs. The shared-memory form:
+    one thread's chain of multiply-adds and shared loads, the K split's partial sums, the
+    gather from the peers (rounds of THREADS elements) and the cluster barrier; the lanes
+    form: the terms of lanes_terms. Fitted on float32; half types convert each weight on
+    load and are ranked by the same terms."""
     clusters = math.ceil(batch / tile.batch_per_block)
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
+    if tile.k_lanes:
+        prices = globals()  # the LANES_* constants, by the names lanes_terms gives
+        return waves * sum(count * prices[name] for name, count in lanes_terms(hidden, gates, tile).items())
     k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
-    cells = tile.batch_per_thread * tile.units_per_thread * gates
+    cells = tile.cells * gates
     registers = tile.weights_in_registers
     loads = tile.batch_per_thread + (0 if registers else tile.units_per_thread * gates)
     chain = cells * k_per_thread * (CLUSTER_FMA_REGISTERS_SECONDS if registers else CLUSTER_FMA_SECONDS) + \
@@ -349,10 +418,17 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
                         if bpb % tmb:
                             continue
                         t = ClusterTile(c, units, bpb, tmb, ks, tu)
-                        if 32 <= t.threads <= 512:
-                            out.append(t)
-                            if t.registers_fit(hidden, gates):
-                                out.append(replace(t, weights_in_registers=True))
+                        if not 32 <= t.threads <= 512:
+                            continue
+                        out.append(t)
+                        if t.registers_fit(hidden, gates):
+                            out.append(replace(t, weights_in_registers=True))
+                        # The lanes form only with W in registers: with W in shared memory
+                        # it measured 1.05–1.8× slower than the shared-memory form on the
+                        # same tiles (58 tiles of both sweeps), with W in registers 0.76–1.07×.
+                        lanes = replace(t, k_lanes=True, weights_in_registers=True)
+                        if lanes.registers_fit(hidden, gates):
+                            out.append(lanes)
     return out
 
 

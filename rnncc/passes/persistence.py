@@ -22,8 +22,8 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from .cost import (StepTile, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
-                   cluster_tiles, library_step_seconds, persistent_seconds, persistent_tiles,
-                   step_seconds, tensor_seconds, tensor_tiles)
+                   cluster_tiles, lanes_sync_seconds, library_step_seconds, persistent_seconds,
+                   persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
 
 
 def persistence_label(value: dict) -> str:
@@ -70,13 +70,18 @@ def plan_persistence(model, plan, target):
                                             getattr(t, "cluster", 0), t.threads))
             value = {"mode": mode, "math": math_, **asdict(best), "threads": best.threads,
                      "shared_bytes": best.shared_bytes(H, G, itemsize)}
+            if mode == "cluster" and math_ == "fma" and best.k_lanes:
+                value["projection_ahead"] = best.projection_ahead
             kib = value["shared_bytes"] // 1024
             if mode == "grid":
                 value["blocks"] = -(-H // best.units_per_block) * best.batch_blocks
                 what = f"W_hh resident in {value['blocks']} blocks × {kib} KiB, {product}, grid barrier"
             else:
                 exchange = (("h exchange by st.async and mbarrier", cluster_exchange_seconds)
-                            if math_ == "tensor" else ("cluster barrier", cluster_sync_seconds))
+                            if math_ == "tensor" else
+                            ("K split in lanes, h pushed to every block, one barrier a step; barrier",
+                             lambda c: lanes_sync_seconds(best.threads, c)) if best.k_lanes else
+                            ("cluster barrier", cluster_sync_seconds))
                 what = (f"W_hh in a cluster of {best.cluster} × {kib} KiB, {product}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"{exchange[0]} {exchange[1](best.cluster) * 1e6:.1f} µs")
