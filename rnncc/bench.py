@@ -112,10 +112,14 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         twin.load_state_dict(module.state_dict())
         twin.requires_grad_(False)
         turn = iter(range(10**9))
-        # Interleaved: the three see the same clocks and load (see timing.time_interleaved).
+        # Interleaved: the three see the same clocks and load (see timing.time_interleaved);
+        # each timed call after an untimed one of its own, as in a loop of that call (right
+        # after cuDNN's, the twin measured up to 9% slower than after itself:
+        # benchmarks/results/twin-order-h100-2026-11-23.txt).
         timed = time_interleaved({"rnncc": lambda: compiled(inputs[next(turn) % 3]),
                                   "cudnn": lambda: module(inputs[next(turn) % 3]),
-                                  "twin": lambda: twin(inputs[next(turn) % 3])}, warmup, repeats)
+                                  "twin": lambda: twin(inputs[next(turn) % 3])}, warmup, repeats,
+                                 settle=1)
         t_ours, t_theirs, t_twin = timed["rnncc"], timed["cudnn"], timed["twin"]
         graphs = graph_baselines(module, compiled, inputs[0], warmup, repeats)
     plan = compiled.plan.layers[0]
@@ -225,7 +229,8 @@ def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeat
     record = {"environment": env, "seq_len": S, "layers": 1,
               "method": f"CUDA events, {warmup} warm-up calls, median of {repeats}, inputs "
                         "rotated among 3 sets (eager; rnncc, cuDNN and the twin interleaved "
-                        "call by call, the GPU drained before each); graph: the same call captured in a "
+                        "call by call, each timed call after an untimed one of its own, the GPU "
+                        "drained before each); graph: the same call captured in a "
                         "CUDA graph and timed by replays on one input set, for cuDNN and "
                         "rnncc alike; each config checked against cuDNN first; "
                         "cuDNN with TF32 on exactly in the rows where rnncc runs float32 on "

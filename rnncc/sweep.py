@@ -87,7 +87,7 @@ def run_point(p: Point, prepared, warmup: int, repeats: int) -> dict:
         ours, theirs = compiled(x)[0], module(x)[0]
         error = max_relative_error(ours.float().cpu().numpy(), theirs.float().cpu().numpy())
         timed = time_interleaved({"rnncc": lambda: compiled(x), "cudnn": lambda: module(x)},
-                                 warmup, repeats)
+                                 warmup, repeats, settle=1)
         t_ours, t_theirs = timed["rnncc"], timed["cudnn"]
         graphs = graph_baselines(module, compiled, x, warmup, repeats)
     math = "exact" if p.dtype == "float32" else "tensor"
@@ -175,7 +175,7 @@ def main(out_dir: Path, warmup: int, repeats: int) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"sweep-{device}-{day}"
     record = {"environment": env, "method": f"CUDA events, {warmup} warm-up calls, median of "
-              f"{repeats}, rnncc and cuDNN interleaved call by call; graph: each side captured in a CUDA graph, timed by replays; TF32 off",
+              f"{repeats}, rnncc and cuDNN interleaved call by call, each timed call after an untimed one of its own; graph: each side captured in a CUDA graph, timed by replays; TF32 off",
               "summary": summary, "results": results}
     (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
     try:
