@@ -244,8 +244,8 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> lis
     return out
 
 
-# The FMA cluster kernel's step (K split through shared memory), fitted (non-negative least squares over 168 tiles of 8
-# cases, float32, H 33–256, B 1–64, clusters of 1–8, weights in shared memory or in
+# The FMA cluster kernel's step (K split through shared memory), fitted (non-negative
+# least squares over 168 tiles of 8 cases, float32, H 33–256, B 1–64, clusters of 1–8, weights in shared memory or in
 # registers) to benchmarks/results/cluster-tile-sweep-h100-2026-11-23.txt (at c49f1d9) and
 # cluster-tile-sweep-registers-h100-2026-11-23.txt (at def723b, the K loop unrolled). A step
 # is a chain of dependent latencies, not a throughput: its time follows one thread's work
@@ -353,20 +353,25 @@ class ClusterTile(FmaThreads):
 
     def registers_fit(self, hidden: int, gates: int) -> bool:
         """Whether the W share fits beside the rest of the kernel's registers (up to 80 a
-        thread, and the projection's ring) under the cap ptxas gives a block of this size (64 K registers over the
-        threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
+        thread, and the projection's ring) under the cap ptxas gives a block of this size
+        (64 K registers over the threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
         weights under a cap of 128, none at 48)."""
         cap = min(255, 65536 // (-(-self.threads // 128) * 128))
         ring = self.projection_ahead * self.cells * gates if self.k_lanes else 0
         return self.weight_registers(hidden, gates) <= min(96, cap - 80 - ring)
 
 
+def _thread_chain(hidden: int, gates: int, tile: ClusterTile) -> tuple[int, int, int]:
+    """(k a thread multiplies, products a k, shared loads a k) of a cluster tile's thread."""
+    k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
+    loads = tile.batch_per_thread + (0 if tile.weights_in_registers else tile.units_per_thread * gates)
+    return k_per_thread, tile.cells * gates, loads
+
+
 def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
     """The counts of one step of the lanes form of the FMA cluster kernel that the LANES_*
     constants price, by constant name (the features benchmarks/fit_cluster_model.py fits)."""
-    k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
-    products = tile.cells * gates
-    loads = tile.batch_per_thread + (0 if tile.weights_in_registers else tile.units_per_thread * gates)
+    k_per_thread, products, loads = _thread_chain(hidden, gates, tile)
     fma = "LANES_FMA_REGISTERS_SECONDS" if tile.weights_in_registers else "LANES_FMA_SECONDS"
     return {fma: products * k_per_thread,
             "LANES_LOAD_SECONDS": k_per_thread * loads,
@@ -390,10 +395,8 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     if tile.k_lanes:
         prices = globals()  # the LANES_* constants, by the names lanes_terms gives
         return waves * sum(count * prices[name] for name, count in lanes_terms(hidden, gates, tile).items())
-    k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
-    cells = tile.cells * gates
+    k_per_thread, cells, loads = _thread_chain(hidden, gates, tile)
     registers = tile.weights_in_registers
-    loads = tile.batch_per_thread + (0 if registers else tile.units_per_thread * gates)
     chain = cells * k_per_thread * (CLUSTER_FMA_REGISTERS_SECONDS if registers else CLUSTER_FMA_SECONDS) + \
         k_per_thread * loads * CLUSTER_LOAD_SECONDS
     reduce = (tile.k_split - 1) * cells * CLUSTER_REDUCE_SECONDS

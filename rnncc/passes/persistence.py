@@ -77,14 +77,16 @@ def plan_persistence(model, plan, target):
                 value["blocks"] = -(-H // best.units_per_block) * best.batch_blocks
                 what = f"W_hh resident in {value['blocks']} blocks × {kib} KiB, {product}, grid barrier"
             else:
-                exchange = (("h exchange by st.async and mbarrier", cluster_exchange_seconds)
-                            if math_ == "tensor" else
-                            ("K split in lanes, h pushed to every block, one barrier a step; barrier",
-                             lambda c: lanes_sync_seconds(best.threads, c)) if best.k_lanes else
-                            ("cluster barrier", cluster_sync_seconds))
+                if math_ == "tensor":
+                    sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
+                elif best.k_lanes:
+                    sync = "K split in lanes, h pushed to every block, one barrier a step; barrier"
+                    seconds_ = lanes_sync_seconds(best.threads, best.cluster)
+                else:
+                    sync, seconds_ = "cluster barrier", cluster_sync_seconds(best.cluster)
                 what = (f"W_hh in a cluster of {best.cluster} × {kib} KiB, {product}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
-                        f"{exchange[0]} {exchange[1](best.cluster) * 1e6:.1f} µs")
+                        f"{sync} {seconds_ * 1e6:.1f} µs")
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
         if forced is not None:
             if forced not in candidates:
