@@ -46,8 +46,8 @@ def main() -> None:
                     continue
                 p = model.plan.layers[0].persistence.value
                 ms = ms_a_forward(model, torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype)))
-                print(f"{cell} {dtype} H={H:4d} B={B:2d} cluster={p['cluster']} units={p['units_per_block']} "
-                      f"ks={p['k_split']} threads={p['threads']}: {ms:.3f} ms, {ms * 1e3 / S:.2f} us/step")
+                print(f"{cell} {dtype} H={H:4d} B={B:2d} cluster={p.tile.cluster} units={p.tile.units_per_block} "
+                      f"ks={p.tile.k_split} threads={p.threads}: {ms:.3f} ms, {ms * 1e3 / S:.2f} us/step")
 
 
 if __name__ == "__main__":

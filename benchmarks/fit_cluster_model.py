@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from rnncc.passes.cost import ClusterTile, lanes_terms
+from rnncc.passes.cost import lanes_terms
+from rnncc.tiles import ClusterTile
 from rnncc.target import PRESETS
 
 LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) rows/thread=(\d+) "

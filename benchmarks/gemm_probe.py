@@ -17,8 +17,7 @@ import torch
 import rnncc
 from rnncc import arrays
 from rnncc.dtypes import DTYPES
-from rnncc.passes.cost import (ProjectionTile, TensorProjectionTile, library_gemm_seconds,
-                               library_step_seconds, projection_seconds,
+from rnncc.passes.cost import (library_gemm_seconds, library_step_seconds, projection_seconds,
                                tensor_projection_seconds)
 from rnncc.target import from_device
 from rnncc.timing import time_gpu
@@ -62,12 +61,10 @@ def main() -> None:
             rows, GH = min(l.unroll.value, S) * B, l.gates * H
             ms = projection_ms(c, x, B)
             tflops = 2 * rows * GH * H / ms / 1e9
-            t = l.projection_tile.value
-            if t["math"] == "tensor":
-                tile = TensorProjectionTile(t["bm"], t["bn"], t["warps_m"], t["warps_n"])
+            tile = l.projection_tile.value
+            if tile.math == "tensor":
                 seconds = tensor_projection_seconds(rows, GH, H, tile, target, itemsize)
-            elif t["math"] == "fma":
-                tile = ProjectionTile(t["bm"], t["bn"], t["tm"], t["tn"], t["bk"])
+            elif tile.math == "fma":
                 seconds = projection_seconds(rows, GH, H, tile, target, itemsize)
             else:
                 seconds = library_gemm_seconds(GH, rows, H, itemsize, precision, target)

@@ -17,14 +17,15 @@ batches, which the model puts at 2.2 µs a step where it runs 11.7 (LSTM fp32 H=
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import rnncc
 from rnncc import codegen
 from rnncc.build import compile_all
-from rnncc.passes.cost import ClusterTile, cluster_seconds, cluster_tiles, tensor_seconds, tensor_tiles
+from rnncc.passes.cost import cluster_seconds, cluster_tiles, tensor_seconds, tensor_tiles
 from rnncc.plan import Decision
 from rnncc.runtime import CompiledModel
+from rnncc.tiles import ClusterTile, Persistent
 from rnncc.timing import time_graph
 
 S = 256
@@ -55,30 +56,25 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
             if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
     seconds = tensor_seconds if tensor else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
-    chosen = {k: v for k, v in l.persistence.value.items()
-              if k not in ("mode", "math", "threads", "shared_bytes", "blocks", "projection_ahead")}
+    chosen = l.persistence.value.tile
     if not tensor:
         by_size: dict[int, list] = {}
         for t in ranked:
             by_size.setdefault(t.cluster, []).append(t)
         ranked = [t for ts in by_size.values() for t in ts[:CLUSTER_PER_SIZE]]
-        ranked += [t for t in fits if asdict(t) == chosen and t not in ranked]
+        ranked += [t for t in fits if t == chosen and t not in ranked]
         # ... and each with its weights in registers, where they fit.
         ranked += [replace(t, weights_in_registers=True) for t in ranked
                    if not t.weights_in_registers and t.registers_fit(H, l.gates)
                    and replace(t, weights_in_registers=True) not in ranked]
     out = []
     for t in ranked:
-        value = {"mode": mode, "math": "tensor" if tensor else "fma", **asdict(t),
-                 "threads": t.threads, "shared_bytes": t.shared_bytes(H, l.gates, itemsize)}
-        if tensor:
-            value["blocks"] = -(-H // t.units_per_block) * t.batch_blocks
-        elif t.k_lanes:
-            value["projection_ahead"] = t.projection_ahead
+        value = Persistent(mode, "tensor" if tensor else "fma", t, t.shared_bytes(H, l.gates, itemsize),
+                           -(-H // t.units_per_block) * t.batch_blocks if tensor else None)
         plan = replace(base.plan, layers=(replace(l, persistence=Decision(value, "forced by the sweep", "user")),))
         out.append((t, seconds(B, H, l.gates, t, target, itemsize),
                     CompiledModel(base.model, plan, target, codegen.render(plan), None),
-                    asdict(t) == chosen))
+                    t == chosen))
     return out
 
 

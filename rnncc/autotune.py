@@ -83,8 +83,8 @@ def _single_layer_spec(l: LayerPlan, dtype: str) -> dict:
 
 def effective(l: LayerPlan) -> tuple[str, str, str, str]:
     """What a planned layer runs: layout, persistence mode, step math, projection math."""
-    return (l.layout.value, l.persistence.value["mode"], l.persistence.value["math"],
-            l.projection_tile.value["math"])
+    return (l.layout.value, l.persistence.value.mode, l.persistence.value.math,
+            l.projection_tile.value.math)
 
 
 def _candidates(l: LayerPlan, dtype: str, options: CompileOptions, target):

@@ -132,8 +132,8 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "rnncc_us_per_step": t_ours.per_step_us(cfg.seq_len),
             "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
             "target_speedup": target_speedup(cfg),
-            "persistence": plan.persistence.value["mode"], "layout": plan.layout.value,
-            "math": plan.persistence.value.get("math", "fma"), "tf32": tf32,
+            "persistence": plan.persistence.value.mode, "layout": plan.layout.value,
+            "math": plan.persistence.value.math, "tf32": tf32,
             "compile_s": compile_s}
 
 

@@ -18,6 +18,7 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
+from .tiles import ClusterTile, PersistentTile, StepTile
 
 
 @dataclass(frozen=True)
@@ -244,10 +245,10 @@ def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> 
     cuBLASLt runs it."""
     users = users or (l.name,)
     tile = l.projection_tile.value
-    if tile["math"] == "cublas":
+    if tile.math == "cublas":
         return None
     params = projection_params(l)
-    template = "input_projection_tensor.cu.j2" if tile["math"] == "tensor" else "input_projection.cu.j2"
+    template = "input_projection_tensor.cu.j2" if tile.math == "tensor" else "input_projection.cu.j2"
     source = environment().get_template(template).render(
         kernel=_code_header(_code_what(l, projection=True) + ", input projection", plan.dtype,
                             _values(l, PROJECTION_DECISIONS)),
@@ -260,15 +261,15 @@ def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> 
     name, entry, source = _identify(f"input_projection_{merged}i{l.input_size}_gh{l.gates * l.hidden_size}_"
                                     f"{_SHORT_DTYPE[plan.dtype]}", source)
     return KernelSource(name, "input_projection", l.name, entry, source, params,
-                        (tile["threads"], 1, 1), users=users,
+                        (tile.threads, 1, 1), users=users,
                         header=_model_header(plan, _layers_what(l, users) + ", input projection",
                                              _reasons(l, PROJECTION_DECISIONS)))
 
 
-def _fma_block(tile: dict) -> tuple[int, int, int]:
+def _fma_block(tile: StepTile | PersistentTile | ClusterTile) -> tuple[int, int, int]:
     """Block of an FMA tile (step, grid, cluster): threads along units, rows, K split."""
-    return (tile["units_per_block"] // tile["units_per_thread"],
-            tile["batch_per_block"] // tile["batch_per_thread"], tile["k_split"])
+    return (tile.units_per_block // tile.units_per_thread,
+            tile.batch_per_block // tile.batch_per_thread, tile.k_split)
 
 
 def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource:
@@ -277,26 +278,25 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
     users = users or (l.name,)
     env = environment()
     common = _common(plan, l)
-    mode = l.persistence.value["mode"]
+    mode = l.persistence.value.mode
     readable = f"{l.cell}_h{l.hidden_size}_{_SHORT_DTYPE[plan.dtype]}"
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
-        tile = l.persistence.value
+        persistent = l.persistence.value
         family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
-        tensor = tile["math"] == "tensor"
-        lanes = tile.get("k_lanes", False)
+        tensor, lanes = persistent.math == "tensor", persistent.lanes
         template = f"{family}{'_tensor' if tensor else '_lanes' if lanes else ''}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
         keys = RECURRENT_DECISIONS
         params = persistent_params(l, barrier=mode == "grid")
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
-            entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
-            shared_bytes=tile["shared_bytes"], **common)
+            entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
+            shared_bytes=persistent.shared_bytes, **common)
         # The lanes form lays its threads out itself (the K split's lanes adjacent).
-        block = (tile["threads"], 1, 1) if tensor or lanes else _fma_block(tile)
-        shared = tile["shared_bytes"]
-    elif l.persistence.value["math"] == "cublas":
+        block = (persistent.threads, 1, 1) if tensor or lanes else _fma_block(persistent.tile)
+        shared = persistent.shared_bytes
+    elif l.persistence.value.math == "cublas":
         family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \
             CELL_DECISIONS
         params = step_params(l, library_product=True)
@@ -312,7 +312,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template("recurrent_step.cu.j2").render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
-            async_copy=tile["async_copy"], **common)
+            async_copy=tile.async_copy, **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
     return KernelSource(name, family, l.name, entry, source, params, block, shared, users,

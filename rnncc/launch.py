@@ -58,26 +58,26 @@ def projection_strides(layout: str, B: int, GH: int, rows: int) -> tuple[int, in
 def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
     tile, GH = l.projection_tile.value, l.gates * l.hidden_size
     if l.layout.value == "xw":
-        return math.ceil(GH / tile["bn"]), math.ceil(rows / tile["bm"])
-    return math.ceil(rows / tile["bn"]), math.ceil(GH / tile["bm"])
+        return math.ceil(GH / tile.bn), math.ceil(rows / tile.bm)
+    return math.ceil(rows / tile.bn), math.ceil(GH / tile.bm)
 
 
 def step_grid(l: LayerPlan, kernel: KernelSource, B: int) -> tuple[int, int]:
     """Grid of the per-step kernel: the cell kernel after cuBLASLt (a thread per unit and
     row), or the fused step kernel (its tile of units × rows)."""
-    if l.persistence.value["math"] == "cublas":
+    if l.persistence.value.math == "cublas":
         return math.ceil(l.hidden_size / kernel.block[0]), B
     st = l.step_tile.value
-    return math.ceil(l.hidden_size / st["units_per_block"]), math.ceil(B / st["batch_per_block"])
+    return math.ceil(l.hidden_size / st.units_per_block), math.ceil(B / st.batch_per_block)
 
 
 def persistent_grid(l: LayerPlan, B: int) -> tuple[int, int]:
     """Cluster mode: one cluster per batch tile (clusters are independent). Grid mode: the
     planned blocks over units × batch blocks; a larger batch loops over tiles inside."""
     p = l.persistence.value
-    if p["mode"] == "cluster":
-        return p["cluster"], -(-B // p["batch_per_block"])
-    return -(-l.hidden_size // p["units_per_block"]), p["batch_blocks"]
+    if p.mode == "cluster":
+        return p.tile.cluster, -(-B // p.tile.batch_per_block)
+    return -(-l.hidden_size // p.tile.units_per_block), p.tile.batch_blocks
 
 
 def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, int]:

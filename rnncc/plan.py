@@ -8,7 +8,7 @@ model), ``user`` (forced by a compile option) or, later, ``measured`` (autotunin
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from . import __version__
@@ -160,7 +160,7 @@ class Plan:
         return replace(self, layers=tuple(fn(l) for l in self.layers))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -199,7 +199,23 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as JSON's types: a typed decision value (rnncc/tiles.py) by its
+    ``to_dict``, other dataclasses field by field."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _show(value: Any) -> str:
+    if hasattr(value, "to_dict"):
+        value = value.to_dict()
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, str) and value in LAYOUTS:

@@ -147,7 +147,7 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         p = self.plan
-        modes = ", ".join(f"{l.name}: {l.persistence.value['mode']}" for l in p.layers)
+        modes = ", ".join(f"{l.name}: {l.persistence.value.mode}" for l in p.layers)
         return (f"<rnncc.CompiledModel {self.model.name!r}: {len(p.layers)} layers ({modes}), "
                 f"{self.model.dtype}, target {self.target.name}, planned for S={p.options.seq_len} "
                 f"B={p.options.batch}; {len(self.kernels)} kernels; "
@@ -262,8 +262,8 @@ class CompiledModel:
         if variant.shape_class in self._loaded and self._device_weights is not None:
             return
         missing = [k for k in variant.kernels if k.name not in self._functions]
-        needs_library = any(l.projection_tile.value["math"] == "cublas" or
-                            l.persistence.value["math"] == "cublas" for l in variant.plan.layers)
+        needs_library = any(l.projection_tile.value.math == "cublas" or
+                            l.persistence.value.math == "cublas" for l in variant.plan.layers)
         if missing or self._device_weights is None or self._status is None or \
                 (needs_library and self._library is None):
             with self._lock:
@@ -407,7 +407,7 @@ class CompiledModel:
         found = self._layouts.get(key)
         if found is None:
             grid_layers = tuple(l.name for l in variant.plan.layers
-                                if l.persistence.value["mode"] == "grid")
+                                if l.persistence.value.mode == "grid")
             parts = workspace_parts(variant.plan, S, B) + \
                 [("barriers", 4 * BARRIER_WORDS * len(grid_layers))]
             if len(self._layouts) >= 256:
@@ -568,9 +568,9 @@ class CompiledModel:
 
     def _run_layer(self, variant: Variant, l, index: int, tensors, ws, S, B, h0, c0, c_out,
                    stream: int, barrier: int, spin_ns: int) -> None:
-        mode = l.persistence.value["mode"]
+        mode = l.persistence.value.mode
         step_k = variant.kernel_of(l.name, "recurrent")
-        library_product = l.persistence.value["math"] == "cublas"
+        library_product = l.persistence.value.math == "cublas"
         weights = self._layer_weights(l)
         GH = l.gates * l.hidden_size
         y = tensors[l.name]
@@ -625,7 +625,7 @@ class CompiledModel:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
         kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias."""
         GH, rows = l.gates * l.hidden_size, steps * B
-        if l.projection_tile.value["math"] == "cublas":
+        if l.projection_tile.value.math == "cublas":
             # Y [rows, GH] (layout xw) is column-major GH × rows: W_ih (stored I × GH, used
             # transposed) times the source's columns. A source whose steps are not B rows
             # apart (batch-first input) is a batch of `steps` GEMMs of B columns.

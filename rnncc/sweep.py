@@ -95,7 +95,7 @@ def run_point(p: Point, prepared, warmup: int, repeats: int) -> dict:
             "max_relative_error_vs_cudnn": error,
             "rnncc_ms": t_ours.median_ms, "cudnn_ms": t_theirs.median_ms,
             "speedup": t_theirs.median_ms / t_ours.median_ms, **graphs,
-            "modes": [l.persistence.value["mode"] + ("/cublas" if l.persistence.value["math"] == "cublas" else "")
+            "modes": [l.persistence.value.mode + ("/cublas" if l.persistence.value.math == "cublas" else "")
                       for l in compiled.plan.layers],
             "rnncc_graph_us_per_layer_step": (graphs["rnncc_graph_ms"] or float("nan")) * 1e3
             / (p.seq_len * p.layers)}

@@ -25,7 +25,7 @@ def test_compile_writes_cuda_and_plan(tmp_path, capsys):
     # fused kernel beats a cuBLASLt call per source, and their source counts differ); the
     # others are cuBLASLt calls. Plus the output merge.
     plan = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100").plan
-    own = [l.name for l in plan.layers if l.projection_tile.value["math"] != "cublas"]
+    own = [l.name for l in plan.layers if l.projection_tile.value.math != "cublas"]
     assert own == ["l4", "l5", "l6", "l7", "l8"]
     kernels = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100").kernels
     assert sorted(files) == sorted(["plan.json"] + [k.filename for k in kernels])

@@ -15,6 +15,7 @@ import pytest
 import rnncc
 from rnncc import reference
 from rnncc.dtypes import max_relative_error, round_to, tolerance
+from rnncc.tiles import LibraryProjection, PerStep
 
 pytestmark = pytest.mark.gpu
 
@@ -86,7 +87,7 @@ def test_single_layer_float32(gpu, cell, hidden, batch, seq, persistence):
     m, _, _ = run_and_compare(single(cell, hidden, input_size=hidden + 3), seq, batch,
                               seed=hidden + batch, with_state=(batch % 2 == 1), persistence=persistence,
                               gemm="rnncc")
-    assert m.plan.layers[0].persistence.value["mode"] == persistence
+    assert m.plan.layers[0].persistence.value.mode == persistence
 
 
 # cuBLASLt's products (the projection and each step's h·W_hhᵀ) with rnncc's cell kernel:
@@ -102,8 +103,8 @@ def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
                               with_state=batch % 2 == 1, persistence="none", gemm="cublas",
                               precision=precision)
     l = m.plan.layers[0]
-    assert l.persistence.value == {"mode": "none", "math": "cublas"}
-    assert l.projection_tile.value == {"math": "cublas"}
+    assert l.persistence.value == PerStep("cublas")
+    assert l.projection_tile.value == LibraryProjection()
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -112,7 +113,7 @@ def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
 def test_half_precision_on_fma(gpu, cell, dtype, persistence):
     m, _, _ = run_and_compare(single(cell, 256, 100, dtype), 64, 5, seed=7, with_state=True,
                               persistence=persistence, precision="exact")
-    assert m.plan.layers[0].persistence.value.get("math", "fma") == "fma"
+    assert m.plan.layers[0].persistence.value.math == "fma"
 
 
 # Tensor cores: every cell × operand type (fp16, bf16, TF32) × persistent mode, with sizes
@@ -133,7 +134,7 @@ def test_tensor_cores(gpu, cell, dtype, persistence, hidden, batch, seq):
                                    seed=hidden + batch + seq, with_state=batch % 2 == 1,
                                    persistence=persistence, precision="tensor")
     v = m.plan.layers[0].persistence.value
-    assert (v["mode"], v["math"]) == (persistence, "tensor")
+    assert (v.mode, v.math) == (persistence, "tensor")
     assert "mma.sync" in next(k.source for k in m.kernels if k.family.startswith("recurrent_"))
 
 
@@ -143,7 +144,7 @@ def test_tensor_cores(gpu, cell, dtype, persistence, hidden, batch, seq):
 def test_cluster_persistence(gpu, cell, hidden, batch, seq, dtype):
     m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden * batch,
                               with_state=True, persistence="cluster")
-    assert m.plan.layers[0].persistence.value["mode"] == "cluster"
+    assert m.plan.layers[0].persistence.value.mode == "cluster"
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -151,7 +152,7 @@ def test_cluster_persistence(gpu, cell, hidden, batch, seq, dtype):
 def test_cluster_in_chunks_with_more_batch_than_planned(gpu, cell, persistence):
     m, _, _ = run_and_compare(single(cell, 100, 40), 23, 37, seed=9, with_state=True,
                               persistence=persistence, unroll=5, batch=4)
-    assert m.plan.layers[0].persistence.value["mode"] == persistence
+    assert m.plan.layers[0].persistence.value.mode == persistence
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -197,7 +198,7 @@ def test_stacked_on_cublaslt(gpu, dtype, batch_first):
     sums accumulated), and batch-first sources as batches of per-step GEMMs."""
     m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), 37, 5, seed=len(dtype), with_state=True,
                               batch_first=batch_first, gemm="cublas", persistence="none")
-    assert all(l.projection_tile.value["math"] == "cublas" for l in m.plan.layers)
+    assert all(l.projection_tile.value.math == "cublas" for l in m.plan.layers)
     assert not any(k.family == "input_projection" for k in m.kernels)
 
 
@@ -208,7 +209,7 @@ def test_stacked_on_tensor_cores(gpu, dtype, layout):
     sizes (K=19, 33·2+19+33) and every persistence the planner picks."""
     m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), 37, 5, seed=len(dtype), with_state=True,
                               precision="tensor", layout=layout, gemm="rnncc")
-    assert all(l.projection_tile.value["math"] == "tensor" for l in m.plan.layers)
+    assert all(l.projection_tile.value.math == "tensor" for l in m.plan.layers)
     assert all("mma.sync" in k.source for k in m.kernels if k.family == "input_projection")
 
 
@@ -234,7 +235,7 @@ def test_autotune_measures_once_then_reads_the_cache(gpu, tmp_path, monkeypatch)
     times = l.layout.measured
     assert 2 <= len(times) <= 4 and all(t > 0 for t in times.values())
     fastest = min(times, key=times.get)
-    assert fastest.split("/")[:2] == [l.layout.value, l.persistence.value["mode"]]
+    assert fastest.split("/")[:2] == [l.layout.value, l.persistence.value.mode]
     again = rnncc.compile(spec, target="device", autotune=True, seq_len=16, batch=8)
     assert "disk cache" in again.plan.layers[0].layout.reason
     assert again.plan.layers[0].layout.measured == times
@@ -367,7 +368,7 @@ def test_persistent_refused_when_not_co_resident(gpu):
     # holds at most 7 such blocks per SM.
     big = replace(PRESETS["h100"], name="huge", sm_count=2048)
     m = rnncc.compile(single("lstm", 2048, 64), target=big, batch=8, persistence="grid")
-    assert m.plan.layers[0].persistence.value["blocks"] == 2048
+    assert m.plan.layers[0].persistence.value.blocks == 2048
     with pytest.raises(rnncc.RuntimeCheckError, match="co-resident blocks but this GPU holds"):
         m(np.zeros((3, 8, 64), np.float32))
 
@@ -553,7 +554,7 @@ def test_cuda_graph_capture_replays(gpu, torch, monkeypatch):
             return start.elapsed_time(end) / n
         t_eager, t_graph = per_call_ms(lambda: model(x)), per_call_ms(graph.replay)
         plan = rnn._runner_of(model._specs["float16"]).compiled[("float16", False)][0].variant(64, 8).plan
-        print(f"{persistence_case} fp16 H=256 B=8 S=64 ({plan.layers[0].persistence.value['mode']}): "
+        print(f"{persistence_case} fp16 H=256 B=8 S=64 ({plan.layers[0].persistence.value.mode}): "
               f"eager {t_eager:.3f} ms, captured {t_graph:.3f} ms a forward")
 
 
@@ -737,7 +738,7 @@ def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mo
     raises DeviceTimeout naming the layer and mode, and the next call is right again."""
     case = ("lstm", "float16", 1024 if mode == "grid" else 256, 8, 1, mode, None)
     m = caller_model(case)
-    assert m.plan.layers[0].persistence.value["mode"] == mode
+    assert m.plan.layers[0].persistence.value.mode == mode
     x = torch.randn(48, 8, case[2], device="cuda", dtype=torch.half)
     want = m(x)[0].clone()
     torch.cuda.synchronize()

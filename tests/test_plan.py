@@ -10,6 +10,7 @@ import rnncc
 from rnncc import build
 from rnncc.passes import build_plan
 from rnncc.target import PRESETS, get
+from rnncc.tiles import ClusterTile, LibraryProjection, PerStep, TensorTile
 
 GNMT = "examples/gnmt_encoder.yaml"
 
@@ -60,14 +61,14 @@ def test_layout_is_chosen_and_can_be_forced():
 def test_step_tile_fills_the_gpu_and_fits_shared_memory():
     for B in (1, 8, 64):
         t = plan_of(lstm(), batch=B).layers[0].step_tile.value
-        assert 32 <= t["threads"] <= 256
-        blocks = -(-1024 // t["units_per_block"]) * -(-B // t["batch_per_block"])
+        assert 32 <= t.threads <= 256
+        blocks = -(-1024 // t.units_per_block) * -(-B // t.batch_per_block)
         assert blocks >= 100, (B, t)  # most of the 132 SMs busy
 
 
 def test_cp_async_only_for_float32():
-    assert plan_of(lstm()).layers[0].step_tile.value["async_copy"] is True
-    assert plan_of(lstm(dtype="float16")).layers[0].step_tile.value["async_copy"] is False
+    assert plan_of(lstm()).layers[0].step_tile.value.async_copy is True
+    assert plan_of(lstm(dtype="float16")).layers[0].step_tile.value.async_copy is False
 
 
 def test_merges_fused_into_consumers_and_output_kernels():
@@ -78,23 +79,23 @@ def test_merges_fused_into_consumers_and_output_kernels():
 
 def test_persistence_grid_when_w_hh_fits_and_is_faster():
     small_batch = plan_of(lstm(), batch=8).layers[0].persistence
-    assert small_batch.value["mode"] == "grid" and "resident in" in small_batch.reason
-    assert small_batch.value["blocks"] <= 132 and small_batch.value["shared_bytes"] <= 227 * 1024
+    assert small_batch.value.mode == "grid" and "resident in" in small_batch.reason
+    assert small_batch.value.blocks <= 132 and small_batch.value.shared_bytes <= 227 * 1024
     too_big = plan_of(lstm(H=2048, I=64, dtype="float16"), batch=8).layers[0].persistence
-    assert too_big.value["mode"] == "none" and "fits neither" in too_big.reason
+    assert too_big.value.mode == "none" and "fits neither" in too_big.reason
     with pytest.raises(rnncc.PlanError, match="persistence='cluster': W_hh 16.0 MiB does not fit"):
         plan_of(lstm(), batch=8, persistence="cluster")
 
 
 def test_cluster_when_w_hh_fits_one_cluster():
     d = plan_of(lstm(H=256, I=256), batch=1).layers[0].persistence
-    assert d.value["mode"] == "cluster" and d.value["cluster"] in (1, 2, 4, 8)
-    assert d.value["cluster"] * d.value["units_per_block"] >= 256
+    assert d.value.mode == "cluster" and d.value.tile.cluster in (1, 2, 4, 8)
+    assert d.value.tile.cluster * d.value.tile.units_per_block >= 256
     assert "others, µs: none" in d.reason and "grid" in d.reason
     a100 = rnncc.compile(lstm(H=256, I=256), target="a100", batch=1).plan.layers[0].persistence
-    assert a100.value["mode"] != "cluster"  # no thread-block clusters before sm_90
+    assert a100.value.mode != "cluster"  # no thread-block clusters before sm_90
     forced = plan_of(lstm(), batch=64, persistence="none").layers[0].persistence
-    assert forced.value["mode"] == "none" and forced.source == "user"
+    assert forced.value.mode == "none" and forced.source == "user"
     with pytest.raises(rnncc.SpecError, match="compile option 'persistence': got 'wavefront'"):
         plan_of(lstm(), persistence="wavefront")
 
@@ -104,7 +105,7 @@ def test_persistent_shared_memory_matches_the_template():
     test_codegen); here: it grows with H and units and fits one block per SM."""
     for H in (33, 256, 1024):
         v = plan_of(lstm(H=H, I=16), batch=8, persistence="grid").layers[0].persistence.value
-        assert v["mode"] == "grid" and v["shared_bytes"] >= H * v["units_per_block"] * 4 * 4
+        assert v.mode == "grid" and v.shared_bytes >= H * v.tile.units_per_block * 4 * 4
 
 
 def test_targets():
@@ -132,9 +133,9 @@ def test_precision_defaults_and_tolerances():
         assert d.value == default and d.source == "model" and d.reason
     forced = plan_of(lstm(H=256, I=256), batch=8, precision="tensor").layers[0]
     assert forced.precision.source == "user"
-    assert forced.persistence.value["math"] == "tensor" and "mma.sync" in forced.persistence.reason
+    assert forced.persistence.value.math == "tensor" and "mma.sync" in forced.persistence.reason
     exact = plan_of(lstm(H=256, I=256, dtype="float16"), batch=8, precision="exact").layers[0]
-    assert exact.persistence.value["math"] == "fma"
+    assert exact.persistence.value.math == "fma"
     assert tolerance("float32", "tensor") == TF32_TOLERANCE > tolerance("float32") == DTYPES["float32"].tolerance
     assert tolerance("float16", "tensor") == DTYPES["float16"].tolerance
     with pytest.raises(rnncc.SpecError, match="compile option 'precision': got 'tf16'"):
@@ -146,21 +147,22 @@ def test_tensor_tiles_fit_and_cover_the_units():
     512 threads, shared memory as the template computes it, every unit owned."""
     for dtype, H, B in (("float16", 1024, 8), ("float16", 256, 64), ("float32", 1024, 8), ("bfloat16", 33, 5)):
         v = plan_of(lstm(H=H, I=16, dtype=dtype), batch=B, precision="tensor").layers[0].persistence.value
-        assert v["math"] == "tensor" and v["mode"] in ("grid", "cluster")
-        assert v["m_tiles"] * 16 >= v["units_per_block"] * 4 and v["batch_per_block"] % 8 == 0
-        assert v["threads"] == 32 * v["m_tiles"] * v["k_split"] <= 512
-        assert v["shared_bytes"] <= 227 * 1024
-        owners = v["cluster"] if v["mode"] == "cluster" else v["blocks"] // v["batch_blocks"]
-        assert owners * v["units_per_block"] >= H
+        t = v.tile
+        assert v.math == "tensor" and v.mode in ("grid", "cluster") and isinstance(t, TensorTile)
+        assert t.m_tiles * 16 >= t.units_per_block * 4 and t.batch_per_block % 8 == 0
+        assert v.threads == 32 * t.m_tiles * t.k_split <= 512
+        assert v.shared_bytes <= 227 * 1024
+        owners = t.cluster if v.mode == "cluster" else v.blocks // t.batch_blocks
+        assert owners * t.units_per_block >= H
 
 
 def test_gemm_bound_layers_go_to_cublaslt():
     # W_hh (32 MiB) fits no SM's shared memory and B=256 makes each step a GEMM of its own.
     c = rnncc.compile(lstm(H=2048, I=2048, dtype="float16"), target="h100", batch=256)
     l = c.plan.layers[0]
-    assert l.persistence.value == {"mode": "none", "math": "cublas"}
+    assert l.persistence.value == PerStep("cublas")
     assert "h·W_hhᵀ in cuBLASLt" in l.persistence.reason and "FMA step kernel" in l.persistence.reason
-    assert l.projection_tile.value == {"math": "cublas"} and "cuBLASLt" in l.projection_tile.reason
+    assert l.projection_tile.value == LibraryProjection() and "cuBLASLt" in l.projection_tile.reason
     # rnncc renders the cell kernel only; the step's product and the projection are library calls.
     assert [k.family for k in c.kernels] == ["recurrent_step"]
     assert c.kernels[0].name.startswith("recurrent_step_cell_lstm_h2048_f16_")
@@ -171,14 +173,14 @@ def test_gemm_bound_layers_go_to_cublaslt():
 
 def test_gemm_option_forces_or_forbids_the_library():
     own = plan_of(lstm(H=2048, I=2048, dtype="float16"), batch=256, gemm="rnncc").layers[0]
-    assert own.persistence.value["math"] == "fma" and own.projection_tile.value["math"] == "tensor"
+    assert own.persistence.value.math == "fma" and own.projection_tile.value.math == "tensor"
     assert "cuBLASLt" not in own.persistence.reason
     small = plan_of(lstm(H=64, I=64), batch=4, gemm="cublas", persistence="none").layers[0]
-    assert small.persistence.value["math"] == "cublas"
-    assert small.projection_tile.value == {"math": "cublas"} and small.projection_tile.source == "user"
+    assert small.persistence.value.math == "cublas"
+    assert small.projection_tile.value == LibraryProjection() and small.projection_tile.source == "user"
     # The library adds the bias per gate column only in layout Y = X·Wᵀ.
     wx = plan_of(lstm(H=64, I=64), batch=4, gemm="cublas", layout="wx").layers[0].projection_tile
-    assert wx.value["math"] != "cublas" and "needs layout Y = X·Wᵀ" in wx.reason
+    assert wx.value.math != "cublas" and "needs layout Y = X·Wᵀ" in wx.reason
     with pytest.raises(rnncc.SpecError, match="compile option 'gemm': got 'cudnn'"):
         plan_of(lstm(), gemm="cudnn")
 
@@ -237,8 +239,8 @@ def test_measured_choices_override_the_model_per_layer():
     l = rnncc.compile(lstm(H=256, I=256), target="h100",
                       options=CompileOptions(batch=8, tuned=tuned)).plan.layers[0]
     assert (l.layout.value, l.layout.source) == ("wx", "measured")
-    assert l.persistence.value["mode"] == "grid" and l.persistence.source == "measured"
-    assert l.projection_tile.value["math"] != "cublas"
+    assert l.persistence.value.mode == "grid" and l.persistence.source == "measured"
+    assert l.projection_tile.value.math != "cublas"
     assert l.layout.measured == dict(times) and "fastest of 2 candidates" in l.layout.reason
     # A merged input was timed as one source: its projection placement stays the model's.
     gnmt = rnncc.compile("examples/gnmt_encoder.yaml", target="h100").plan
@@ -247,11 +249,11 @@ def test_measured_choices_override_the_model_per_layer():
     tuned_plan = rnncc.compile("examples/gnmt_encoder.yaml", target="h100",
                                options=CompileOptions(tuned=tuned_all)).plan
     for before, after in zip(gnmt.layers, tuned_plan.layers):
-        assert after.persistence.value["math"] == "cublas"
+        assert after.persistence.value.math == "cublas"
         if len(after.sources) > 1:
             assert after.projection_tile == before.projection_tile
         else:
-            assert after.projection_tile.value == {"math": "cublas"}
+            assert after.projection_tile.value == LibraryProjection()
     assert "measured ms (layer forward): wx/grid/rnncc 1.000" in \
         rnncc.compile(lstm(H=256, I=256), target="h100",
                       options=CompileOptions(batch=8, tuned=tuned)).explain()
@@ -323,7 +325,7 @@ def test_plans_follow_the_call_by_shape_class():
     assert [k.name for k in v8.kernels] == [k.name for k in alone.kernels]
     # Forced options stay forced in every class.
     forced = rnncc.compile(lstm(), target="h100", persistence="none")
-    assert forced.variant(3, 1).plan.layers[0].persistence.value["mode"] == "none"
+    assert forced.variant(3, 1).plan.layers[0].persistence.value.mode == "none"
     assert "2 shape class(es)" in repr(forced)
 
 
@@ -342,7 +344,7 @@ def test_launch_grids_and_arguments_are_pure():
     l = m.plan.layers[0]
     k = m.kernel_of("l0", "recurrent")
     p = l.persistence.value
-    assert launch.persistent_grid(l, 8) == (-(-256 // p["units_per_block"]), p["batch_blocks"])
+    assert launch.persistent_grid(l, 8) == (-(-256 // p.tile.units_per_block), p.tile.batch_blocks)
     y = launch.Sequence(1000, 2, 8 * 256, 256)
     args = launch.persistent_arguments(
         l, t0=0, steps=5, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
@@ -394,7 +396,7 @@ def test_grid_tensor_model_picks_the_measured_fastest_tiles():
     import re
     from pathlib import Path
 
-    from rnncc.passes.cost import TensorTile, tensor_seconds
+    from rnncc.passes.cost import tensor_seconds
     from rnncc.target import PRESETS
 
     text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
@@ -424,7 +426,7 @@ def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
     import re
     from pathlib import Path
 
-    from rnncc.passes.cost import ClusterTile, cluster_seconds
+    from rnncc.passes.cost import cluster_seconds
     from rnncc.target import PRESETS
 
     text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
@@ -452,7 +454,7 @@ def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
     import re
     from pathlib import Path
 
-    from rnncc.passes.cost import ClusterTile, cluster_seconds
+    from rnncc.passes.cost import cluster_seconds
     from rnncc.target import PRESETS
 
     text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"

@@ -8,9 +8,11 @@ absolute times.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..target import Target
+from ..tiles import (MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile, StepTile, TensorProjectionTile,
+                     TensorTile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -38,19 +40,6 @@ def gemm_memory_seconds(m: int, n: int, k: int, itemsize: int, target: Target) -
     return ((m + n) * k * itemsize + m * n * 4) / target.memory_bandwidth
 
 
-@dataclass(frozen=True)
-class ProjectionTile:
-    bm: int   # rows of C per block
-    bn: int   # columns of C per block
-    tm: int   # rows per thread (two halves of tm/2, bm/2 apart, for conflict-free reads)
-    tn: int
-    bk: int = 8
-
-    @property
-    def threads(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
-
-
 PROJECTION_TILES = (ProjectionTile(128, 128, 8, 8), ProjectionTile(64, 64, 4, 4),
                     ProjectionTile(32, 32, 2, 2))
 
@@ -67,34 +56,6 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
     compute = waves * blocks_per_sm * 2.0 * tile.bm * tile.bn * k / (sm_flops * efficiency)
     memory = gemm_memory_seconds(m, n, k, itemsize, target)
     return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
-
-
-class FmaThreads:
-    """Threads of an FMA tile: a thread per (units_per_thread units, batch_per_thread
-    rows) of the block's tile, times the K split (step, grid and cluster kernels alike)."""
-
-    @property
-    def threads(self) -> int:
-        return (self.units_per_block // self.units_per_thread) * \
-            (self.batch_per_block // self.batch_per_thread) * self.k_split
-
-
-@dataclass(frozen=True)
-class StepTile(FmaThreads):
-    units_per_block: int
-    units_per_thread: int
-    batch_per_block: int
-    batch_per_thread: int
-    k_split: int
-    k_tile: int = 32
-    stages: int = 2          # shared-memory buffers of K tiles
-    async_copy: bool = False  # cp.async global → shared (float32 storage), else via registers
-
-    def shared_bytes(self, gates: int, itemsize: int) -> int:
-        tile = self.stages * self.k_tile * (self.units_per_block * gates + self.batch_per_block + 4) * 4
-        reduce = (self.k_split - 1) * (self.threads // self.k_split) * \
-            self.batch_per_thread * self.units_per_thread * gates * 4
-        return tile + reduce
 
 
 def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
@@ -156,36 +117,6 @@ GRID_BARRIER_SECONDS = 1.5e-6  # software grid barrier on an H100, 8–132 block
 # LSTM H=256 took 4.1 µs/step with one tile a block (B=8) and 16.3 with eight (B=64)
 # (benchmarks/results/bench-h100-2026-11-23.json at commit 54e8670).
 PERSISTENT_TILE_SECONDS = 1.7e-6
-
-
-def resident_shared_bytes(tile, hidden: int, gates: int, itemsize: int) -> int:
-    """Shared memory of a persistent block (grid or cluster): the resident W_hhᵀ slice
-    (K rows padded to the K tile, 16-byte aligned), h of its batch tile for all K
-    ([k][row + 4]) and the K-split partial sums."""
-    k_rows = math.ceil(hidden / tile.k_tile) * tile.k_tile
-    w = (k_rows * tile.units_per_block * gates * itemsize + 15) // 16 * 16
-    h = k_rows * (tile.batch_per_block + 4) * 4
-    partial = (tile.k_split - 1) * tile.batch_per_thread * tile.units_per_thread * gates * \
-        (tile.threads // tile.k_split) * 4
-    return w + h + partial
-
-
-@dataclass(frozen=True)
-class PersistentTile(FmaThreads):
-    """Tile of the grid-persistent step: a block owns `units_per_block` units for the
-    whole sequence and loops over batch tiles of `batch_per_block` rows."""
-
-    units_per_block: int
-    batch_per_block: int
-    batch_per_thread: int
-    k_split: int
-    batch_blocks: int          # blocks along y sharing the batch tiles
-    units_per_thread: int = 1
-    k_tile: int = 32
-
-    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
-        """Must equal SHARED_BYTES in recurrent_persistent.cu.j2 (a static_assert checks)."""
-        return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
 def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile,
@@ -302,65 +233,6 @@ def cluster_exchange_seconds(cluster: int) -> float:
     return 0.0 if cluster == 1 else (0.098 + 0.0325 * cluster) * 1e-6
 
 
-@dataclass(frozen=True)
-class ClusterTile(FmaThreads):
-    """Tile of the cluster-persistent step: `cluster` blocks share one batch tile of
-    `batch_per_block` rows; block r owns units [r·units_per_block, (r+1)·units_per_block)."""
-
-    cluster: int
-    units_per_block: int
-    batch_per_block: int
-    batch_per_thread: int
-    k_split: int
-    units_per_thread: int = 1
-    k_tile: int = 32
-    # Each thread copies its share of W_hhᵀ (its K slice × units × gates, as float) from
-    # shared memory into registers once, and steps multiply from there.
-    weights_in_registers: bool = False
-    # The lanes form (recurrent_cluster_lanes.cu.j2): the K split's threads adjacent lanes
-    # whose partial sums meet by shuffles, h pushed to every block, one barrier a step.
-    k_lanes: bool = False
-
-    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
-        """Must equal SHARED_BYTES in the cluster templates (a static_assert checks). The
-        shared-memory form: the resident tile plus the double-buffered slice of h the peers
-        read. The lanes form: the block's rows of W_hh (k contiguous, each an odd number of
-        4-byte words) and two buffers of h for all K, rows an odd number of floats apart."""
-        if not self.k_lanes:
-            h_own = 2 * self.batch_per_block * self.units_per_block * 4
-            return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
-        k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
-        row_words = k_rows * itemsize // 4 | 1
-        w = (self.units_per_block * gates * row_words * 4 + 15) // 16 * 16
-        return w + 2 * k_rows * (self.batch_per_block | 1) * 4
-
-    @property
-    def cells(self) -> int:
-        """(row, unit) pairs a thread (its K group) runs the cell for."""
-        return self.batch_per_thread * self.units_per_thread
-
-    @property
-    def projection_ahead(self) -> int:
-        """Steps the lanes form loads the projection ahead, a ring of registers (gates ×
-        cells × steps): four where a thread's cells are few, fewer where the ring would crowd
-        out the product's registers."""
-        return 4 if self.cells <= 2 else 2 if self.cells <= 8 else 1
-
-    def weight_registers(self, hidden: int, gates: int) -> int:
-        """Floats of W_hhᵀ a thread holds with weights_in_registers."""
-        k_per_thread = math.ceil(hidden / self.k_tile) * self.k_tile // self.k_split
-        return k_per_thread * self.units_per_thread * gates
-
-    def registers_fit(self, hidden: int, gates: int) -> bool:
-        """Whether the W share fits beside the rest of the kernel's registers (up to 80 a
-        thread, and the projection's ring) under the cap ptxas gives a block of this size
-        (64 K registers over the threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
-        weights under a cap of 128, none at 48)."""
-        cap = min(255, 65536 // (-(-self.threads // 128) * 128))
-        ring = self.projection_ahead * self.cells * gates if self.k_lanes else 0
-        return self.weight_registers(hidden, gates) <= min(96, cap - 80 - ring)
-
-
 def _thread_chain(hidden: int, gates: int, tile: ClusterTile) -> tuple[int, int, int]:
     """(k a thread multiplies, products a k, shared loads a k) of a cluster tile's thread."""
     k_per_thread = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile / tile.k_split)
@@ -440,55 +312,7 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
 # TF32 multiply-adds a clock through mma.sync (about 60% of Hopper's wgmma peak), i.e.
 # 2 clocks per instruction either way. A warp's chain of mma (fragment loads and mma that
 # barely overlap) is fitted per kernel family below, not derived from the mma latency.
-MMA_M, MMA_N = 16, 8
 MMA_SM_CLOCKS = 2.0
-
-
-def mma_k(itemsize: int) -> int:
-    """K of one mma.sync: 16 for fp16/bf16 operands, 8 for TF32."""
-    return 16 if itemsize == 2 else 8
-
-
-@dataclass(frozen=True)
-class TensorTile:
-    """Tile of a persistent step on tensor cores. A block owns `units_per_block` units,
-    i.e. M = units·G rows of W_hh (padded to `m_tiles`·16), kept in shared memory in
-    mma fragment order, and a batch tile of `batch_per_block` rows (N, a multiple of 8).
-    Its warps are m_tiles × k_split: each computes one 16-row tile for every batch column
-    over 1/k_split of K; the partial sums meet in shared memory, where the epilogue runs
-    the cell for each (unit, row). `cluster` > 0: blocks per cluster (mode cluster);
-    `batch_blocks`: blocks along y sharing the batch tiles (mode grid)."""
-
-    units_per_block: int
-    batch_per_block: int
-    k_split: int
-    m_tiles: int
-    cluster: int = 0
-    batch_blocks: int = 1
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.m_tiles * self.k_split
-
-    def k_padded(self, hidden: int, itemsize: int) -> int:
-        chunk = mma_k(itemsize) * self.k_split
-        return math.ceil(hidden / chunk) * chunk
-
-    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
-        """Must equal SHARED_BYTES in the persistent templates (a static_assert checks):
-        W_hh fragments [m_tiles·16 × K] in the operand type (TF32 in 4 bytes), h of the
-        batch tile [rows][K + 16 bytes of padding] (two buffers in a cluster, where the
-        peers write the next step's while this one is read, each with an 8-byte
-        mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
-        float32."""
-        k = self.k_padded(hidden, itemsize)
-        w = self.m_tiles * MMA_M * k * itemsize
-        h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
-        partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
-        mbarriers = 2 * 8 if self.cluster else 0
-        return w + h + partial + mbarriers
-
-
 # The cluster kernel's step on tensor cores, fitted to its times at 952e87b (µs a step at
 # S=256, 19 points: clusters of 1–8, 4–32 k-steps a warp, B = 8 and 32 in batch tiles of
 # 8 rows, all within ±13% of this model; benchmarks/results/cluster-exchange-h100-2026-11-23.txt):
@@ -567,21 +391,6 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             if t.threads <= 512:
                 out.append(t)
     return out
-
-
-@dataclass(frozen=True)
-class TensorProjectionTile:
-    """Tile of the input projection on tensor cores: a block of warps_m × warps_n warps
-    computes bm × bn of C, each warp (bm/warps_m) × (bn/warps_n) in 16×8 mma tiles."""
-
-    bm: int
-    bn: int
-    warps_m: int
-    warps_n: int
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps_m * self.warps_n
 
 
 TENSOR_PROJECTION_TILES = (TensorProjectionTile(128, 128, 2, 4), TensorProjectionTile(64, 64, 2, 2))

@@ -8,18 +8,19 @@ gate column there.
 """
 
 import math
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
+from ..tiles import LibraryProjection, Projection
 from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
                    projection_seconds, step_seconds, step_tiles, tensor_projection_k_tile,
                    tensor_projection_seconds)
 
 
-def projection_label(value: dict) -> str:
+def projection_label(value: Projection) -> str:
     """The name of a projection decision's value among its alternatives."""
-    return "cuBLASLt" if value["math"] == "cublas" else f"rnncc {value['bm']}×{value['bn']}"
+    return "cuBLASLt" if value.math == "cublas" else f"rnncc {value.bm}×{value.bn}"
 
 
 def plan_projection_tile(model, plan, target):
@@ -44,17 +45,10 @@ def plan_projection_tile(model, plan, target):
                      for t in PROJECTION_TILES}
         best = min(costs, key=lambda t: (round(costs[t] * 1e9), -t.bm))
         blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
-        if tensor:
-            value = dict(math="tensor", bm=best.bm, bn=best.bn,
-                         bk=tensor_projection_k_tile(itemsize), warps_m=best.warps_m,
-                         warps_n=best.warps_n, threads=best.threads)
-        else:
-            value = dict(math="fma", bm=best.bm, bn=best.bn, bk=best.bk, tm=best.tm, tn=best.tn,
-                         threads=best.threads)
+        value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
         reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
                   f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
-        alternatives = {projection_label({**value, "bm": t.bm, "bn": t.bn}): c
-                        for t, c in costs.items()}
+        alternatives = {projection_label(t): c for t, c in costs.items()}
         if gemm == "rnncc":
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
         # One library call per source: a concat's sources cover slices of K, a sum's the whole.
@@ -64,7 +58,7 @@ def plan_projection_tile(model, plan, target):
             if gemm == "cublas":
                 reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
-        alternatives[projection_label({"math": "cublas"})] = library
+        alternatives[projection_label(LibraryProjection())] = library
         if gemm == "cublas" or library < costs[best]:
             why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                    if gemm == "cublas" else
@@ -73,7 +67,7 @@ def plan_projection_tile(model, plan, target):
                    f"predicted {library * 1e6:.1f} µs in cuBLASLt "
                    f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
             return replace(l, projection_tile=Decision(
-                {"math": "cublas"}, why + "; bias in the library's epilogue",
+                LibraryProjection(), why + "; bias in the library's epilogue",
                 chooser if gemm == "cublas" else "model", alternatives))
         reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
         return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
@@ -96,7 +90,6 @@ def plan_step_tile(model, plan, target):
             return (round(step_seconds(B, H, G, t, target, itemsize) * 1e8), padded, t.threads)
         best = min(fits, key=key)
         blocks = math.ceil(H / best.units_per_block) * math.ceil(B / best.batch_per_block)
-        value = asdict(best) | {"threads": best.threads}
         reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
                   f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
                   f"K split {best.k_split}×; predicted "
@@ -107,5 +100,5 @@ def plan_step_tile(model, plan, target):
                         f"{t.batch_per_thread}b×k{t.k_split}": step_seconds(B, H, G, t, target, itemsize)
                         for t in ranked}
         assert len(alternatives) == len(ranked)  # the names tell the tiles apart
-        return replace(l, step_tile=Decision(value, reason, alternatives=alternatives))
+        return replace(l, step_tile=Decision(best, reason, alternatives=alternatives))
     return plan.map_layers(decide)

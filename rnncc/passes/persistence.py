@@ -16,22 +16,23 @@ in one launch; ``math="fma"``) or as h·W_hhᵀ in cuBLASLt followed by rnncc's 
 of its own, the library's tensor-core kernels are the fast way through it.
 """
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from .cost import (StepTile, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+from ..tiles import Persistence, Persistent, PerStep, StepTile
+from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, lanes_sync_seconds, library_step_seconds, persistent_seconds,
                    persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
 
 
-def persistence_label(value: dict) -> str:
+def persistence_label(value: Persistence) -> str:
     """The name of a persistence decision's value among its alternatives: the mode, and
     for mode none which of its two variants."""
-    if value["mode"] != "none":
-        return value["mode"]
-    return "none (cuBLASLt + cell kernel)" if value["math"] == "cublas" else "none (FMA step kernel)"
+    if value.mode != "none":
+        return value.mode
+    return "none (cuBLASLt + cell kernel)" if value.math == "cublas" else "none (FMA step kernel)"
 
 
 def plan_persistence(model, plan, target):
@@ -41,7 +42,7 @@ def plan_persistence(model, plan, target):
 
     def decide(l):
         B, H, G = o.batch, l.hidden_size, l.gates
-        step_tile = StepTile(**{k: v for k, v in l.step_tile.value.items() if k != "threads"})
+        step_tile = l.step_tile.value
         w_mb = G * H * H * itemsize / 2**20
         none, per_step = _per_step(l, o, target, itemsize, step_tile)
         tuned = o.measured(l.name)
@@ -68,14 +69,12 @@ def plan_persistence(model, plan, target):
                 continue
             best = min(fits, key=lambda t: (round(seconds(B, H, G, t, target, itemsize) * 1e8),
                                             getattr(t, "cluster", 0), t.threads))
-            value = {"mode": mode, "math": math_, **asdict(best), "threads": best.threads,
-                     "shared_bytes": best.shared_bytes(H, G, itemsize)}
-            if mode == "cluster" and math_ == "fma" and best.k_lanes:
-                value["projection_ahead"] = best.projection_ahead
-            kib = value["shared_bytes"] // 1024
+            shared = best.shared_bytes(H, G, itemsize)
+            blocks = -(-H // best.units_per_block) * best.batch_blocks if mode == "grid" else None
+            value = Persistent(mode, math_, best, shared, blocks)
+            kib = shared // 1024
             if mode == "grid":
-                value["blocks"] = -(-H // best.units_per_block) * best.batch_blocks
-                what = f"W_hh resident in {value['blocks']} blocks × {kib} KiB, {product}, grid barrier"
+                what = f"W_hh resident in {blocks} blocks × {kib} KiB, {product}, grid barrier"
             else:
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
@@ -112,7 +111,7 @@ def plan_persistence(model, plan, target):
 
 
 def _per_step(l, o, target, itemsize: int,
-              step_tile: StepTile) -> tuple[tuple[float, dict, str], dict[str, float]]:
+              step_tile: StepTile) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
     """((seconds per step, value, description), predicted seconds of each variant) of mode
     none: rnncc's FMA step kernel, or cuBLASLt's product and rnncc's cell kernel, whichever
     is predicted faster (or the one option ``gemm`` names)."""
@@ -128,7 +127,7 @@ def _per_step(l, o, target, itemsize: int,
     else:
         what = "rnncc's FMA step kernel, a launch per step" + (
             "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
-    variants = {persistence_label({"mode": "none", "math": "fma"}): fma}
+    variants = {persistence_label(PerStep("fma")): fma}
     if gemm != "rnncc":
-        variants[persistence_label({"mode": "none", "math": "cublas"})] = library
-    return (seconds, {"mode": "none", "math": "cublas" if use_library else "fma"}, what), variants
+        variants[persistence_label(PerStep("cublas"))] = library
+    return (seconds, PerStep("cublas" if use_library else "fma"), what), variants

@@ -20,7 +20,7 @@ def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
                for l in plan.layers)
     cell = max([batch * l.hidden_size * 4 for l in plan.layers if l.cell == "lstm"], default=0)
     product = max([batch * l.gates * l.hidden_size * 4 for l in plan.layers
-                   if l.persistence.value["math"] == "cublas"], default=0)
+                   if l.persistence.value.math == "cublas"], default=0)
     return [("projection", proj), ("cell_state", cell), ("step_product", product)] + \
         [(l.name, seq_len * batch * l.hidden_size * itemsize) for l in plan.layers if not l.is_output]
 

@@ -1,0 +1,284 @@
+"""Tile shapes and the values of the plan's kernel decisions, typed: the cost model ranks
+these, codegen renders from them and launch computes grids from them.
+
+A plan keeps these as Decision values (``projection_tile``, ``step_tile``,
+``persistence``); ``to_dict`` gives each one's form in ``plan.json`` and in the kernels'
+headers. Geometry that follows from a tile (threads, shared memory, registers) is here;
+what a tile costs is in ``passes/cost.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Union
+
+@dataclass(frozen=True)
+class ProjectionTile:
+    bm: int   # rows of C per block
+    bn: int   # columns of C per block
+    tm: int   # rows per thread (two halves of tm/2, bm/2 apart, for conflict-free reads)
+    tn: int
+    bk: int = 8
+
+    math: ClassVar[str] = "fma"
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "bm": self.bm, "bn": self.bn, "bk": self.bk, "tm": self.tm,
+                "tn": self.tn, "threads": self.threads}
+
+
+@dataclass(frozen=True)
+class TensorProjectionTile:
+    """Tile of the input projection on tensor cores: a block of warps_m × warps_n warps
+    computes bm × bn of C, each warp (bm/warps_m) × (bn/warps_n) in 16×8 mma tiles."""
+
+    bm: int
+    bn: int
+    warps_m: int
+    warps_n: int
+    bk: int = 32   # K per shared-memory tile (see cost.tensor_projection_k_tile)
+    math: ClassVar[str] = "tensor"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "bm": self.bm, "bn": self.bn, "bk": self.bk,
+                "warps_m": self.warps_m, "warps_n": self.warps_n, "threads": self.threads}
+
+
+class FmaThreads:
+    """Threads of an FMA tile: a thread per (units_per_thread units, batch_per_thread
+    rows) of the block's tile, times the K split (step, grid and cluster kernels alike)."""
+
+    @property
+    def threads(self) -> int:
+        return (self.units_per_block // self.units_per_thread) * \
+            (self.batch_per_block // self.batch_per_thread) * self.k_split
+
+
+@dataclass(frozen=True)
+class StepTile(FmaThreads):
+    units_per_block: int
+    units_per_thread: int
+    batch_per_block: int
+    batch_per_thread: int
+    k_split: int
+    k_tile: int = 32
+    stages: int = 2          # shared-memory buffers of K tiles
+    async_copy: bool = False  # cp.async global → shared (float32 storage), else via registers
+
+    def shared_bytes(self, gates: int, itemsize: int) -> int:
+        tile = self.stages * self.k_tile * (self.units_per_block * gates + self.batch_per_block + 4) * 4
+        reduce = (self.k_split - 1) * (self.threads // self.k_split) * \
+            self.batch_per_thread * self.units_per_thread * gates * 4
+        return tile + reduce
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "threads": self.threads}
+
+
+def resident_shared_bytes(tile, hidden: int, gates: int, itemsize: int) -> int:
+    """Shared memory of a persistent block (grid or cluster): the resident W_hhᵀ slice
+    (K rows padded to the K tile, 16-byte aligned), h of its batch tile for all K
+    ([k][row + 4]) and the K-split partial sums."""
+    k_rows = math.ceil(hidden / tile.k_tile) * tile.k_tile
+    w = (k_rows * tile.units_per_block * gates * itemsize + 15) // 16 * 16
+    h = k_rows * (tile.batch_per_block + 4) * 4
+    partial = (tile.k_split - 1) * tile.batch_per_thread * tile.units_per_thread * gates * \
+        (tile.threads // tile.k_split) * 4
+    return w + h + partial
+
+
+@dataclass(frozen=True)
+class PersistentTile(FmaThreads):
+    """Tile of the grid-persistent step: a block owns `units_per_block` units for the
+    whole sequence and loops over batch tiles of `batch_per_block` rows."""
+
+    units_per_block: int
+    batch_per_block: int
+    batch_per_thread: int
+    k_split: int
+    batch_blocks: int          # blocks along y sharing the batch tiles
+    units_per_thread: int = 1
+    k_tile: int = 32
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in recurrent_persistent.cu.j2 (a static_assert checks)."""
+        return resident_shared_bytes(self, hidden, gates, itemsize)
+
+
+@dataclass(frozen=True)
+class ClusterTile(FmaThreads):
+    """Tile of the cluster-persistent step: `cluster` blocks share one batch tile of
+    `batch_per_block` rows; block r owns units [r·units_per_block, (r+1)·units_per_block)."""
+
+    cluster: int
+    units_per_block: int
+    batch_per_block: int
+    batch_per_thread: int
+    k_split: int
+    units_per_thread: int = 1
+    k_tile: int = 32
+    # Each thread copies its share of W_hhᵀ (its K slice × units × gates, as float) from
+    # shared memory into registers once, and steps multiply from there.
+    weights_in_registers: bool = False
+    # The lanes form (recurrent_cluster_lanes.cu.j2): the K split's threads adjacent lanes
+    # whose partial sums meet by shuffles, h pushed to every block, one barrier a step.
+    k_lanes: bool = False
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in the cluster templates (a static_assert checks). The
+        shared-memory form: the resident tile plus the double-buffered slice of h the peers
+        read. The lanes form: the block's rows of W_hh (k contiguous, each an odd number of
+        4-byte words) and two buffers of h for all K, rows an odd number of floats apart."""
+        if not self.k_lanes:
+            h_own = 2 * self.batch_per_block * self.units_per_block * 4
+            return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
+        k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
+        row_words = k_rows * itemsize // 4 | 1
+        w = (self.units_per_block * gates * row_words * 4 + 15) // 16 * 16
+        return w + 2 * k_rows * (self.batch_per_block | 1) * 4
+
+    @property
+    def cells(self) -> int:
+        """(row, unit) pairs a thread (its K group) runs the cell for."""
+        return self.batch_per_thread * self.units_per_thread
+
+    @property
+    def projection_ahead(self) -> int:
+        """Steps the lanes form loads the projection ahead, a ring of registers (gates ×
+        cells × steps): four where a thread's cells are few, fewer where the ring would crowd
+        out the product's registers."""
+        return 4 if self.cells <= 2 else 2 if self.cells <= 8 else 1
+
+    def weight_registers(self, hidden: int, gates: int) -> int:
+        """Floats of W_hhᵀ a thread holds with weights_in_registers."""
+        k_per_thread = math.ceil(hidden / self.k_tile) * self.k_tile // self.k_split
+        return k_per_thread * self.units_per_thread * gates
+
+    def registers_fit(self, hidden: int, gates: int) -> bool:
+        """Whether the W share fits beside the rest of the kernel's registers (up to 80 a
+        thread, and the projection's ring) under the cap ptxas gives a block of this size
+        (64 K registers over the threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
+        weights under a cap of 128, none at 48)."""
+        cap = min(255, 65536 // (-(-self.threads // 128) * 128))
+        ring = self.projection_ahead * self.cells * gates if self.k_lanes else 0
+        return self.weight_registers(hidden, gates) <= min(96, cap - 80 - ring)
+
+
+MMA_M, MMA_N = 16, 8
+
+
+def mma_k(itemsize: int) -> int:
+    """K of one mma.sync: 16 for fp16/bf16 operands, 8 for TF32."""
+    return 16 if itemsize == 2 else 8
+
+
+@dataclass(frozen=True)
+class TensorTile:
+    """Tile of a persistent step on tensor cores. A block owns `units_per_block` units,
+    i.e. M = units·G rows of W_hh (padded to `m_tiles`·16), kept in shared memory in
+    mma fragment order, and a batch tile of `batch_per_block` rows (N, a multiple of 8).
+    Its warps are m_tiles × k_split: each computes one 16-row tile for every batch column
+    over 1/k_split of K; the partial sums meet in shared memory, where the epilogue runs
+    the cell for each (unit, row). `cluster` > 0: blocks per cluster (mode cluster);
+    `batch_blocks`: blocks along y sharing the batch tiles (mode grid)."""
+
+    units_per_block: int
+    batch_per_block: int
+    k_split: int
+    m_tiles: int
+    cluster: int = 0
+    batch_blocks: int = 1
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.m_tiles * self.k_split
+
+    def k_padded(self, hidden: int, itemsize: int) -> int:
+        chunk = mma_k(itemsize) * self.k_split
+        return math.ceil(hidden / chunk) * chunk
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in the persistent templates (a static_assert checks):
+        W_hh fragments [m_tiles·16 × K] in the operand type (TF32 in 4 bytes), h of the
+        batch tile [rows][K + 16 bytes of padding] (two buffers in a cluster, where the
+        peers write the next step's while this one is read, each with an 8-byte
+        mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
+        float32."""
+        k = self.k_padded(hidden, itemsize)
+        w = self.m_tiles * MMA_M * k * itemsize
+        h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
+        partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
+        mbarriers = 2 * 8 if self.cluster else 0
+        return w + h + partial + mbarriers
+
+
+# ---- the input projection -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class LibraryProjection:
+    """The input projection as cuBLASLt GEMMs (one per source), no rnncc kernel."""
+
+    math: ClassVar[str] = "cublas"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math}
+
+
+Projection = Union[ProjectionTile, TensorProjectionTile, LibraryProjection]
+
+
+# ---- the recurrent steps ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PerStep:
+    """Persistence ``none``: a launch per step, of rnncc's FMA step kernel (``math`` fma,
+    tiled by the layer's ``step_tile``) or of cuBLASLt's h·W_hhᵀ and rnncc's cell kernel
+    (``math`` cublas)."""
+
+    math: str   # "fma" | "cublas"
+    mode: ClassVar[str] = "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "math": self.math}
+
+
+@dataclass(frozen=True)
+class Persistent:
+    """Persistence ``grid`` or ``cluster``: one launch for the sequence, W_hh resident, the
+    step tiled by ``tile`` (FMA tiles for ``math`` fma, TensorTile for tensor)."""
+
+    mode: str                    # "grid" | "cluster"
+    math: str                    # "fma" | "tensor"
+    tile: Union[PersistentTile, ClusterTile, TensorTile]
+    shared_bytes: int            # dynamic shared memory of a block
+    blocks: int | None = None    # grid: the blocks launched (units × batch blocks)
+
+    @property
+    def threads(self) -> int:
+        return self.tile.threads
+
+    @property
+    def lanes(self) -> bool:
+        """The lanes form of the FMA cluster kernel (recurrent_cluster_lanes.cu.j2)."""
+        return isinstance(self.tile, ClusterTile) and self.tile.k_lanes
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"mode": self.mode, "math": self.math, **asdict(self.tile),
+               "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
+        if self.lanes:
+            out["projection_ahead"] = self.tile.projection_ahead
+        if self.blocks is not None:
+            out["blocks"] = self.blocks
+        return out
+
+
+Persistence = Union[PerStep, Persistent]
