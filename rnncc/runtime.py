@@ -66,6 +66,12 @@ class Variant:
                 (k for k in self.kernels if user in k.users and k.family.startswith(family)), None)
         return self._kernel_of[key]
 
+    @property
+    def uses_library(self) -> bool:
+        """Whether a layer runs a GEMM in cuBLASLt (its projection or its step's product)."""
+        return any(l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas"
+                   for l in self.plan.layers)
+
 
 class _CallMemory:
     """Device memory of one call, on the call's stream: PyTorch's caching allocator for a
@@ -262,8 +268,7 @@ class CompiledModel:
         if variant.shape_class in self._loaded and self._device_weights is not None:
             return
         missing = [k for k in variant.kernels if k.name not in self._functions]
-        needs_library = any(l.projection_tile.value.math == "cublas" or
-                            l.persistence.value.math == "cublas" for l in variant.plan.layers)
+        needs_library = variant.uses_library
         if missing or self._device_weights is None or self._status is None or \
                 (needs_library and self._library is None):
             with self._lock:
@@ -408,8 +413,10 @@ class CompiledModel:
         if found is None:
             grid_layers = tuple(l.name for l in variant.plan.layers
                                 if l.persistence.value.mode == "grid")
+            # cuBLASLt's scratch in the same block: one allocation a call, not two.
             parts = workspace_parts(variant.plan, S, B) + \
-                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))]
+                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))] + \
+                ([("library", cublaslt.WORKSPACE_BYTES)] if variant.uses_library else [])
             if len(self._layouts) >= 256:
                 self._layouts.clear()
             found = self._layouts[key] = (*_layout(parts), grid_layers)
@@ -449,8 +456,6 @@ class CompiledModel:
         offsets, total, grid_layers = self._workspace_layout(variant, S, B)
         base = memory.take(total)
         ws = {name: base + off for name, off in offsets.items()}
-        if self._library is not None:  # cuBLASLt's scratch (not poisoned: nothing reads it back)
-            ws["library"] = memory.take(cublaslt.WORKSPACE_BYTES, poison=False)
         if grid_layers:
             driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
         barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
@@ -471,7 +476,7 @@ class CompiledModel:
             L, H, lstm = len(self.model.layers), self.model.layers[0].hidden_size, \
                 self.model.layers[0].cell == "lstm"
             stacked_shape = (L, B, H)
-            h_all, h_all_view = make(stacked_shape)
+            h_all = h_all_view = None  # made after the first layer's launches (below)
             c_all, c_all_view = make(stacked_shape) if lstm else (None, None)
             slot_bytes = B * H * item
 
@@ -486,6 +491,8 @@ class CompiledModel:
             self._run_layer(variant, l, index, tensors, ws, S, B, h0, c0, c_view, stream,
                             barrier_of.get(l.name, 0), spin_ns)
             y = tensors[l.name]
+            if stacked and h_all is None:  # an allocation the kernels need not wait for
+                h_all, h_all_view = make(stacked_shape)
             h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.hidden_size))
             driver.copy_rows(h_view.ptr, l.hidden_size * item, y.at(S - 1), y.stride_b * item,
                              l.hidden_size * item, B, stream)
