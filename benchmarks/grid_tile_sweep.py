@@ -6,6 +6,9 @@ Hopper GPU and PyTorch.
     python3 benchmarks/grid_tile_sweep.py          # grid kernel on tensor cores, every tile
     python3 benchmarks/grid_tile_sweep.py cluster  # FMA cluster kernel (float32 exact): the
                                                    # model's best 3 tiles of each cluster size
+    python3 benchmarks/grid_tile_sweep.py lanes    # the lanes form at small batches: the
+                                                   # model's best 2 tiles of each (cluster
+                                                   # size, warps a block), to tell the two apart
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/grid_tile_sweep.py cluster --build-only
                                                    # nvcc only (no GPU), for carrying the cache
 
@@ -38,6 +41,12 @@ CLUSTER_CASES = [("lstm", "float32", 256, 64), ("gru", "float32", 256, 64), ("ls
                  ("gru", "float32", 100, 1), ("gru", "float32", 100, 20), ("lstm", "float32", 100, 20),
                  ("lstm", "float32", 128, 1), ("rnn_tanh", "float32", 33, 5)]
 CLUSTER_PER_SIZE = 3  # the model's best tiles of each cluster size (1, 2, 4, 8)
+# (cell, dtype, H, B) for the lanes form at small batches, where its model's picks ran
+# 1.24–1.37× the fastest tile (docs/design-notes.md): the warps of a block and the blocks
+# of a cluster varied apart, batch tiles no larger than B rounded up to a power of two.
+LANES_CASES = [("gru", "float32", 100, 1), ("lstm", "float32", 128, 1), ("lstm", "float32", 64, 1),
+               ("gru", "float32", 100, 4), ("lstm", "float32", 100, 20), ("gru", "float32", 256, 1)]
+LANES_PER_GROUP = 2
 
 
 def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
@@ -47,7 +56,7 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
     tensor = mode == "grid"
-    base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence=mode,
+    base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence="grid" if tensor else "cluster",
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
     itemsize = 2 if dtype != "float32" else 4
@@ -57,7 +66,14 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     seconds = tensor_seconds if tensor else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
     chosen = l.persistence.value.tile
-    if not tensor:
+    if mode == "lanes":
+        groups: dict[tuple[int, int], list] = {}
+        for t in ranked:
+            if t.k_lanes and t.batch_per_block <= 1 << (B - 1).bit_length():
+                groups.setdefault((t.cluster, -(-t.threads // 32)), []).append(t)
+        ranked = [t for ts in groups.values() for t in ts[:LANES_PER_GROUP]]
+        ranked += [chosen] if chosen not in ranked else []  # the planner's pick, either form
+    elif not tensor:
         by_size: dict[int, list] = {}
         for t in ranked:
             by_size.setdefault(t.cluster, []).append(t)
@@ -69,7 +85,7 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
                    and replace(t, weights_in_registers=True) not in ranked]
     out = []
     for t in ranked:
-        value = Persistent(mode, "tensor" if tensor else "fma", t, t.shared_bytes(H, l.gates, itemsize),
+        value = Persistent("grid" if tensor else "cluster", "tensor" if tensor else "fma", t, t.shared_bytes(H, l.gates, itemsize),
                            -(-H // t.units_per_block) * t.batch_blocks if tensor else None)
         plan = replace(base.plan, layers=(replace(l, persistence=Decision(value, "forced by the sweep", "user")),))
         out.append((t, seconds(B, H, l.gates, t, target, itemsize),
@@ -92,7 +108,7 @@ def main(mode: str, build_only: bool = False) -> None:
     """``build_only``: plan for the h100 preset and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time)."""
     cases = [(c, variants(*c, mode, "h100" if build_only else "device"))
-             for c in (CASES if mode == "grid" else CLUSTER_CASES)]
+             for c in {"grid": CASES, "cluster": CLUSTER_CASES, "lanes": LANES_CASES}[mode]]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
