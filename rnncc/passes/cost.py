@@ -218,6 +218,9 @@ LANES_PUSH_SECONDS = 0.0                 # a store of h into a block: overlapped
 LANES_STEP_SECONDS = 0.0728e-6           # the cell and the barrier of a block
 LANES_WARP_SECONDS = 0.0256e-6           # the barrier, per warp of the block
 LANES_SYNC_PER_BLOCK_SECONDS = 0.0766e-6  # the cluster barrier, per block of the cluster
+# The constants above by name: lanes_terms counts each step's work under these names.
+LANES_PRICES = {name: value for name, value in dict(globals()).items()
+                if name.startswith("LANES_") and name.endswith("_SECONDS")}
 
 
 def lanes_sync_seconds(threads: int, cluster: int) -> float:
@@ -265,8 +268,7 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     clusters = math.ceil(batch / tile.batch_per_block)
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
     if tile.k_lanes:
-        prices = globals()  # the LANES_* constants, by the names lanes_terms gives
-        return waves * sum(count * prices[name] for name, count in lanes_terms(hidden, gates, tile).items())
+        return waves * sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
     k_per_thread, cells, loads = _thread_chain(hidden, gates, tile)
     registers = tile.weights_in_registers
     chain = cells * k_per_thread * (CLUSTER_FMA_REGISTERS_SECONDS if registers else CLUSTER_FMA_SECONDS) + \
