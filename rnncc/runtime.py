@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -52,10 +52,8 @@ class Variant:
     shape_class: tuple[int, int]
     plan: Plan
     kernels: tuple[codegen.KernelSource, ...]
-
-    def __post_init__(self) -> None:
-        # kernel_of's answers, looked up on every launch of every call.
-        object.__setattr__(self, "_kernel_of", {})
+    # kernel_of's answers, looked up on every launch of every call (a cache, not a value).
+    _kernel_of: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def kernel_of(self, user: str, family: str) -> codegen.KernelSource | None:
         """The kernel of ``family`` (a prefix: "input_projection", "recurrent", "merge")

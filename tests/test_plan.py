@@ -418,32 +418,39 @@ def test_grid_tensor_model_picks_the_measured_fastest_tiles():
         assert pick[2] <= 1.05 * min(r[2] for r in rows), case
 
 
-def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
-    """The FMA cluster step model, fitted to its two sweeps, picks at each of the 8 cases
-    of the newer one (weights in shared memory or registers,
-    benchmarks/results/cluster-tile-sweep-registers-h100-2026-11-23.txt) a tile within 15%
-    of the fastest measured; the model before the fit was 55–62% off at three of them."""
+def _measured_cluster_tiles(sweep: str, lanes: bool) -> dict:
+    """{(cell, H, B): [(predicted seconds, threads, measured µs a step), ...]} of a cluster
+    tile sweep in benchmarks/results (lines as benchmarks/grid_tile_sweep.py writes them),
+    each tile of the lanes form if ``lanes``, predicted by today's cluster_seconds."""
     import re
     from pathlib import Path
 
     from rnncc.passes.cost import cluster_seconds
     from rnncc.target import PRESETS
 
-    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-            / "cluster-tile-sweep-registers-h100-2026-11-23.txt").read_text()
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / sweep).read_text()
     cases: dict = {}
     for m in re.finditer(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) "
                          r"rows/thread=(\d+) ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?: "
                          r"measured ([\d.]+)", text):
-        cell = m.group(1)
         H, B, c, units, bpb, rpt, ks, upt, threads = map(int, m.groups()[1:10])
-        tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)))
+        tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)),
+                           k_lanes=lanes)
         assert tile.threads == threads
-        gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+        gates = {"lstm": 4, "gru": 3}.get(m.group(1), 1)
         predicted = cluster_seconds(B, H, gates, tile, PRESETS["h100"], 4)
-        cases.setdefault((cell, H, B), []).append((predicted, float(m.group(12))))
+        cases.setdefault((m.group(1), H, B), []).append((round(predicted * 1e8), threads, float(m.group(12))))
+    return cases
+
+
+def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
+    """The FMA cluster step model, fitted to its two sweeps, picks at each of the 8 cases
+    of the newer one (weights in shared memory or registers,
+    benchmarks/results/cluster-tile-sweep-registers-h100-2026-11-23.txt) a tile within 15%
+    of the fastest measured; the model before the fit was 55–62% off at three of them."""
+    cases = _measured_cluster_tiles("cluster-tile-sweep-registers-h100-2026-11-23.txt", lanes=False)
     assert len(cases) == 8
-    off = {case: min(rows)[1] / min(r[1] for r in rows) for case, rows in cases.items()}
+    off = {case: min(rows)[2] / min(r[2] for r in rows) for case, rows in cases.items()}
     assert max(off.values()) <= 1.15, off
 
 
@@ -451,25 +458,7 @@ def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
     """The lanes form's model (LANES_*), fitted to its sweep
     (benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt), picks at each of its
     8 cases a tile within 40% of the fastest measured, and within 10% at six of them."""
-    import re
-    from pathlib import Path
-
-    from rnncc.passes.cost import cluster_seconds
-    from rnncc.target import PRESETS
-
-    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-            / "cluster-tile-sweep-lanes-h100-2026-11-23.txt").read_text()
-    cases: dict = {}
-    for m in re.finditer(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) "
-                         r"rows/thread=(\d+) ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?: "
-                         r"measured ([\d.]+)", text):
-        H, B, c, units, bpb, rpt, ks, upt, threads = map(int, m.groups()[1:10])
-        tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)),
-                           k_lanes=True)
-        assert tile.threads == threads
-        gates = {"lstm": 4, "gru": 3}.get(m.group(1), 1)
-        predicted = cluster_seconds(B, H, gates, tile, PRESETS["h100"], 4)
-        cases.setdefault((m.group(1), H, B), []).append((round(predicted * 1e8), threads, float(m.group(12))))
+    cases = _measured_cluster_tiles("cluster-tile-sweep-lanes-h100-2026-11-23.txt", lanes=True)
     assert len(cases) == 8
     off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
     assert off[-1] <= 1.4 and off[5] <= 1.1, off
