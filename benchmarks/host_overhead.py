@@ -21,18 +21,18 @@ CASES = [("lstm", torch.float16, 1, 256, 8, 64), ("gru", torch.float16, 1, 256, 
 CALLS = 200
 
 
-def per_call_us(fn) -> tuple[float, float]:
+def per_call_us(fn, calls: int = CALLS) -> tuple[float, float]:
     """(host µs to queue one call, µs a call back to back, the GPU drained at the end)."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(CALLS):
+    for _ in range(calls):
         fn()
     queued = time.perf_counter()
     torch.cuda.synchronize()
     done = time.perf_counter()
-    return (queued - start) / CALLS * 1e6, (done - start) / CALLS * 1e6
+    return (queued - start) / calls * 1e6, (done - start) / calls * 1e6
 
 
 def replay_us(fn) -> float:

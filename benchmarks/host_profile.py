@@ -1,9 +1,9 @@
 """Where the host time of an eager call goes: cProfile over many back-to-back calls of a
 compiled model and of its rnncc.nn twin (LSTM fp16 H=256 B=8 S=256, one bench row),
 functions by their own time, beside torch.nn's host time to queue the same call. Needs a
-GPU and PyTorch.
+GPU and PyTorch. An argument sets S (e.g. 64, where the launches weigh more).
 
-    python3 benchmarks/host_profile.py
+    python3 benchmarks/host_profile.py [S]
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
+import sys
 
 import torch
 from host_overhead import per_call_us  # benchmarks/ is this script's directory
@@ -22,7 +23,7 @@ CALLS = 300
 
 if __name__ == "__main__":
     torch.manual_seed(0)
-    H, B, S = 256, 8, 256
+    H, B, S = 256, 8, int(sys.argv[1]) if len(sys.argv) > 1 else 256
     with torch.no_grad():
         module = torch.nn.LSTM(H, H).to("cuda", torch.half).eval()
         twin = rnn.LSTM(H, H).to("cuda", torch.half).requires_grad_(False)

@@ -87,11 +87,10 @@ extern "C" __global__ void __launch_bounds__(SMEM_THREADS) k_smem(const float* w
     }
 }
 
-extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_lanes(const float* w, const float* xproj,
-                                                                    float* y, int steps) {
-    __shared__ float h_buf[2][K_PER_LANE * LANES];
-    const int u = threadIdx.x / LANES, lane = threadIdx.x % LANES;
-    float w_reg[G][K_PER_LANE];
+// The lanes kernels' start: unit u's weights for this lane's k (every LANES-th) in
+// registers, both h buffers zeroed.
+__device__ __forceinline__ void lanes_prologue(const float* w, int u, int lane, float (&w_reg)[G][K_PER_LANE],
+                                               float* h_buf) {
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -99,7 +98,15 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_lanes(const float* 
             const int k = j * LANES + lane;
             w_reg[g][j] = k < H ? w[(u * G + g) * H + k] : 0.f;
         }
-    for (int k = threadIdx.x; k < 2 * K_PER_LANE * LANES; k += LANE_THREADS) (&h_buf[0][0])[k] = 0.f;
+    for (int k = threadIdx.x; k < 2 * K_PER_LANE * LANES; k += LANE_THREADS) h_buf[k] = 0.f;
+}
+
+extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_lanes(const float* w, const float* xproj,
+                                                                    float* y, int steps) {
+    __shared__ float h_buf[2][K_PER_LANE * LANES];
+    const int u = threadIdx.x / LANES, lane = threadIdx.x % LANES;
+    float w_reg[G][K_PER_LANE];
+    lanes_prologue(w, u, lane, w_reg, &h_buf[0][0]);
     float xp[G];
     if (lane == 0)
         for (int g = 0; g < G; ++g) xp[g] = xproj[u * G + g];
@@ -134,14 +141,7 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_ahead(const float* 
     __shared__ float h_buf[2][K_PER_LANE * LANES];
     const int u = threadIdx.x / LANES, lane = threadIdx.x % LANES;
     float w_reg[G][K_PER_LANE];
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-        for (int j = 0; j < K_PER_LANE; ++j) {
-            const int k = j * LANES + lane;
-            w_reg[g][j] = k < H ? w[(u * G + g) * H + k] : 0.f;
-        }
-    for (int k = threadIdx.x; k < 2 * K_PER_LANE * LANES; k += LANE_THREADS) (&h_buf[0][0])[k] = 0.f;
+    lanes_prologue(w, u, lane, w_reg, &h_buf[0][0]);
     float xp[AHEAD][G];
 #pragma unroll
     for (int a = 0; a < AHEAD; ++a)

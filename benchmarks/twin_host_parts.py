@@ -7,24 +7,13 @@ the compiled model's entry costs, piece by piece. Needs a GPU.
 
 from __future__ import annotations
 
-import time
-
 import torch
+from host_overhead import per_call_us  # benchmarks/ is this script's directory
 
 import rnncc.nn as rnn
 from rnncc.nn import _model_of, _runner_of
 
 N = 20000
-
-
-def us(fn, n: int = N) -> float:
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - start) / n * 1e6
 
 
 if __name__ == "__main__":
@@ -57,5 +46,5 @@ if __name__ == "__main__":
         }
         for name, fn in pieces.items():
             queues = "queues work" in name  # few enough that the launch queue never fills
-            print(f"{name:<58} {us(fn, 200 if queues else N):7.2f} µs", flush=True)
+            print(f"{name:<58} {per_call_us(fn, 200 if queues else N)[0]:7.2f} µs", flush=True)
             torch.cuda.synchronize()
