@@ -101,6 +101,24 @@ __device__ __forceinline__ void lanes_prologue(const float* w, int u, int lane, 
     for (int k = threadIdx.x; k < 2 * K_PER_LANE * LANES; k += LANE_THREADS) h_buf[k] = 0.f;
 }
 
+// A step's product of the lanes kernels: this lane's k of h times its weights, the
+// LANES partial sums met by shuffles (every lane ends with the sum).
+__device__ __forceinline__ void lanes_product(const float* h, const float (&w_reg)[G][K_PER_LANE], int lane,
+                                              unsigned mask, float (&acc)[G]) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[g] = 0.f;
+#pragma unroll
+    for (int j = 0; j < K_PER_LANE; ++j) {
+        const float hv = h[j * LANES + lane];
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[g] = fmaf(hv, w_reg[g][j], acc[g]);
+    }
+#pragma unroll
+    for (int off = LANES / 2; off > 0; off >>= 1)
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[g] += __shfl_xor_sync(mask, acc[g], off);
+}
+
 extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_lanes(const float* w, const float* xproj,
                                                                     float* y, int steps) {
     __shared__ float h_buf[2][K_PER_LANE * LANES];
@@ -114,17 +132,8 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_lanes(const float* 
     const unsigned mask = __activemask();  // the last warp may be partial (H·LANES not a multiple of 32)
     for (int t = 0; t < steps; ++t) {
         const float* h = h_buf[t & 1];
-        float acc[G] = {0.f, 0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < K_PER_LANE; ++j) {
-            const float hv = h[j * LANES + lane];
-#pragma unroll
-            for (int g = 0; g < G; ++g) acc[g] = fmaf(hv, w_reg[g][j], acc[g]);
-        }
-#pragma unroll
-        for (int off = LANES / 2; off > 0; off >>= 1)
-#pragma unroll
-            for (int g = 0; g < G; ++g) acc[g] += __shfl_xor_sync(mask, acc[g], off);
+        float acc[G];
+        lanes_product(h, w_reg, lane, mask, acc);
         if (lane == 0) {
             const float h_new = gru(xp, acc, h[u]);
             h_buf[(t + 1) & 1][u] = h_new;
@@ -156,17 +165,8 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS) k_ahead(const float* 
             const int t = t0 + a;
             if (t >= steps) break;
             const float* h = h_buf[t & 1];
-            float acc[G] = {0.f, 0.f, 0.f};
-#pragma unroll
-            for (int j = 0; j < K_PER_LANE; ++j) {
-                const float hv = h[j * LANES + lane];
-#pragma unroll
-                for (int g = 0; g < G; ++g) acc[g] = fmaf(hv, w_reg[g][j], acc[g]);
-            }
-#pragma unroll
-            for (int off = LANES / 2; off > 0; off >>= 1)
-#pragma unroll
-                for (int g = 0; g < G; ++g) acc[g] += __shfl_xor_sync(mask, acc[g], off);
+            float acc[G];
+            lanes_product(h, w_reg, lane, mask, acc);
             if (lane == 0) {
                 const float h_new = gru(xp[a], acc, h[u]);
                 h_buf[(t + 1) & 1][u] = h_new;
