@@ -85,8 +85,8 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
                    and replace(t, weights_in_registers=True) not in ranked]
     out = []
     for t in ranked:
-        value = Persistent("grid" if tensor else "cluster", "tensor" if tensor else "fma", t, t.shared_bytes(H, l.gates, itemsize),
-                           -(-H // t.units_per_block) * t.batch_blocks if tensor else None)
+        value = Persistent.of("grid" if tensor else "cluster", "tensor" if tensor else "fma", t, H, l.gates,
+                              itemsize)
         plan = replace(base.plan, layers=(replace(l, persistence=Decision(value, "forced by the sweep", "user")),))
         out.append((t, seconds(B, H, l.gates, t, target, itemsize),
                     CompiledModel(base.model, plan, target, codegen.render(plan), None),

@@ -262,6 +262,13 @@ class Persistent:
     shared_bytes: int            # dynamic shared memory of a block
     blocks: int | None = None    # grid: the blocks launched (units × batch blocks)
 
+    @classmethod
+    def of(cls, mode: str, math: str, tile, hidden: int, gates: int, itemsize: int) -> "Persistent":
+        """The value for ``tile`` in ``mode``: its shared memory, and in grid mode the blocks
+        of the units × batch blocks."""
+        blocks = -(-hidden // tile.units_per_block) * tile.batch_blocks if mode == "grid" else None
+        return cls(mode, math, tile, tile.shared_bytes(hidden, gates, itemsize), blocks)
+
     @property
     def threads(self) -> int:
         return self.tile.threads

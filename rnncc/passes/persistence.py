@@ -69,12 +69,10 @@ def plan_persistence(model, plan, target):
                 continue
             best = min(fits, key=lambda t: (round(seconds(B, H, G, t, target, itemsize) * 1e8),
                                             getattr(t, "cluster", 0), t.threads))
-            shared = best.shared_bytes(H, G, itemsize)
-            blocks = -(-H // best.units_per_block) * best.batch_blocks if mode == "grid" else None
-            value = Persistent(mode, math_, best, shared, blocks)
-            kib = shared // 1024
+            value = Persistent.of(mode, math_, best, H, G, itemsize)
+            kib = value.shared_bytes // 1024
             if mode == "grid":
-                what = f"W_hh resident in {blocks} blocks × {kib} KiB, {product}, grid barrier"
+                what = f"W_hh resident in {value.blocks} blocks × {kib} KiB, {product}, grid barrier"
             else:
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
