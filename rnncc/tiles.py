@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Union
 
+
 @dataclass(frozen=True)
 class ProjectionTile:
     bm: int   # rows of C per block
