@@ -9,6 +9,10 @@ Hopper GPU and PyTorch.
     python3 benchmarks/grid_tile_sweep.py lanes    # the lanes form at small batches: the
                                                    # model's best 2 tiles of each (cluster
                                                    # size, warps a block), to tell the two apart
+    python3 benchmarks/grid_tile_sweep.py tensor   # the cluster kernel on tensor cores, both
+                                                   # forms (W in shared memory or in
+                                                   # registers): the model's best 2 tiles of
+                                                   # each (form, cluster size)
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/grid_tile_sweep.py cluster --build-only
                                                    # nvcc only (no GPU), for carrying the cache
 
@@ -23,11 +27,8 @@ import sys
 from dataclasses import replace
 
 import rnncc
-from rnncc import codegen
 from rnncc.build import compile_all
 from rnncc.passes.cost import cluster_seconds, cluster_tiles, tensor_seconds, tensor_tiles
-from rnncc.plan import Decision
-from rnncc.runtime import CompiledModel
 from rnncc.tiles import ClusterTile, Persistent
 from rnncc.timing import time_graph
 
@@ -47,6 +48,12 @@ CLUSTER_PER_SIZE = 3  # the model's best tiles of each cluster size (1, 2, 4, 8)
 LANES_CASES = [("gru", "float32", 100, 1), ("lstm", "float32", 128, 1), ("lstm", "float32", 64, 1),
                ("gru", "float32", 100, 4), ("lstm", "float32", 100, 20), ("gru", "float32", 256, 1)]
 LANES_PER_GROUP = 2
+# (cell, dtype, H, B) for the cluster kernel on tensor cores: the bench's cluster rows and
+# the sweep's worst points (GRU fp16 H=100), float32 on TF32.
+TENSOR_CASES = [("lstm", "float16", 256, 8), ("gru", "float16", 256, 8), ("lstm", "float16", 256, 64),
+                ("gru", "float16", 100, 20), ("gru", "float16", 100, 1), ("lstm", "float32", 256, 8),
+                ("lstm", "bfloat16", 128, 4), ("rnn_tanh", "float16", 64, 1)]
+TENSOR_PER_GROUP = 2
 
 
 def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
@@ -55,18 +62,25 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     of each cluster size (the model's pick among them)."""
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
-    tensor = mode == "grid"
-    base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence="grid" if tensor else "cluster",
+    tensor = mode in ("grid", "tensor")
+    persistence = "grid" if mode == "grid" else "cluster"
+    base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence=persistence,
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
     itemsize = 2 if dtype != "float32" else 4
-    fits = [t for t in (tensor_tiles(H, l.gates, B, target, "grid") if tensor
+    fits = [t for t in (tensor_tiles(H, l.gates, B, target, persistence, itemsize) if tensor
                         else cluster_tiles(H, l.gates, B, target))
             if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
     seconds = tensor_seconds if tensor else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
     chosen = l.persistence.value.tile
-    if mode == "lanes":
+    if mode == "tensor":
+        groups = {}
+        for t in ranked:
+            groups.setdefault((t.weights_in_registers, t.cluster), []).append(t)
+        ranked = [t for ts in groups.values() for t in ts[:TENSOR_PER_GROUP]]
+        ranked += [chosen] if chosen not in ranked else []
+    elif mode == "lanes":
         groups: dict[tuple[int, int], list] = {}
         for t in ranked:
             if t.k_lanes and t.batch_per_block <= 1 << (B - 1).bit_length():
@@ -85,12 +99,9 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
                    and replace(t, weights_in_registers=True) not in ranked]
     out = []
     for t in ranked:
-        value = Persistent.of("grid" if tensor else "cluster", "tensor" if tensor else "fma", t, H, l.gates,
-                              itemsize)
-        plan = replace(base.plan, layers=(replace(l, persistence=Decision(value, "forced by the sweep", "user")),))
+        value = Persistent.of(persistence, "tensor" if tensor else "fma", t, H, l.gates, itemsize)
         out.append((t, seconds(B, H, l.gates, t, target, itemsize),
-                    CompiledModel(base.model, plan, target, codegen.render(plan), None),
-                    t == chosen))
+                    base.with_persistence(l.name, value, "forced by the sweep"), t == chosen))
     return out
 
 
@@ -100,15 +111,18 @@ def describe(t) -> str:
                 f"rows/thread={t.batch_per_thread} ks={t.k_split} units/thread={t.units_per_thread} "
                 f"threads={t.threads}{' registers' if t.weights_in_registers else ''}"
                 f"{' lanes' if t.k_lanes else ''}")
-    return (f"units={t.units_per_block} bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
-            f"batch_blocks={t.batch_blocks} threads={t.threads}")
+    return (f"{f'cluster={t.cluster} ' if t.cluster else ''}units={t.units_per_block} "
+            f"bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
+            f"batch_blocks={t.batch_blocks} threads={t.threads}"
+            f"{' registers' if t.weights_in_registers else ''}")
 
 
 def main(mode: str, build_only: bool = False) -> None:
     """``build_only``: plan for the h100 preset and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time)."""
     cases = [(c, variants(*c, mode, "h100" if build_only else "device"))
-             for c in {"grid": CASES, "cluster": CLUSTER_CASES, "lanes": LANES_CASES}[mode]]
+             for c in {"grid": CASES, "cluster": CLUSTER_CASES, "lanes": LANES_CASES,
+                       "tensor": TENSOR_CASES}[mode]]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)

@@ -38,7 +38,7 @@ from .ir import INPUT, Model
 from .launch import BARRIER_WORDS, Sequence
 from .passes.shapes import shape_class
 from .passes.workspace import workspace_parts
-from .plan import Plan
+from .plan import Decision, Plan
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
 _ALIGN = 256  # bytes: every workspace part starts on this boundary
@@ -173,6 +173,15 @@ class CompiledModel:
                 plan, kernels = pipeline.plan_and_render(self.model, self.target, options)
                 self._variants[cls] = Variant(cls, plan, kernels)
             return self._variants[cls]
+
+    def with_persistence(self, layer: str, value, why: str) -> "CompiledModel":
+        """This model with layer ``layer``'s persistence forced to ``value`` (a
+        tiles.Persistent the cost model need not pick: for tile sweeps and tests), its
+        kernels rendered again; calls in the hints' shape class run it."""
+        plan = self.plan.map_layers(lambda l: replace(l, persistence=Decision(value, why, "user"))
+                                    if l.name == layer else l)
+        return CompiledModel(self.model, plan, self.target, codegen.render(plan),
+                             self._weights_now, self._seed)
 
     @property
     def variants(self) -> tuple[Variant, ...]:

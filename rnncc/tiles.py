@@ -190,7 +190,13 @@ class TensorTile:
     Its warps are m_tiles × k_split: each computes one 16-row tile for every batch column
     over 1/k_split of K; the partial sums meet in shared memory, where the epilogue runs
     the cell for each (unit, row). `cluster` > 0: blocks per cluster (mode cluster);
-    `batch_blocks`: blocks along y sharing the batch tiles (mode grid)."""
+    `batch_blocks`: blocks along y sharing the batch tiles (mode grid).
+
+    `weights_in_registers` (mode cluster, k_split 1): the registers form
+    (recurrent_cluster_tensor_registers.cu.j2). Each warp keeps its 16 rows' A fragments
+    for all of K in registers, runs the cell from its accumulators and sends its own h;
+    a unit's gates are `rows_per_unit` rows (GRU: a zero fourth), so that they meet in
+    4 lanes of one C fragment."""
 
     units_per_block: int
     batch_per_block: int
@@ -198,10 +204,48 @@ class TensorTile:
     m_tiles: int
     cluster: int = 0
     batch_blocks: int = 1
+    weights_in_registers: bool = False
 
     @property
     def threads(self) -> int:
         return 32 * self.m_tiles * self.k_split
+
+    @classmethod
+    def registers_form(cls, hidden: int, gates: int, cluster: int, rows: int) -> "TensorTile":
+        """The registers form's tile for a cluster size and batch rows: the units split
+        evenly over the blocks, in whole warps (a warp's 16 rows are whole units) and
+        16-byte chunks of h."""
+        per_warp = MMA_M // cls.rows_per_unit(gates)
+        step = math.lcm(8, per_warp)
+        units = math.ceil(hidden / cluster / step) * step
+        return cls(units, rows, 1, units // per_warp, cluster, 1, weights_in_registers=True)
+
+    @staticmethod
+    def rows_per_unit(gates: int) -> int:
+        """Rows of W_hh a unit takes in the registers form: its gates padded to 4 (one for
+        a single gate)."""
+        return 1 if gates == 1 else 4
+
+    def weight_registers(self, hidden: int, itemsize: int) -> int:
+        """32-bit registers of A fragments a thread holds in the registers form: 4 a
+        k-step."""
+        return 4 * self.k_padded(hidden, itemsize) // mma_k(itemsize)
+
+    def registers_fit(self, hidden: int, gates: int, itemsize: int) -> bool:
+        """Whether the registers form's A fragments fit beside the rest of a thread's
+        registers under ptxas' cap for one block of this size per SM (64 K registers over
+        the threads rounded up to 128, at most 255; 128 at 448 threads): the B operands of every k-step (ptxas hoists their
+        loads), the accumulators, the projection and cell state of its elements and 40
+        more. ptxas used 187 registers at LSTM fp16 H=256 (estimate 149) and spilled where
+        the estimate passed the cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832);
+        tests/test_codegen.py checks that no candidate spills."""
+        n_tiles = self.batch_per_block // MMA_N
+        k_steps = self.k_padded(hidden, itemsize) // mma_k(itemsize)
+        chains = 2 if n_tiles == 1 else 1
+        elements = n_tiles * (1 if self.rows_per_unit(gates) == 4 else 4)
+        need = self.weight_registers(hidden, itemsize) + 2 * k_steps * n_tiles + \
+            4 * n_tiles * chains + elements * (gates + 1) + 40
+        return need <= min(255, 65536 // (-(-self.threads // 128) * 128))
 
     def k_padded(self, hidden: int, itemsize: int) -> int:
         chunk = mma_k(itemsize) * self.k_split
@@ -215,6 +259,8 @@ class TensorTile:
         mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
         float32."""
         k = self.k_padded(hidden, itemsize)
+        if self.weights_in_registers:  # two h buffers and their mbarriers only
+            return 2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
@@ -280,7 +326,10 @@ class Persistent:
         return isinstance(self.tile, ClusterTile) and self.tile.k_lanes
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"mode": self.mode, "math": self.math, **asdict(self.tile),
+        tile = asdict(self.tile)
+        if isinstance(self.tile, TensorTile) and not self.tile.weights_in_registers:
+            del tile["weights_in_registers"]  # the shared-memory form, as plans have named it
+        out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:
             out["projection_ahead"] = self.tile.projection_ahead

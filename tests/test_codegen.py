@@ -195,3 +195,32 @@ def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     done = subprocess.run([nvcc, "-cubin", "-arch=sm_90a", "-O3", *defines, "-o",
                            str(tmp_path / "k.cubin"), str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("cell,dtype,hidden", [("lstm", "float16", 256), ("lstm", "float32", 256),
+                                               ("gru", "float16", 100), ("gru", "bfloat16", 192),
+                                               ("rnn_tanh", "float32", 130), ("lstm", "float16", 64)])
+def test_registers_form_candidates_do_not_spill(nvcc, cell, dtype, hidden):
+    """The tensor cluster kernel's registers form keeps W_hh's fragments in registers only
+    if ptxas does: the candidate closest to its register cap (by TensorTile.registers_fit's
+    estimate) and the model's pick at B=8 compile with no local memory."""
+    from rnncc.passes.cost import tensor_tiles
+    from rnncc.tiles import Persistent, TensorTile
+    spec = {"name": "spill", "dtype": dtype, "input_size": 16,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
+    m = rnncc.compile(spec, target="h100", batch=8, persistence="cluster", precision="tensor")
+    gates, itemsize = m.plan.layers[0].gates, 4 if dtype == "float32" else 2
+    forms = [t for t in tensor_tiles(hidden, gates, 8, m.target, "cluster", itemsize) if t.weights_in_registers]
+    assert forms, "no registers-form candidate"
+
+    def fill(t: TensorTile) -> float:
+        return t.weight_registers(hidden, itemsize) / min(255, 65536 // (-(-t.threads // 128) * 128))
+    picked = m.plan.layers[0].persistence.value.tile
+    for tile in {max(forms, key=fill), picked}:
+        if not getattr(tile, "weights_in_registers", False):
+            continue
+        k = m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, hidden, gates, itemsize),
+                               "forced by the test").kernel_of("l0", "recurrent")
+        build.compile_cubin(k, "sm_90a")
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (tile, r)

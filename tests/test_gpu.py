@@ -15,7 +15,7 @@ import pytest
 import rnncc
 from rnncc import reference
 from rnncc.dtypes import max_relative_error, round_to, tolerance
-from rnncc.tiles import LibraryProjection, PerStep
+from rnncc.tiles import LibraryProjection, Persistent, PerStep, TensorTile
 
 pytestmark = pytest.mark.gpu
 
@@ -41,12 +41,15 @@ def random_state(model, B, rng, dtype):
     return state
 
 
-def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, **options):
-    """Run on torch CUDA tensors, compare every output and final state with the reference."""
+def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, force=None, **options):
+    """Run on torch CUDA tensors, compare every output and final state with the reference.
+    ``force``: a function of the compiled model returning the one to run (a forced tile)."""
     import torch
 
     rng = np.random.default_rng(seed)
     m = rnncc.compile(spec, target="device", seed=seed, **options)
+    if force is not None:
+        m = force(m)
     dtype = m.model.dtype
     tdt = getattr(torch, dtype)
     x = round_to(rng.uniform(-1, 1, (S, B, m.model.input_size)), dtype)
@@ -136,6 +139,34 @@ def test_tensor_cores(gpu, cell, dtype, persistence, hidden, batch, seq):
     v = m.plan.layers[0].persistence.value
     assert (v.mode, v.math) == (persistence, "tensor")
     assert "mma.sync" in next(k.source for k in m.kernels if k.family.startswith("recurrent_"))
+
+
+# The registers form of the tensor-core cluster kernel, its tile forced: (H, B, S, cluster,
+# batch rows of a cluster). Odd H pads the last warp's units and K (H=33 and 130: the last
+# block's slice cut at the padded K); B=5, 9 and 20 pad the batch tile or run several
+# clusters; S=1 runs no exchange.
+REGISTERS_SIZES = [(1, 1, 7, 1, 8), (33, 5, 256, 2, 8), (72, 9, 33, 4, 8), (100, 20, 17, 4, 32),
+                   (130, 64, 40, 8, 16), (256, 8, 256, 8, 8), (256, 3, 1, 8, 8)]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("hidden,batch,seq,cluster,rows", REGISTERS_SIZES)
+def test_tensor_cluster_registers_form(gpu, cell, dtype, hidden, batch, seq, cluster, rows):
+    itemsize = 4 if dtype == "float32" else 2
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+
+    def force(m):
+        tile = TensorTile.registers_form(hidden, gates, cluster, rows)
+        return m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, hidden, gates, itemsize),
+                                  "forced by the test")
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
+                              seed=hidden + batch + seq + cluster, with_state=batch % 2 == 1,
+                              persistence="cluster", precision="tensor", seq_len=seq, batch=batch,
+                              force=force)
+    v = m.plan.layers[0].persistence.value
+    assert v.tile.weights_in_registers and v.tile.cluster == cluster
+    assert "the registers form" in m.kernel_of("l0", "recurrent").source
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -342,6 +342,11 @@ GRID_STEP_SECONDS = 1.36e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
 
+# The registers form of the cluster kernel on tensor cores (A fragments in registers, the
+# cell from the accumulators, no block barrier): a first estimate, before its sweep.
+REGISTERS_STEP_SECONDS = 0.35e-6
+REGISTERS_K_STEP_SECONDS = 0.02e-6
+
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
                    itemsize: int) -> float:
@@ -359,17 +364,21 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
         # Steps slow down once the clusters fill more than about half the SMs (B=256:
         # 32 clusters of 4 took 1.33–1.40× the time of 32 of 2), counted as waves.
         waves = math.ceil(batch_tiles * tile.cluster / (target.sm_count // 2))
-        chain = max(k_steps * n_tiles * CLUSTER_K_STEP_SECONDS, throughput / clock_hz(target))
-        return waves * (chain + CLUSTER_STEP_SECONDS + cluster_exchange_seconds(tile.cluster))
+        per_k_step, fixed = (REGISTERS_K_STEP_SECONDS, REGISTERS_STEP_SECONDS) if tile.weights_in_registers \
+            else (CLUSTER_K_STEP_SECONDS, CLUSTER_STEP_SECONDS)
+        chain = max(k_steps * n_tiles * per_k_step, throughput / clock_hz(target))
+        return waves * (chain + fixed + cluster_exchange_seconds(tile.cluster))
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
 def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
-                 mode: str) -> list[TensorTile]:
+                 mode: str, itemsize: int) -> list[TensorTile]:
     """Candidates for mode "grid" (one block per SM at most, as for FMA) or "cluster";
-    ≤ 512 threads, so the registers of one block per SM never limit co-residency."""
+    ≤ 512 threads, so the registers of one block per SM never limit co-residency. In a
+    cluster also the registers form, a warp per 16 rows (up to 1024 threads) where its A
+    fragments fit the registers."""
     out = []
     rows = [8, 16, 32, 64] if mode == "grid" else [8, 16, 32]
     if mode == "grid":
@@ -392,6 +401,13 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             t = TensorTile(units, bpb, ks, m_tiles, c, bb)
             if t.threads <= 512:
                 out.append(t)
+    if mode == "cluster":
+        for c in cluster_sizes(target):
+            for bpb in rows:
+                t = TensorTile.registers_form(hidden, gates, c, bpb)
+                if every_block_owns_a_unit(c, t.units_per_block, hidden) and t.threads <= 1024 \
+                        and t.registers_fit(hidden, gates, itemsize):
+                    out.append(t)
     return out
 
 

@@ -54,7 +54,7 @@ def plan_persistence(model, plan, target):
                                                    per_step, measured))
         candidates = {"none": none}
         if l.precision.value == "tensor":
-            modes = {m: ([t for t in tensor_tiles(H, G, B, target, m)
+            modes = {m: ([t for t in tensor_tiles(H, G, B, target, m, itemsize)
                           if t.shared_bytes(H, G, itemsize) <= budget], tensor_seconds)
                      for m in ("grid", "cluster")}
             math_, product = "tensor", "mma.sync"
@@ -81,7 +81,9 @@ def plan_persistence(model, plan, target):
                     seconds_ = lanes_sync_seconds(best.threads, best.cluster)
                 else:
                     sync, seconds_ = "cluster barrier", cluster_sync_seconds(best.cluster)
-                what = (f"W_hh in a cluster of {best.cluster} × {kib} KiB, {product}, "
+                held = f"the registers of {best.m_tiles} warps" if getattr(best, "weights_in_registers", False) \
+                    and math_ == "tensor" else f"{kib} KiB"
+                what = (f"W_hh in a cluster of {best.cluster} × {held}, {product}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"{sync} {seconds_ * 1e6:.1f} µs")
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
