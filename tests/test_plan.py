@@ -464,6 +464,33 @@ def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
     assert off[-1] <= 1.4 and off[5] <= 1.1, off
 
 
+def test_tensor_cluster_model_picks_near_the_measured_fastest_tiles():
+    """The tensor-core cluster model (CLUSTER_* and REGISTERS_*, both forms), fitted to
+    benchmarks/results/cluster-tile-sweep-tensor-h100-2026-11-23.txt, picks among the swept
+    tiles of each of its 8 cases one within 15% of the fastest measured, and the fastest or
+    within 3% of it at seven."""
+    import re
+    from pathlib import Path
+
+    from rnncc.passes.cost import tensor_seconds
+    from rnncc.target import PRESETS
+
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+            / "cluster-tile-sweep-tensor-h100-2026-11-23.txt").read_text()
+    cases: dict = {}
+    for m in re.finditer(r"(\w+) (\w+) H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) ks=(\d+) "
+                         r"m_tiles=(\d+) batch_blocks=1 threads=\d+( registers)?: measured ([\d.]+)", text):
+        cell, dtype = m.group(1), m.group(2)
+        H, B, c, units, bpb, ks, mt = map(int, m.groups()[2:9])
+        tile = TensorTile(units, bpb, ks, mt, c, 1, weights_in_registers=bool(m.group(10)))
+        gates, itemsize = {"lstm": 4, "gru": 3}.get(cell, 1), (4 if dtype == "float32" else 2)
+        predicted = tensor_seconds(B, H, gates, tile, PRESETS["h100"], itemsize)
+        cases.setdefault((cell, dtype, H, B), []).append((round(predicted * 1e8), tile.threads, float(m.group(11))))
+    assert len(cases) == 8
+    off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
+    assert off[-1] <= 1.15 and off[6] <= 1.03, off
+
+
 def test_step_projection_and_merge_arguments_are_pure():
     from rnncc import launch
     m = rnncc.compile({"name": "a", "input_size": 24, "layers": [

@@ -315,17 +315,26 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
 # 2 clocks per instruction either way. A warp's chain of mma (fragment loads and mma that
 # barely overlap) is fitted per kernel family below, not derived from the mma latency.
 MMA_SM_CLOCKS = 2.0
-# The cluster kernel's step on tensor cores, fitted to its times at 952e87b (µs a step at
-# S=256, 19 points: clusters of 1–8, 4–32 k-steps a warp, B = 8 and 32 in batch tiles of
-# 8 rows, all within ±13% of this model; benchmarks/results/cluster-exchange-h100-2026-11-23.txt):
-# 0.81 µs of fixed work (the epilogue, two block barriers, sending h) and 0.0725 µs for
-# each k-step of a warp's chain and batch tile of 8 (its fragment loads and mma do not
-# overlap), plus the exchange measured alone; unused batch columns cost nothing (a B=1
-# step took 2.13 µs, B=8 2.28). The analytic chain (32 clocks of mma latency a k-step) was about
-# 4× short, and the model preferred clusters of 4 where clusters of 8 (half the chain)
-# ran 23–28% faster.
-CLUSTER_STEP_SECONDS = 0.81e-6
-CLUSTER_K_STEP_SECONDS = 0.0725e-6
+# The cluster kernel's step on tensor cores, both forms, fitted (non-negative least squares)
+# to benchmarks/results/cluster-tile-sweep-tensor-h100-2026-11-23.txt (35 tiles of the shared-
+# memory form, 32 of the registers form; 8 cases: LSTM, GRU and RNN, fp16, bf16 and TF32,
+# H 64–256, B 1–64, clusters of 1–8, batch tiles of 8 and 16), after the waits moved to
+# acquire at CTA scope. The shared-memory form: 0.475 µs of fixed work (the epilogue, two
+# block barriers, sending h) and 0.0728 µs for each k-step of a warp's chain and batch tile
+# of 8 (its fragment loads and mma barely overlap); median error 17%. Before, fitted at
+# 952e87b with the cluster-scope wait: 0.81 and 0.0725. The registers form: 0.16 µs fixed,
+# 0.0327 µs a k-step and batch tile of a warp's chain, 0.293 µs per batch tile of 8 (a
+# warp runs the cell of all its elements itself) and 0.040 µs per warp of the block (the
+# barrier and the sends); median error 8%, at most 26%. Both plus the exchange measured
+# alone (cluster_exchange_seconds). The registers form is the faster at long chains (TF32
+# LSTM H=256: 1.88 against 2.16 µs) and slower where the K split spreads a step over more
+# warps (GRU fp16 H=256 B=8: 1.52 against 1.34).
+CLUSTER_STEP_SECONDS = 0.475e-6
+CLUSTER_K_STEP_SECONDS = 0.0728e-6
+REGISTERS_STEP_SECONDS = 0.16e-6
+REGISTERS_K_STEP_SECONDS = 0.0327e-6
+REGISTERS_TILE_SECONDS = 0.293e-6
+REGISTERS_WARP_SECONDS = 0.040e-6
 
 
 # The grid kernel's step on tensor cores, fitted (least squares) to every tile the model
@@ -341,11 +350,6 @@ CLUSTER_K_STEP_SECONDS = 0.0725e-6
 GRID_STEP_SECONDS = 1.36e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
-
-# The registers form of the cluster kernel on tensor cores (A fragments in registers, the
-# cell from the accumulators, no block barrier): a first estimate, before its sweep.
-REGISTERS_STEP_SECONDS = 0.35e-6
-REGISTERS_K_STEP_SECONDS = 0.02e-6
 
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -364,8 +368,11 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
         # Steps slow down once the clusters fill more than about half the SMs (B=256:
         # 32 clusters of 4 took 1.33–1.40× the time of 32 of 2), counted as waves.
         waves = math.ceil(batch_tiles * tile.cluster / (target.sm_count // 2))
-        per_k_step, fixed = (REGISTERS_K_STEP_SECONDS, REGISTERS_STEP_SECONDS) if tile.weights_in_registers \
-            else (CLUSTER_K_STEP_SECONDS, CLUSTER_STEP_SECONDS)
+        if tile.weights_in_registers:
+            per_k_step = REGISTERS_K_STEP_SECONDS
+            fixed = REGISTERS_STEP_SECONDS + n_tiles * REGISTERS_TILE_SECONDS + warps * REGISTERS_WARP_SECONDS
+        else:
+            per_k_step, fixed = CLUSTER_K_STEP_SECONDS, CLUSTER_STEP_SECONDS
         chain = max(k_steps * n_tiles * per_k_step, throughput / clock_hz(target))
         return waves * (chain + fixed + cluster_exchange_seconds(tile.cluster))
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
