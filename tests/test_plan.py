@@ -389,33 +389,40 @@ def test_sweep_points_cover_every_value():
     assert sweep.Point("gru", "float32", 1, 512, 4, 2200) in pts
 
 
-def test_grid_tensor_model_picks_the_measured_fastest_tiles():
-    """The grid tensor step model ranks the tiles of its fitting sweep as measured: at each
-    swept case its pick runs within 5% of the fastest tile
-    (benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt)."""
+def _measured_tensor_tiles(sweep: str, skip=lambda H: False) -> dict:
+    """{(cell, dtype, H, B): [(predicted seconds ×1e8 rounded, threads, measured µs a step),
+    ...]} of a tensor-core tile sweep in benchmarks/results (grid or cluster, lines as
+    benchmarks/grid_tile_sweep.py writes them), predicted by today's tensor_seconds."""
     import re
     from pathlib import Path
 
     from rnncc.passes.cost import tensor_seconds
     from rnncc.target import PRESETS
 
-    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-            / "grid-tile-sweep-h100-2026-11-23.txt").read_text()
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / sweep).read_text()
     cases: dict = {}
-    for m in re.finditer(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
-                         r"batch_blocks=(\d+) threads=\d+: measured ([\d.]+)", text):
+    for m in re.finditer(r"(\w+) (\w+) H=(\d+) B=(\d+): (?:cluster=(\d+) )?units=(\d+) bpb=(\d+) ks=(\d+) "
+                         r"m_tiles=(\d+) batch_blocks=(\d+) threads=\d+( registers)?: measured ([\d.]+)", text):
         cell, dtype = m.group(1), m.group(2)
-        H, B, units, bpb, ks, mt, bb = map(int, m.groups()[2:9])
-        if H % 16:  # the odd-H rows were measured before their rows were staged as vectors
+        H, B, c, units, bpb, ks, mt, bb = (int(g or 0) for g in m.groups()[2:10])
+        if skip(H):
             continue
-        tile = TensorTile(units, bpb, ks, mt, 0, bb)
-        gates, itemsize = (4 if cell == "lstm" else 3), (4 if dtype == "float32" else 2)
+        tile = TensorTile(units, bpb, ks, mt, c, bb, weights_in_registers=bool(m.group(11)))
+        gates, itemsize = {"lstm": 4, "gru": 3}.get(cell, 1), (4 if dtype == "float32" else 2)
         predicted = tensor_seconds(B, H, gates, tile, PRESETS["h100"], itemsize)
-        cases.setdefault((cell, dtype, H, B), []).append((predicted, tile.threads, float(m.group(10))))
+        cases.setdefault((cell, dtype, H, B), []).append((round(predicted * 1e8), tile.threads, float(m.group(12))))
+    return cases
+
+
+def test_grid_tensor_model_picks_the_measured_fastest_tiles():
+    """The grid tensor step model ranks the tiles of its fitting sweep as measured: at each
+    swept case its pick runs within 5% of the fastest tile
+    (benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt)."""
+    # The odd-H rows were measured before their rows were staged as vectors.
+    cases = _measured_tensor_tiles("grid-tile-sweep-h100-2026-11-23.txt", skip=lambda H: H % 16 != 0)
     assert len(cases) >= 5
     for case, rows in cases.items():
-        pick = min(rows, key=lambda r: (round(r[0] * 1e8), r[1]))
-        assert pick[2] <= 1.05 * min(r[2] for r in rows), case
+        assert min(rows)[2] <= 1.05 * min(r[2] for r in rows), case
 
 
 def _measured_cluster_tiles(sweep: str, lanes: bool) -> dict:
@@ -469,23 +476,7 @@ def test_tensor_cluster_model_picks_near_the_measured_fastest_tiles():
     benchmarks/results/cluster-tile-sweep-tensor-h100-2026-11-23.txt, picks among the swept
     tiles of each of its 8 cases one within 15% of the fastest measured, and the fastest or
     within 3% of it at seven."""
-    import re
-    from pathlib import Path
-
-    from rnncc.passes.cost import tensor_seconds
-    from rnncc.target import PRESETS
-
-    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-            / "cluster-tile-sweep-tensor-h100-2026-11-23.txt").read_text()
-    cases: dict = {}
-    for m in re.finditer(r"(\w+) (\w+) H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) ks=(\d+) "
-                         r"m_tiles=(\d+) batch_blocks=1 threads=\d+( registers)?: measured ([\d.]+)", text):
-        cell, dtype = m.group(1), m.group(2)
-        H, B, c, units, bpb, ks, mt = map(int, m.groups()[2:9])
-        tile = TensorTile(units, bpb, ks, mt, c, 1, weights_in_registers=bool(m.group(10)))
-        gates, itemsize = {"lstm": 4, "gru": 3}.get(cell, 1), (4 if dtype == "float32" else 2)
-        predicted = tensor_seconds(B, H, gates, tile, PRESETS["h100"], itemsize)
-        cases.setdefault((cell, dtype, H, B), []).append((round(predicted * 1e8), tile.threads, float(m.group(11))))
+    cases = _measured_tensor_tiles("cluster-tile-sweep-tensor-h100-2026-11-23.txt")
     assert len(cases) == 8
     off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
     assert off[-1] <= 1.15 and off[6] <= 1.03, off
