@@ -194,8 +194,8 @@ class TensorTile:
 
     `weights_in_registers` (mode cluster, k_split 1): the registers form
     (recurrent_cluster_tensor_registers.cu.j2). Each warp keeps its 16 rows' A fragments
-    for all of K in registers, runs the cell from its accumulators and sends its own h;
-    a unit's gates are `rows_per_unit` rows (GRU: a zero fourth), so that they meet in
+    for all of K in registers and runs the cell from its accumulators (no partial sums
+    in shared memory, one block barrier a step); a unit's gates are `rows_per_unit` rows (GRU: a zero fourth), so that they meet in
     4 lanes of one C fragment."""
 
     units_per_block: int
