@@ -58,8 +58,10 @@ TENSOR_PER_GROUP = 2
 
 def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
     """(tile, predicted seconds, compiled model, the model's pick?) for the tiles that fit:
-    every grid tile on tensor cores, or the model's best CLUSTER_PER_SIZE FMA cluster tiles
-    of each cluster size (the model's pick among them)."""
+    every grid tile on tensor cores; the model's best CLUSTER_PER_SIZE FMA cluster tiles
+    of each cluster size (mode cluster), LANES_PER_GROUP of the lanes form's groups (mode
+    lanes) or TENSOR_PER_GROUP tensor-core cluster tiles of each form and cluster size
+    (mode tensor); the model's pick among them."""
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
     tensor = mode in ("grid", "tensor")

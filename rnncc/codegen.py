@@ -285,8 +285,10 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         persistent = l.persistence.value
         family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
         tensor, lanes = persistent.math == "tensor", persistent.lanes
-        form = ("_tensor_registers" if persistent.tile.weights_in_registers else "_tensor") if tensor \
-            else "_lanes" if lanes else ""
+        if tensor:
+            form = "_tensor_registers" if persistent.tile.weights_in_registers else "_tensor"
+        else:
+            form = "_lanes" if lanes else ""
         template = f"{family}{form}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
         keys = RECURRENT_DECISIONS

@@ -115,6 +115,13 @@ class PersistentTile(FmaThreads):
         return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
+def register_cap(threads: int) -> int:
+    """Registers a thread may use in a block of ``threads`` with one block per SM, as ptxas
+    caps them: 64 K registers over the threads rounded up to 128, at most 255 (128 at
+    257–512 threads)."""
+    return min(255, 65536 // (-(-threads // 128) * 128))
+
+
 @dataclass(frozen=True)
 class ClusterTile(FmaThreads):
     """Tile of the cluster-persistent step: `cluster` blocks share one batch tile of
@@ -167,9 +174,9 @@ class ClusterTile(FmaThreads):
     def registers_fit(self, hidden: int, gates: int) -> bool:
         """Whether the W share fits beside the rest of the kernel's registers (up to 80 a
         thread, and the projection's ring) under the cap ptxas gives a block of this size
-        (64 K registers over the threads rounded up to 128: 128 a thread at 257–512 threads; ptxas spilled at 64
-        weights under a cap of 128, none at 48)."""
-        cap = min(255, 65536 // (-(-self.threads // 128) * 128))
+        (register_cap: 128 a thread at 257–512 threads; ptxas spilled at 64 weights under a
+        cap of 128, none at 48)."""
+        cap = register_cap(self.threads)
         ring = self.projection_ahead * self.cells * gates if self.k_lanes else 0
         return self.weight_registers(hidden, gates) <= min(96, cap - 80 - ring)
 
@@ -195,8 +202,8 @@ class TensorTile:
     `weights_in_registers` (mode cluster, k_split 1): the registers form
     (recurrent_cluster_tensor_registers.cu.j2). Each warp keeps its 16 rows' A fragments
     for all of K in registers and runs the cell from its accumulators (no partial sums
-    in shared memory, one block barrier a step); a unit's gates are `rows_per_unit` rows (GRU: a zero fourth), so that they meet in
-    4 lanes of one C fragment."""
+    in shared memory, one block barrier a step); a unit's gates are `rows_per_unit` rows
+    (GRU: a zero fourth), so that they meet in 4 lanes of one C fragment."""
 
     units_per_block: int
     batch_per_block: int
@@ -229,23 +236,26 @@ class TensorTile:
     def weight_registers(self, hidden: int, itemsize: int) -> int:
         """32-bit registers of A fragments a thread holds in the registers form: 4 a
         k-step."""
-        return 4 * self.k_padded(hidden, itemsize) // mma_k(itemsize)
+        return 4 * self.k_steps(hidden, itemsize)
 
     def registers_fit(self, hidden: int, gates: int, itemsize: int) -> bool:
         """Whether the registers form's A fragments fit beside the rest of a thread's
-        registers under ptxas' cap for one block of this size per SM (64 K registers over
-        the threads rounded up to 128, at most 255; 128 at 448 threads): the B operands of every k-step (ptxas hoists their
-        loads), the accumulators, the projection and cell state of its elements and 40
-        more. ptxas used 187 registers at LSTM fp16 H=256 (estimate 149) and spilled where
-        the estimate passed the cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832);
+        registers under ptxas' cap for one block of this size per SM (register_cap; 128
+        at 448 threads): the B operands of every k-step (ptxas hoists their loads), the
+        accumulators, the projection and cell state of its elements and 40 more. ptxas
+        used 187 registers at LSTM fp16 H=256 (estimate 149) and spilled where the
+        estimate passed the cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832);
         tests/test_codegen.py checks that no candidate spills."""
         n_tiles = self.batch_per_block // MMA_N
-        k_steps = self.k_padded(hidden, itemsize) // mma_k(itemsize)
+        k_steps = self.k_steps(hidden, itemsize)
         chains = 2 if n_tiles == 1 else 1
         elements = n_tiles * (1 if self.rows_per_unit(gates) == 4 else 4)
-        need = self.weight_registers(hidden, itemsize) + 2 * k_steps * n_tiles + \
-            4 * n_tiles * chains + elements * (gates + 1) + 40
-        return need <= min(255, 65536 // (-(-self.threads // 128) * 128))
+        need = 4 * k_steps + 2 * k_steps * n_tiles + 4 * n_tiles * chains + elements * (gates + 1) + 40
+        return need <= register_cap(self.threads)
+
+    def k_steps(self, hidden: int, itemsize: int) -> int:
+        """mma k-steps of one warp's chain over its share of K (padded)."""
+        return self.k_padded(hidden, itemsize) // mma_k(itemsize) // self.k_split
 
     def k_padded(self, hidden: int, itemsize: int) -> int:
         chunk = mma_k(itemsize) * self.k_split

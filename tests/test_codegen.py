@@ -205,7 +205,7 @@ def test_registers_form_candidates_do_not_spill(nvcc, cell, dtype, hidden):
     if ptxas does: the candidate closest to its register cap (by TensorTile.registers_fit's
     estimate) and the model's pick at B=8 compile with no local memory."""
     from rnncc.passes.cost import tensor_tiles
-    from rnncc.tiles import Persistent, TensorTile
+    from rnncc.tiles import Persistent, TensorTile, register_cap
     spec = {"name": "spill", "dtype": dtype, "input_size": 16,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
     m = rnncc.compile(spec, target="h100", batch=8, persistence="cluster", precision="tensor")
@@ -214,7 +214,7 @@ def test_registers_form_candidates_do_not_spill(nvcc, cell, dtype, hidden):
     assert forms, "no registers-form candidate"
 
     def fill(t: TensorTile) -> float:
-        return t.weight_registers(hidden, itemsize) / min(255, 65536 // (-(-t.threads // 128) * 128))
+        return t.weight_registers(hidden, itemsize) / register_cap(t.threads)
     picked = m.plan.layers[0].persistence.value.tile
     for tile in {max(forms, key=fill), picked}:
         if not getattr(tile, "weights_in_registers", False):

@@ -358,7 +358,7 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     the fitted fixed work and the longer of the warps' mma chain (fitted) and the SM's mma
     throughput; then the step's fixed cost (GRID_*). Cluster: the fitted chain and fixed
     work above, then the exchange, in waves of half the SMs."""
-    k_steps = tile.k_padded(hidden, itemsize) // mma_k(itemsize) // tile.k_split
+    k_steps = tile.k_steps(hidden, itemsize)
     n_tiles = tile.batch_per_block // MMA_N
     warps = tile.m_tiles * tile.k_split
     # Each of the SM's 4 tensor cores serves the warps of its scheduler only.

@@ -81,8 +81,8 @@ def plan_persistence(model, plan, target):
                     seconds_ = lanes_sync_seconds(best.threads, best.cluster)
                 else:
                     sync, seconds_ = "cluster barrier", cluster_sync_seconds(best.cluster)
-                held = f"the registers of {best.m_tiles} warps" if getattr(best, "weights_in_registers", False) \
-                    and math_ == "tensor" else f"{kib} KiB"
+                held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
+                    else f"{kib} KiB"
                 what = (f"W_hh in a cluster of {best.cluster} × {held}, {product}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"{sync} {seconds_ * 1e6:.1f} µs")
