@@ -224,3 +224,24 @@ def test_registers_form_candidates_do_not_spill(nvcc, cell, dtype, hidden):
         build.compile_cubin(k, "sm_90a")
         r = build.resources(k, "sm_90a")
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (tile, r)
+
+
+# Persistent kernels that spilled when their launch bounds named no minimum of blocks (ptxas
+# then aimed at two blocks an SM): (cell, dtype, H, B, layers).
+SPILLED_WITHOUT_MIN_BLOCKS = [("lstm", "float16", 512, 8, 1), ("gru", "float16", 100, 20, 2)]
+
+
+@pytest.mark.parametrize("cell,dtype,hidden,batch,layers", SPILLED_WITHOUT_MIN_BLOCKS)
+def test_persistent_kernels_do_not_spill(nvcc, cell, dtype, hidden, batch, layers):
+    """A persistent kernel runs one block an SM and says so (__launch_bounds__(THREADS, 1)),
+    so ptxas may use 64 K / THREADS registers: the planned kernels of the two cases that
+    spilled 4 and 8 bytes at 64 and 80 registers compile with no local memory."""
+    spec = {"name": "spill", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": hidden} for i in range(layers)]}
+    m = rnncc.compile(spec, target="h100", batch=batch, seq_len=256)
+    k = m.kernel_of("l0", "recurrent")
+    assert m.plan.layers[0].persistence.value.mode in ("grid", "cluster")
+    assert "__launch_bounds__(THREADS, 1)" in k.source
+    build.compile_cubin(k, "sm_90a")
+    r = build.resources(k, "sm_90a")
+    assert r.spill_stores == r.spill_loads == r.stack_frame == 0, r
