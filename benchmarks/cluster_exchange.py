@@ -1,15 +1,18 @@
 """The floor of a step's h exchange in a thread-block cluster, two ways (the kernels are in
 cluster_exchange.cu): DSMEM stores + cluster barrier (cooperative_groups' cluster.sync),
 and st.async with mbarrier transaction counts (each block waits on its own mbarrier).
-Prints µs a step for clusters of 2, 4 and 8, one cluster and 32 at once, checks that both
-give the same numbers, and counts the fences in each kernel's SASS. Needs nvcc, cuobjdump
-and CuPy on a Hopper GPU.
+Prints µs a step for clusters of 2, 4, 8 and 16 (the non-portable size, opted into), one
+cluster and 32 at once, checks that both give the same numbers, and counts the fences in
+each kernel's SASS; first, how many clusters of each size 1–16 the GPU holds at once with
+one block an SM (cuOccupancyMaxActiveClusters, through rnncc.driver.clusters_at_once).
+Needs nvcc, cuobjdump and CuPy on a Hopper GPU.
 
     python3 benchmarks/cluster_exchange.py > benchmarks/results/cluster-exchange-<gpu>-<date>.txt
 """
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import tempfile
 from pathlib import Path
@@ -17,15 +20,24 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
+from rnncc.driver import clusters_at_once
+
 SOURCE = Path(__file__).with_suffix(".cu")
 STEPS = 20000
+LIBCUDA = ctypes.CDLL("libcuda.so.1")
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
+ONE_BLOCK_AN_SM = 200 * 1024  # bytes of dynamic shared memory that leave room for one block
 
 
 def main() -> None:
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"cluster exchange floor on {props['name'].decode()}, {STEPS} steps, 256 threads a block")
+    cp.zeros(1)  # CuPy makes the primary context current, which the query below uses
+    at_once = clusters_at_once(16, 256, ONE_BLOCK_AN_SM)
+    print("clusters at once with one block an SM (size: count): "
+          + ", ".join(f"{size}: {n}" for size, n in enumerate(at_once, 1)))
     with tempfile.TemporaryDirectory() as tmp:
-        for cluster in (2, 4, 8):
+        for cluster in (2, 4, 8, 16):
             cubin = Path(tmp) / f"exchange{cluster}.cubin"
             subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DCL={cluster}", "-o",
                             str(cubin), str(SOURCE)], check=True)
@@ -37,6 +49,9 @@ def main() -> None:
                 body = sass.split(f"Function : {name}")[1].split("Function :")[0]
                 fences = body.count("MEMBAR.ALL.GPU")
                 kernel = module.get_function(name)
+                if cluster > 8:
+                    assert LIBCUDA.cuFuncSetAttribute(ctypes.c_void_p(kernel.kernel.ptr),
+                                                      NON_PORTABLE_CLUSTER_SIZE_ALLOWED, ctypes.c_int(1)) == 0
                 for clusters in (1, 32):
                     out = cp.zeros(clusters * cluster * 256, cp.float32)
                     kernel((clusters * cluster,), (256,), (out, np.int32(100)))  # warm up

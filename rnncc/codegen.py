@@ -39,6 +39,7 @@ class KernelSource:
     params: tuple[Param, ...]
     block: tuple[int, int, int]
     dynamic_shared: int = 0       # bytes of dynamic shared memory per block
+    cluster: int = 0              # blocks per thread-block cluster, compiled in (0: none)
     users: tuple[str, ...] = ()   # every layer that runs it (identical layers share kernels)
     # The model's comment block (model, layers, hints, reasons) that ``rnncc compile`` writes
     # above the source; not part of the code, its name or its cache key.
@@ -319,7 +320,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
             async_copy=tile.async_copy, **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
-    return KernelSource(name, family, l.name, entry, source, params, block, shared, users,
+    cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
+    return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,
                         header=_model_header(plan, _layers_what(l, users) + what,
                                              _reasons(l, keys)))
 

@@ -29,6 +29,8 @@ NEEDS_GPU = ("needs an NVIDIA GPU with its driver, and then PyCUDA (pip install 
 
 # cuda.h: CUfunction_attribute and CUmemorytype values.
 _ATTR_SHARED_SIZE_BYTES, _ATTR_NUM_REGS, _ATTR_MAX_DYNAMIC_SHARED = 1, 4, 8
+_ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+PORTABLE_CLUSTER_SIZE = 8  # larger clusters need the kernel's opt-in (above)
 _MEMORYTYPE_DEVICE = 2
 _ARG_TYPES = {"ptr": ctypes.c_uint64, "i64": ctypes.c_int64, "i32": ctypes.c_int32}
 
@@ -152,7 +154,7 @@ class Kernel:
         self._params = (ctypes.c_void_p * len(self._args))(*[ctypes.addressof(a) for a in self._args])
         self._lock = threading.Lock()
         # cuLaunchKernelEx's config with one attribute, cooperative (filled per launch).
-        self._attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_COOPERATIVE, cooperative=1)
+        self._attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_COOPERATIVE, value=(ctypes.c_uint * 16)(1))
         self._config = _LaunchConfig(attrs=ctypes.pointer(self._attribute), numAttrs=1)
 
     def launch(self, grid: tuple[int, int], block: tuple[int, int, int], values, shared: int,
@@ -185,15 +187,28 @@ class Kernel:
             ctypes.c_size_t(shared)), f"occupancy of {self.name}")
         return count.value
 
+    def max_active_clusters(self, cluster: int, block: tuple[int, int, int], shared: int) -> int:
+        """How many clusters of this kernel (its cluster size compiled in) the GPU holds at
+        once: 0 when even one cannot be resident (a cluster of 16 needs a GPC with 16 free
+        SMs, each with room for a block)."""
+        count = ctypes.c_int()
+        config = _LaunchConfig(gridDimX=cluster, gridDimY=1, gridDimZ=1, blockDimX=block[0],
+                               blockDimY=block[1], blockDimZ=block[2], sharedMemBytes=shared,
+                               hStream=None, attrs=None, numAttrs=0)
+        _check(_lib().cuOccupancyMaxActiveClusters(ctypes.byref(count), self.function,
+                                                     ctypes.byref(config)),
+               f"cluster occupancy of {self.name}")
+        return count.value
 
-_LAUNCH_ATTRIBUTE_COOPERATIVE = 2  # CUlaunchAttributeID
+
+_LAUNCH_ATTRIBUTE_COOPERATIVE, _LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 2, 4  # CUlaunchAttributeID
 
 
 class _LaunchAttribute(ctypes.Structure):
-    """CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union (an int here)."""
+    """CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union (cooperative: an
+    int; cluster dimension: three)."""
 
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("cooperative", ctypes.c_int),
-                ("value_rest", ctypes.c_char * 60)]
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
 
 
 class _LaunchConfig(ctypes.Structure):
@@ -206,6 +221,45 @@ class _LaunchConfig(ctypes.Structure):
 
 
 assert ctypes.sizeof(_LaunchAttribute) == 72
+
+# An empty kernel, JIT-compiled by the driver from PTX: what the cluster occupancy query
+# needs (a function whose cluster size is not compiled in).
+_EMPTY_PTX = b""".version 7.8
+.target sm_90
+.address_size 64
+.visible .entry rnncc_empty() { ret; }
+"""
+
+
+def clusters_at_once(largest: int, threads: int, shared: int) -> tuple[int, ...]:
+    """How many clusters of 1..largest blocks (of ``threads`` and ``shared`` bytes of
+    dynamic shared memory each) this GPU holds at once (cuOccupancyMaxActiveClusters): a
+    cluster lives in one GPC, so with one block an SM the count falls faster than SMs ÷
+    size (H100 SXM: 132 SMs, GPCs of 16–18)."""
+    lib = _lib()
+    module, function = ctypes.c_void_p(), ctypes.c_void_p()
+    _check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(_EMPTY_PTX)), "loading the empty kernel")
+    try:
+        _check(lib.cuModuleGetFunction(ctypes.byref(function), module, b"rnncc_empty"), "finding rnncc_empty")
+        _check(lib.cuFuncSetAttribute(function, _ATTR_MAX_DYNAMIC_SHARED, ctypes.c_int(shared)),
+               f"allowing {shared} B of dynamic shared memory for rnncc_empty")
+        if largest > PORTABLE_CLUSTER_SIZE:
+            _check(lib.cuFuncSetAttribute(function, _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, ctypes.c_int(1)),
+                   "allowing rnncc_empty non-portable clusters")
+        out = []
+        for size in range(1, largest + 1):
+            attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                         value=(ctypes.c_uint * 16)(size, 1, 1))
+            config = _LaunchConfig(gridDimX=size, gridDimY=1, gridDimZ=1, blockDimX=threads, blockDimY=1,
+                                   blockDimZ=1, sharedMemBytes=shared, hStream=None,
+                                   attrs=ctypes.pointer(attribute), numAttrs=1)
+            count = ctypes.c_int()
+            _check(lib.cuOccupancyMaxActiveClusters(ctypes.byref(count), function, ctypes.byref(config)),
+                   f"cluster occupancy for clusters of {size}")
+            out.append(count.value)
+        return tuple(out)
+    finally:
+        lib.cuModuleUnload(module)
 
 
 @lru_cache(maxsize=None)
@@ -223,7 +277,10 @@ def _launch_kernel():
     return fn
 
 
-def load(name: str, cubin: bytes, entry: str, kinds: tuple[str, ...], dynamic_shared: int) -> Kernel:
+def load(name: str, cubin: bytes, entry: str, kinds: tuple[str, ...], dynamic_shared: int,
+         cluster: int = 0) -> Kernel:
+    """Load a kernel from its cubin; ``cluster``: its compiled cluster size (0: none), which
+    above the portable size needs the kernel's opt-in before any launch."""
     lib = _lib()
     module, function = ctypes.c_void_p(), ctypes.c_void_p()
     _check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(cubin)), f"loading {name}")
@@ -232,6 +289,9 @@ def load(name: str, cubin: bytes, entry: str, kinds: tuple[str, ...], dynamic_sh
     if dynamic_shared:
         _check(lib.cuFuncSetAttribute(function, _ATTR_MAX_DYNAMIC_SHARED, ctypes.c_int(dynamic_shared)),
                f"allowing {dynamic_shared} B of dynamic shared memory for {name}")
+    if cluster > PORTABLE_CLUSTER_SIZE:
+        _check(lib.cuFuncSetAttribute(function, _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, ctypes.c_int(1)),
+               f"allowing {name} its non-portable cluster of {cluster} blocks")
 
     def attribute(which: int) -> int:
         value = ctypes.c_int()

@@ -283,7 +283,13 @@ class CompiledModel:
                 cubins = self.build(kernels=tuple(missing)) if missing else {}
                 for k in missing:
                     fn = driver.load(k.name, cubins[k.name], k.entry, tuple(p.kind for p in k.params),
-                                     k.dynamic_shared)
+                                     k.dynamic_shared, k.cluster)
+                    if k.cluster and fn.max_active_clusters(k.cluster, k.block, k.dynamic_shared) < 1:
+                        raise RuntimeCheckError(
+                            f"layer '{k.owner}': this GPU cannot hold one cluster of {k.cluster} blocks "
+                            f"with {k.dynamic_shared // 1024} KiB of shared memory each "
+                            "(cuOccupancyMaxActiveClusters is 0); refusing to launch. Compile with "
+                            "persistence='grid' or 'none'.")
                     if k.family == "recurrent_persistent":  # the GPU's SMs, not the target's
                         self._resident[k.name] = fn.max_active_blocks_per_sm(k.block, k.dynamic_shared) \
                             * driver.device_context(0).sm_count

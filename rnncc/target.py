@@ -27,6 +27,15 @@ class Target:
     shared_memory_per_block: int   # bytes without opt-in (static limit)
     shared_memory_per_block_optin: int
     max_cluster_size: int          # portable thread-block cluster size (0: no clusters)
+    # The largest cluster a kernel may opt into (cudaFuncAttributeNonPortableClusterSizeAllowed):
+    # 16 on Hopper, where a cluster of 16 fills most of one GPC; 0 where there is none beyond
+    # the portable size. Whether a given kernel's cluster fits is the driver's to say
+    # (cuOccupancyMaxActiveClusters), which the runtime asks before the first launch.
+    max_cluster_size_non_portable: int
+    # How many clusters of 1, 2, … blocks the GPU holds at once with one block an SM
+    # (cuOccupancyMaxActiveClusters). A cluster lives in one GPC, so the count falls faster
+    # than SMs ÷ size: an H100 SXM holds 15 clusters of 8 and 7 of 16.
+    clusters_at_once: tuple[int, ...]
     l2_bytes: int
     memory_bytes: int
     memory_bandwidth: float        # bytes/s, HBM
@@ -49,6 +58,10 @@ _HOPPER = dict(
     registers_per_sm=65536, registers_per_block=65536,
     shared_memory_per_sm=228 * 1024, shared_memory_per_block=48 * 1024,
     shared_memory_per_block_optin=227 * 1024, max_cluster_size=8,
+    max_cluster_size_non_portable=16,
+    # Measured on an H100 80GB HBM3 (benchmarks/results/cluster-exchange-16-h100-2026-11-23.txt);
+    # another chip of the same kind may differ by its GPCs, which from_device reads.
+    clusters_at_once=(132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7),
     dtypes=("float32", "float16", "bfloat16"),
 )
 
@@ -64,6 +77,7 @@ PRESETS: dict[str, Target] = {
                    registers_per_sm=65536, registers_per_block=65536,
                    shared_memory_per_sm=164 * 1024, shared_memory_per_block=48 * 1024,
                    shared_memory_per_block_optin=163 * 1024, max_cluster_size=0,
+                   max_cluster_size_non_portable=0, clusters_at_once=(),
                    l2_bytes=40 * 2**20, memory_bytes=80 * 10**9, memory_bandwidth=2.0e12,
                    fp32_flops=19.5e12, tensor_flops=312e12, dtypes=("float32", "float16", "bfloat16")),
 }
@@ -90,7 +104,7 @@ def get(name: "str | Target | None") -> Target:
 
 def from_device(ordinal: int = 0) -> Target:
     """Read the Target from a real GPU through PyCUDA."""
-    from .driver import device_context  # lazy: PyCUDA is optional
+    from .driver import clusters_at_once, device_context  # lazy: PyCUDA is optional
 
     device = device_context(ordinal).device
     import pycuda.driver as cuda
@@ -102,6 +116,9 @@ def from_device(ordinal: int = 0) -> Target:
     sms = device.get_attribute(a.MULTIPROCESSOR_COUNT)
     base = min(PRESETS.values(), key=lambda t: abs(t.sm_count - sms)
                + 1000 * (t.compute_capability != (major, minor)))
+    largest = max(base.max_cluster_size, base.max_cluster_size_non_portable) if major >= 9 else 0
+    at_once = clusters_at_once(largest, 128, device.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)) \
+        if largest else ()
     clock_khz = device.get_attribute(a.CLOCK_RATE)
     bus_bits = device.get_attribute(a.GLOBAL_MEMORY_BUS_WIDTH)
     mem_khz = device.get_attribute(a.MEMORY_CLOCK_RATE)
@@ -119,6 +136,7 @@ def from_device(ordinal: int = 0) -> Target:
         shared_memory_per_block=device.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK),
         shared_memory_per_block_optin=device.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
         l2_bytes=device.get_attribute(a.L2_CACHE_SIZE),
+        clusters_at_once=at_once,
         memory_bytes=device.total_memory(),
         # DDR: two transfers per clock.
         memory_bandwidth=2.0 * mem_khz * 1e3 * bus_bits / 8,
