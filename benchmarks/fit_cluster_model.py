@@ -1,11 +1,20 @@
-"""Fit the step model of the lanes form of the FMA cluster kernel (passes/cost.py,
-LANES_*) to a tile sweep of it: non-negative least squares of the measured µs a step over
-the counts of ``cost.lanes_terms``, weighted by 1/measured (relative error). Prints the
-constants, the error and, per case, how far the model's pick is from the fastest tile.
-Lines marked " lanes" are of that form, or every line with --all-lanes (the first sweep,
-run before the two forms coexisted). No GPU needed.
+"""Fit a cluster kernel's step model to a tile sweep of it: non-negative least squares of
+the measured µs a step over the counts of the model's terms, weighted by 1/measured
+(relative error). Prints the constants, the error and, per case, how far the model's pick
+is from the fastest tile. No GPU needed.
+
+The lanes form of the FMA cluster kernel (LANES_*, ``cost.lanes_terms``): lines marked
+" lanes" are of that form, or every line with --all-lanes (the first sweep, run before the
+two forms coexisted).
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt --all-lanes
+
+The tensor-core cluster kernel, both forms (CLUSTER_* and REGISTERS_*,
+``cost.tensor_cluster_terms``), with --tensor: the exchange measured alone
+(``cost.cluster_exchange_seconds``) is taken off each time first, and each wave of
+clusters counted.
+
+    python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt --tensor
 """
 
 from __future__ import annotations
@@ -18,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from rnncc.passes.cost import lanes_terms
-from rnncc.tiles import ClusterTile
+from rnncc.passes.cost import cluster_exchange_seconds, lanes_terms, tensor_cluster_terms, tensor_cluster_waves
+from rnncc.tiles import ClusterTile, TensorTile
 from rnncc.target import PRESETS
 
 LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) rows/thread=(\d+) "
@@ -39,16 +48,43 @@ def points(text: str, all_lanes: bool):
         yield (cell, H, B), tile, float(m.group(13)), waves
 
 
-def main(path: str, all_lanes: bool) -> None:
-    rows = list(points(Path(path).read_text(), all_lanes))
-    gates = {"lstm": 4, "gru": 3}
-    terms = [lanes_terms(H, gates.get(cell, 1), tile) for (cell, H, B), tile, _, _ in rows]
+TENSOR_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) ks=(\d+) "
+                         r"m_tiles=(\d+) batch_blocks=1 threads=\d+( registers)?: measured ([\d.]+)")
+GATES = {"lstm": 4, "gru": 3}
+
+
+def tensor_rows(text: str):
+    """(case, tile, µs a step, {term: count × waves}, µs of exchange × waves) of each line of
+    a sweep of the tensor-core cluster kernel."""
+    target = PRESETS["h100"]
+    for m in TENSOR_LINE.finditer(text):
+        cell, dtype = m.group(1), m.group(2)
+        H, B, c, units, bpb, ks, mt = map(int, m.groups()[2:9])
+        tile = TensorTile(units, bpb, ks, mt, c, 1, weights_in_registers=bool(m.group(10)))
+        itemsize = 4 if dtype == "float32" else 2
+        waves = tensor_cluster_waves(B, tile, target)
+        terms = {n: v * waves for n, v in
+                 tensor_cluster_terms(B, H, GATES.get(cell, 1), tile, target, itemsize).items()}
+        yield (cell, dtype, H, B), tile, float(m.group(11)), terms, waves * cluster_exchange_seconds(c) * 1e6
+
+
+def main(path: str, all_lanes: bool, tensor: bool) -> None:
+    text = Path(path).read_text()
+    if tensor:
+        found = list(tensor_rows(text))
+        rows = [(case, tile, us, 1) for case, tile, us, _, _ in found]
+        terms = [t for _, _, _, t, _ in found]
+        fixed = np.array([e for *_, e in found])
+    else:
+        rows = list(points(text, all_lanes))
+        terms = [lanes_terms(H, GATES.get(cell, 1), tile) for (cell, H, B), tile, _, _ in rows]
+        fixed = np.zeros(len(rows))
     names = sorted({n for t in terms for n in t})
     a = np.array([[t.get(n, 0.0) * w for n in names] for t, (_, _, _, w) in zip(terms, rows)])
     y = np.array([us for _, _, us, _ in rows])
     weight = 1.0 / y
-    coef, _ = nnls(a * weight[:, None], y * weight)
-    fit = a @ coef
+    coef, _ = nnls(a * weight[:, None], (y - fixed) * weight)
+    fit = a @ coef + fixed
     print(f"{len(rows)} tiles, {len({r[0] for r in rows})} cases, from {path}")
     for n, v in zip(names, coef):
         print(f"{n} = {v:.4f}e-6")
@@ -65,4 +101,4 @@ def main(path: str, all_lanes: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], "--all-lanes" in sys.argv)
+    main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv)

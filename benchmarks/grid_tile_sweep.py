@@ -52,7 +52,11 @@ LANES_PER_GROUP = 2
 # the sweep's worst points (GRU fp16 H=100), float32 on TF32.
 TENSOR_CASES = [("lstm", "float16", 256, 8), ("gru", "float16", 256, 8), ("lstm", "float16", 256, 64),
                 ("gru", "float16", 100, 20), ("gru", "float16", 100, 1), ("lstm", "float32", 256, 8),
-                ("lstm", "bfloat16", 128, 4), ("rnn_tanh", "float16", 64, 1)]
+                ("lstm", "bfloat16", 128, 4), ("rnn_tanh", "float16", 64, 1),
+                # clusters of 9–16 blocks (W_hh of fp16 H=512 fits no cluster of 8) and of
+                # any size (GRU H=650: 14 blocks of 48 units)
+                ("lstm", "float16", 512, 8), ("gru", "float16", 512, 8), ("lstm", "float16", 512, 64),
+                ("gru", "float16", 650, 20)]
 TENSOR_PER_GROUP = 2
 
 

@@ -242,15 +242,17 @@ class TensorTile:
         """Whether the registers form's A fragments fit beside the rest of a thread's
         registers under ptxas' cap for one block of this size per SM (register_cap; 128
         at 448 threads): the B operands of every k-step (ptxas hoists their loads), the
-        accumulators, the projection and cell state of its elements and 40 more. ptxas
-        used 187 registers at LSTM fp16 H=256 (estimate 149) and spilled where the
-        estimate passed the cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832);
+        accumulators, the projection and cell state of its elements and 40 more (64 for
+        fp16/bf16). ptxas used 187 registers at LSTM fp16 H=256 (estimate 149 with 40 more),
+        241 at TF32 LSTM H=256 (estimate 245), and spilled where the estimate passed the
+        cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832) and at GRU bf16 H=192 in a
+        cluster of 3 (512 threads: 100 bytes) where 40 more made 124 of a cap of 128;
         tests/test_codegen.py checks that no candidate spills."""
         n_tiles = self.batch_per_block // MMA_N
         k_steps = self.k_steps(hidden, itemsize)
         chains = 2 if n_tiles == 1 else 1
         elements = n_tiles * (1 if self.rows_per_unit(gates) == 4 else 4)
-        need = 4 * k_steps + 2 * k_steps * n_tiles + 4 * n_tiles * chains + elements * (gates + 1) + 40
+        need = 4 * k_steps + 2 * k_steps * n_tiles + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
         return need <= register_cap(self.threads)
 
     def k_steps(self, hidden: int, itemsize: int) -> int:

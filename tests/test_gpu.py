@@ -169,6 +169,41 @@ def test_tensor_cluster_registers_form(gpu, cell, dtype, hidden, batch, seq, clu
     assert "the registers form" in m.kernel_of("l0", "recurrent").source
 
 
+# Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not
+# powers of two, both forms, the largest cluster the model considers at each: (form, H, B,
+# S). H=130 runs 9 blocks, H=250 16 (B=64: several clusters at once), H=100 13 with S=1
+# (no exchange), H=200 13, H=513 (fp16/bf16 only: TF32's W_hh fits no cluster) 13.
+WIDE_SIZES = [("shared", 130, 5, 7), ("shared", 250, 64, 33), ("registers", 100, 1, 1),
+              ("registers", 200, 3, 256), ("shared", 513, 8, 256)]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype,form,hidden,batch,seq",
+                         [(d, *size) for d in ("float16", "bfloat16", "float32") for size in WIDE_SIZES
+                          if not (d == "float32" and size[1] == 513)])
+def test_tensor_clusters_of_any_size(gpu, cell, dtype, form, hidden, batch, seq):
+    from rnncc.passes.cost import tensor_seconds, tensor_tiles
+    itemsize = 4 if dtype == "float32" else 2
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+
+    def force(m):
+        wide = [t for t in tensor_tiles(hidden, gates, batch, m.target, "cluster", itemsize)
+                if t.weights_in_registers == (form == "registers")
+                and t.shared_bytes(hidden, gates, itemsize) <= m.target.shared_memory_per_block_optin]
+        largest = max(t.cluster for t in wide)
+        tile = min((t for t in wide if t.cluster == largest),
+                   key=lambda t: tensor_seconds(batch, hidden, gates, t, m.target, itemsize))
+        return m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, hidden, gates, itemsize),
+                                  "forced by the test")
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
+                              seed=hidden + batch + seq, with_state=batch % 2 == 1,
+                              persistence="cluster", precision="tensor", seq_len=seq, batch=batch,
+                              force=force)
+    tile = m.plan.layers[0].persistence.value.tile
+    assert tile.cluster > 8 or tile.cluster & (tile.cluster - 1), tile
+    assert m.kernel_of("l0", "recurrent").cluster == tile.cluster
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (33, 5, 256), (256, 1, 1), (256, 8, 256)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

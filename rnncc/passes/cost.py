@@ -146,9 +146,42 @@ def grid_units(hidden: int, target: Target, largest: int) -> list[int]:
     return [units] if math.ceil(hidden / units) <= target.sm_count else []
 
 
+def largest_cluster(target: Target) -> int:
+    """The largest thread-block cluster the target has and can hold (0 before sm_90): 16
+    where a kernel may opt into the non-portable size (Hopper), so that W_hh up to twice a
+    portable cluster's shared memory (fp16 LSTM H=512: 2 MiB) still lives in one cluster."""
+    largest = max(target.max_cluster_size, target.max_cluster_size_non_portable)
+    while largest and clusters_at_once(target, largest) < 1:
+        largest -= 1
+    return largest
+
+
+def clusters_at_once(target: Target, cluster: int) -> int:
+    """Clusters of `cluster` blocks the target holds at once, one block an SM (measured,
+    Target.clusters_at_once); SMs ÷ size where the target does not say."""
+    if cluster <= len(target.clusters_at_once):
+        return target.clusters_at_once[cluster - 1]
+    return target.sm_count // cluster
+
+
 def cluster_sizes(target: Target) -> list[int]:
-    """Portable thread-block cluster sizes the target has (none before sm_90)."""
-    return [c for c in (1, 2, 4, 8) if c <= target.max_cluster_size]
+    """Cluster sizes of the FMA cluster kernels: powers of two up to the portable size. Their
+    step ends in a cluster barrier, which measured 1.41 µs a step alone at 16 blocks against
+    0.71 at 8 (results/cluster-exchange-16-h100-2026-11-23.txt) and has not been swept there."""
+    return [c for c in (1, 2, 4, 8) if c <= min(largest_cluster(target), target.max_cluster_size)]
+
+
+def cluster_splits(hidden: int, target: Target, granule: int) -> list[tuple[int, int]]:
+    """(blocks of the cluster, units a block) for the cluster kernels on tensor cores: for
+    each size up to the largest, the units a block in whole granules (16-byte chunks of h),
+    and the cluster then launched: the blocks that own units. A cluster need not be a
+    power of two, so GRU H=650 runs 14 blocks of 48 units where a cluster of 16 would
+    leave two blocks without a unit."""
+    splits = set()
+    for c in range(1, largest_cluster(target) + 1):
+        units = math.ceil(hidden / c / granule) * granule
+        splits.add((math.ceil(hidden / units), units))
+    return sorted(splits)
 
 
 def every_block_owns_a_unit(cluster: int, units: int, hidden: int) -> bool:
@@ -229,11 +262,20 @@ def lanes_sync_seconds(threads: int, cluster: int) -> float:
         (LANES_SYNC_PER_BLOCK_SECONDS * cluster if cluster > 1 else 0.0)
 
 
+# A step's h exchange by st.async and mbarrier, measured alone for one cluster of each size
+# (benchmarks/cluster_exchange.py, results/cluster-exchange-16-h100-2026-11-23.txt): µs a
+# step by blocks. From 8 to 16 blocks it grows faster than from 2 to 8.
+EXCHANGE_MEASURED_US = {1: 0.0, 2: 0.173, 4: 0.245, 8: 0.363, 16: 0.694}
+
+
 def cluster_exchange_seconds(cluster: int) -> float:
-    """A step's h exchange by st.async and mbarrier in the tensor-core cluster kernel, as
-    measured alone for one cluster (benchmarks/cluster_exchange.py: 0.17, 0.25 and 0.36 µs
-    for clusters of 2, 4 and 8); none in a cluster of 1."""
-    return 0.0 if cluster == 1 else (0.098 + 0.0325 * cluster) * 1e-6
+    """The tensor-core cluster kernel's h exchange (measured, above; linear between the
+    measured sizes); none in a cluster of 1."""
+    sizes = sorted(EXCHANGE_MEASURED_US)
+    lo = max(c for c in sizes if c <= cluster)
+    hi = min((c for c in sizes if c >= cluster), default=lo)
+    a, b = EXCHANGE_MEASURED_US[lo], EXCHANGE_MEASURED_US[hi]
+    return (a if hi == lo else a + (b - a) * (cluster - lo) / (hi - lo)) * 1e-6
 
 
 def _thread_chain(hidden: int, gates: int, tile: ClusterTile) -> tuple[int, int, int]:
@@ -266,7 +308,7 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     form: the terms of lanes_terms. Fitted on float32; half types convert each weight on
     load and are ranked by the same terms."""
     clusters = math.ceil(batch / tile.batch_per_block)
-    waves = math.ceil(clusters * tile.cluster / target.sm_count)
+    waves = math.ceil(clusters / clusters_at_once(target, tile.cluster))
     if tile.k_lanes:
         return waves * sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
     k_per_thread, cells, loads = _thread_chain(hidden, gates, tile)
@@ -315,26 +357,55 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
 # 2 clocks per instruction either way. A warp's chain of mma (fragment loads and mma that
 # barely overlap) is fitted per kernel family below, not derived from the mma latency.
 MMA_SM_CLOCKS = 2.0
-# The cluster kernel's step on tensor cores, both forms, fitted (non-negative least squares)
-# to benchmarks/results/cluster-tile-sweep-tensor-h100-2026-11-23.txt (35 tiles of the shared-
-# memory form, 32 of the registers form; 8 cases: LSTM, GRU and RNN, fp16, bf16 and TF32,
-# H 64–256, B 1–64, clusters of 1–8, batch tiles of 8 and 16), after the waits moved to
-# acquire at CTA scope. The shared-memory form: 0.475 µs of fixed work (the epilogue, two
-# block barriers, sending h) and 0.0728 µs for each k-step of a warp's chain and batch tile
-# of 8 (its fragment loads and mma barely overlap); median error 17%. Before, fitted at
-# 952e87b with the cluster-scope wait: 0.81 and 0.0725. The registers form: 0.16 µs fixed,
-# 0.0327 µs a k-step and batch tile of a warp's chain, 0.293 µs per batch tile of 8 (a
-# warp runs the cell of all its elements itself) and 0.040 µs per warp of the block (the
-# barrier and the sends); median error 8%, at most 26%. Both plus the exchange measured
-# alone (cluster_exchange_seconds). The registers form is the faster at long chains (TF32
-# LSTM H=256: 1.88 against 2.16 µs) and slower where the K split spreads a step over more
-# warps (GRU fp16 H=256 B=8: 1.52 against 1.34).
-CLUSTER_STEP_SECONDS = 0.475e-6
-CLUSTER_K_STEP_SECONDS = 0.0728e-6
-REGISTERS_STEP_SECONDS = 0.16e-6
-REGISTERS_K_STEP_SECONDS = 0.0327e-6
-REGISTERS_TILE_SECONDS = 0.293e-6
-REGISTERS_WARP_SECONDS = 0.040e-6
+# The cluster kernel's step on tensor cores, both forms, fitted by
+# benchmarks/fit_cluster_model.py --tensor (non-negative least squares, relative error) to
+# benchmarks/results/cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt: 189 tiles of 12
+# cases (LSTM, GRU and RNN; fp16, bf16 and TF32; H 64–650; B 1–64; clusters of 1–16 blocks,
+# powers of two or not). A step is the exchange measured alone (cluster_exchange_seconds,
+# not fitted) plus the terms of tensor_cluster_terms priced below, in waves of as many
+# clusters as the GPU holds at once (Target.clusters_at_once). Median error 8%, at most
+# 40%; at each case the pick runs within 1.00–1.13× of the fastest tile. A term for the
+# 16-row tiles of a block (its cells in the epilogue) took the worst pick from 1.20× to
+# 1.13×; one for the blocks of the cluster beyond the measured exchange fitted to 0.
+# Before, fitted to clusters of 1–8 at c4ef2f9: a fixed 0.475 µs and 0.0728 µs a k-step.
+CLUSTER_STEP_SECONDS = 0.0102e-6     # fixed (most of it is in the terms below)
+CLUSTER_K_STEP_SECONDS = 0.0423e-6   # a k-step and batch tile of 8 of a warp's mma chain
+CLUSTER_WARP_SECONDS = 0.0103e-6     # a warp of the block (barriers, the K split's sums)
+CLUSTER_M_TILE_SECONDS = 0.0663e-6   # 16 rows of the block's W_hh: their cells in the epilogue
+CLUSTER_BUSY_SECONDS = 0.8765e-6     # all the GPU's SMs busy (× the share the clusters fill)
+REGISTERS_STEP_SECONDS = 0.0286e-6
+REGISTERS_K_STEP_SECONDS = 0.0217e-6
+REGISTERS_TILE_SECONDS = 0.3598e-6   # a batch tile of 8: a warp runs the cell of all its elements
+REGISTERS_WARP_SECONDS = 0.0
+REGISTERS_M_TILE_SECONDS = 0.0546e-6
+REGISTERS_BUSY_SECONDS = 0.0445e-6
+TENSOR_CLUSTER_PRICES = {name: globals()[name] for name in (
+    "CLUSTER_STEP_SECONDS", "CLUSTER_K_STEP_SECONDS", "CLUSTER_WARP_SECONDS", "CLUSTER_M_TILE_SECONDS",
+    "CLUSTER_BUSY_SECONDS", "REGISTERS_STEP_SECONDS", "REGISTERS_K_STEP_SECONDS", "REGISTERS_TILE_SECONDS",
+    "REGISTERS_WARP_SECONDS", "REGISTERS_M_TILE_SECONDS", "REGISTERS_BUSY_SECONDS")}
+
+
+def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
+                         itemsize: int) -> dict[str, float]:
+    """The counts of one wave of steps of the tensor-core cluster kernel that the CLUSTER_*
+    (shared-memory form) or REGISTERS_* constants price, by constant name (the features
+    benchmarks/fit_cluster_model.py --tensor fits)."""
+    form = "REGISTERS" if tile.weights_in_registers else "CLUSTER"
+    n_tiles = tile.batch_per_block // MMA_N
+    busy = min(1.0, math.ceil(batch / tile.batch_per_block) * tile.cluster / target.sm_count)
+    terms = {f"{form}_STEP_SECONDS": 1.0,
+             f"{form}_K_STEP_SECONDS": tile.k_steps(hidden, itemsize) * n_tiles,
+             f"{form}_WARP_SECONDS": tile.m_tiles * tile.k_split,
+             f"{form}_M_TILE_SECONDS": tile.m_tiles,
+             f"{form}_BUSY_SECONDS": busy}
+    if tile.weights_in_registers:
+        terms["REGISTERS_TILE_SECONDS"] = n_tiles
+    return terms
+
+
+def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
+    """Waves of the clusters a batch needs, as many at a time as the GPU holds."""
+    return math.ceil(math.ceil(batch / tile.batch_per_block) / clusters_at_once(target, tile.cluster))
 
 
 # The grid kernel's step on tensor cores, fitted (least squares) to every tile the model
@@ -356,8 +427,8 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
                    itemsize: int) -> float:
     """One step of a persistent kernel on tensor cores. Grid: per batch tile a block runs,
     the fitted fixed work and the longer of the warps' mma chain (fitted) and the SM's mma
-    throughput; then the step's fixed cost (GRID_*). Cluster: the fitted chain and fixed
-    work above, then the exchange, in waves of half the SMs."""
+    throughput; then the step's fixed cost (GRID_*). Cluster: the terms of
+    tensor_cluster_terms and the exchange, in waves of the clusters the GPU holds at once."""
     k_steps = tile.k_steps(hidden, itemsize)
     n_tiles = tile.batch_per_block // MMA_N
     warps = tile.m_tiles * tile.k_split
@@ -365,16 +436,9 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
     batch_tiles = math.ceil(batch / tile.batch_per_block)
     if tile.cluster:
-        # Steps slow down once the clusters fill more than about half the SMs (B=256:
-        # 32 clusters of 4 took 1.33–1.40× the time of 32 of 2), counted as waves.
-        waves = math.ceil(batch_tiles * tile.cluster / (target.sm_count // 2))
-        if tile.weights_in_registers:
-            per_k_step = REGISTERS_K_STEP_SECONDS
-            fixed = REGISTERS_STEP_SECONDS + n_tiles * REGISTERS_TILE_SECONDS + warps * REGISTERS_WARP_SECONDS
-        else:
-            per_k_step, fixed = CLUSTER_K_STEP_SECONDS, CLUSTER_STEP_SECONDS
-        chain = max(k_steps * n_tiles * per_k_step, throughput / clock_hz(target))
-        return waves * (chain + fixed + cluster_exchange_seconds(tile.cluster))
+        terms = tensor_cluster_terms(batch, hidden, gates, tile, target, itemsize)
+        step = sum(count * TENSOR_CLUSTER_PRICES[name] for name, count in terms.items())
+        return tensor_cluster_waves(batch, tile, target) * (step + cluster_exchange_seconds(tile.cluster))
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
@@ -399,9 +463,7 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
     else:
         # Units in multiples of 8, so that a block's slice of h is whole 16-byte chunks
         # (the peers exchange it with 16-byte st.async).
-        shapes = [(units, bpb, c, 1) for c in cluster_sizes(target) for bpb in rows
-                  for units in [math.ceil(hidden / c / 8) * 8]
-                  if every_block_owns_a_unit(c, units, hidden)]
+        shapes = [(units, bpb, c, 1) for c, units in cluster_splits(hidden, target, 8) for bpb in rows]
     for units, bpb, c, bb in shapes:
         m_tiles = math.ceil(units * gates / MMA_M)
         for ks in (1, 2, 4, 8):
@@ -409,12 +471,13 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             if t.threads <= 512:
                 out.append(t)
     if mode == "cluster":
-        for c in cluster_sizes(target):
-            for bpb in rows:
-                t = TensorTile.registers_form(hidden, gates, c, bpb)
-                if every_block_owns_a_unit(c, t.units_per_block, hidden) and t.threads <= 1024 \
-                        and t.registers_fit(hidden, gates, itemsize):
-                    out.append(t)
+        registers = {TensorTile.registers_form(hidden, gates, c, bpb)
+                     for c in range(1, largest_cluster(target) + 1) for bpb in rows}
+        for t in sorted(registers, key=lambda t: (t.cluster, t.batch_per_block)):
+            # Launched as the blocks that own units (a cluster of any size, as above).
+            t = replace(t, cluster=math.ceil(hidden / t.units_per_block))
+            if t.threads <= 1024 and t.registers_fit(hidden, gates, itemsize) and t not in out:
+                out.append(t)
     return out
 
 

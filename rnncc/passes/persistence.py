@@ -3,10 +3,11 @@ sequence).
 
 ``grid`` keeps each block's slice of W_hhᵀ in shared memory for all steps and meets at a
 software grid barrier each step; possible when the slices fit one block per SM (so every
-block is co-resident). ``cluster`` (sm_90 thread-block clusters, up to 8 blocks) holds all
-of W_hhᵀ in one cluster's shared memory and exchanges h through distributed shared
-memory, with a cluster barrier (FMA) or st.async and mbarriers (tensor cores); clusters
-serve independent batch tiles. The mode with the lowest predicted time per step is
+block is co-resident). ``cluster`` (sm_90 thread-block clusters) holds all of W_hhᵀ in one
+cluster's shared memory and exchanges h through distributed shared memory, with a cluster
+barrier (FMA, clusters of up to 8 blocks) or st.async and mbarriers (tensor cores, clusters
+of any size up to 16 blocks, the non-portable sizes above 8 opted into); clusters serve
+independent batch tiles, as many at once as the GPU holds (Target.clusters_at_once). The mode with the lowest predicted time per step is
 chosen. Layers in precision ``tensor`` run both persistent modes on tensor cores
 (``TensorTile``, mma.sync).
 
