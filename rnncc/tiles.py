@@ -246,8 +246,9 @@ class TensorTile:
         fp16/bf16). ptxas used 187 registers at LSTM fp16 H=256 (estimate 149 with 40 more),
         241 at TF32 LSTM H=256 (estimate 245), and spilled where the estimate passed the
         cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832) and at GRU bf16 H=192 in a
-        cluster of 3 (512 threads: 100 bytes) where 40 more made 124 of a cap of 128;
-        tests/test_codegen.py checks that no candidate spills."""
+        cluster of 3 (512 threads: 100 bytes) where 40 more made 124 of a cap of 128, and
+        at LSTM and GRU fp16 H=512 in clusters of 16 (256 threads: 120 and 84 bytes) where
+        40 more made 245 of 255; tests/test_codegen.py checks that no candidate spills."""
         n_tiles = self.batch_per_block // MMA_N
         k_steps = self.k_steps(hidden, itemsize)
         chains = 2 if n_tiles == 1 else 1

@@ -474,13 +474,13 @@ def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
 def test_tensor_cluster_model_picks_near_the_measured_fastest_tiles():
     """The tensor-core cluster model (CLUSTER_* and REGISTERS_*, both forms), fitted to
     benchmarks/results/cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt (clusters of 1–16
-    blocks), picks among the swept tiles of each of its 12 cases one within 14% of the
-    fastest measured, and within 7% at nine.
-    (LSTM fp16 H=512 B=8, the worst: its pick runs 2.40 µs a step, the registers form 2.12.)"""
+    blocks), picks among the swept tiles of each of its 12 cases one within 7% of the
+    fastest measured, and within 2% at six. (The sweep's registers-form tiles at H=512 spill,
+    so the planner no longer offers them: TensorTile.registers_fit.)"""
     cases = _measured_tensor_tiles("cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt")
     assert len(cases) == 12
     off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
-    assert off[-1] <= 1.14 and off[8] <= 1.07, off
+    assert off[-1] <= 1.07 and off[5] <= 1.02, off
 
 
 def test_cluster_splits_launch_only_blocks_that_own_units():

@@ -308,7 +308,11 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     form: the terms of lanes_terms. Fitted on float32; half types convert each weight on
     load and are ranked by the same terms."""
     clusters = math.ceil(batch / tile.batch_per_block)
-    waves = math.ceil(clusters / clusters_at_once(target, tile.cluster))
+    # Waves by SMs, not by Target.clusters_at_once: LSTM fp32 H=256 B=64 ran its 16 clusters
+    # of 8 in 7.5 µs a step, one wave's time as this model predicts it (7.2), though the
+    # driver says 15 fit at once; counted as two waves, the plan went to grid and ran 1.25×
+    # slower (bench-h100-2026-11-23.json at d4c0e6a).
+    waves = math.ceil(clusters * tile.cluster / target.sm_count)
     if tile.k_lanes:
         return waves * sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
     k_per_thread, cells, loads = _thread_chain(hidden, gates, tile)
@@ -364,25 +368,27 @@ MMA_SM_CLOCKS = 2.0
 # powers of two or not). A step is the exchange measured alone (cluster_exchange_seconds,
 # not fitted) plus the terms of tensor_cluster_terms priced below, in waves of as many
 # clusters as the GPU holds at once (Target.clusters_at_once). Median error 8%, at most
-# 40%; at each case the pick runs within 1.00–1.13× of the fastest tile. A term for the
+# 67%; at each case the pick runs within 1.00–1.07× of the fastest tile. (Its registers-
+# form tiles at H=512 spill, 2.12 µs a step regardless; registers_fit now leaves them out.) A term for the
 # 16-row tiles of a block (its cells in the epilogue) took the worst pick from 1.20× to
-# 1.13×; one for the blocks of the cluster beyond the measured exchange fitted to 0.
+# 1.13×; one share of busy SMs for both forms (fitted per form, the registers form's came
+# out near 0 and it was picked at B=64, where it ran 10–27% slower) to 1.07×; a term for
+# the blocks of the cluster beyond the measured exchange fitted to 0.
 # Before, fitted to clusters of 1–8 at c4ef2f9: a fixed 0.475 µs and 0.0728 µs a k-step.
-CLUSTER_STEP_SECONDS = 0.0102e-6     # fixed (most of it is in the terms below)
-CLUSTER_K_STEP_SECONDS = 0.0423e-6   # a k-step and batch tile of 8 of a warp's mma chain
-CLUSTER_WARP_SECONDS = 0.0103e-6     # a warp of the block (barriers, the K split's sums)
-CLUSTER_M_TILE_SECONDS = 0.0663e-6   # 16 rows of the block's W_hh: their cells in the epilogue
-CLUSTER_BUSY_SECONDS = 0.8765e-6     # all the GPU's SMs busy (× the share the clusters fill)
-REGISTERS_STEP_SECONDS = 0.0286e-6
-REGISTERS_K_STEP_SECONDS = 0.0217e-6
-REGISTERS_TILE_SECONDS = 0.3598e-6   # a batch tile of 8: a warp runs the cell of all its elements
+CLUSTER_STEP_SECONDS = 0.0292e-6     # fixed (most of it is in the terms below)
+CLUSTER_K_STEP_SECONDS = 0.0441e-6   # a k-step and batch tile of 8 of a warp's mma chain
+CLUSTER_WARP_SECONDS = 0.0114e-6     # a warp of the block (barriers, the K split's sums)
+CLUSTER_M_TILE_SECONDS = 0.0641e-6   # 16 rows of the block's W_hh: their cells in the epilogue
+CLUSTER_BUSY_SECONDS = 0.4383e-6     # all the GPU's SMs busy (× the share the clusters fill), both forms
+REGISTERS_STEP_SECONDS = 0.0
+REGISTERS_K_STEP_SECONDS = 0.0182e-6
+REGISTERS_TILE_SECONDS = 0.3783e-6   # a batch tile of 8: a warp runs the cell of all its elements
 REGISTERS_WARP_SECONDS = 0.0
-REGISTERS_M_TILE_SECONDS = 0.0546e-6
-REGISTERS_BUSY_SECONDS = 0.0445e-6
+REGISTERS_M_TILE_SECONDS = 0.0564e-6
 TENSOR_CLUSTER_PRICES = {name: globals()[name] for name in (
     "CLUSTER_STEP_SECONDS", "CLUSTER_K_STEP_SECONDS", "CLUSTER_WARP_SECONDS", "CLUSTER_M_TILE_SECONDS",
     "CLUSTER_BUSY_SECONDS", "REGISTERS_STEP_SECONDS", "REGISTERS_K_STEP_SECONDS", "REGISTERS_TILE_SECONDS",
-    "REGISTERS_WARP_SECONDS", "REGISTERS_M_TILE_SECONDS", "REGISTERS_BUSY_SECONDS")}
+    "REGISTERS_WARP_SECONDS", "REGISTERS_M_TILE_SECONDS")}
 
 
 def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -397,7 +403,10 @@ def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, 
              f"{form}_K_STEP_SECONDS": tile.k_steps(hidden, itemsize) * n_tiles,
              f"{form}_WARP_SECONDS": tile.m_tiles * tile.k_split,
              f"{form}_M_TILE_SECONDS": tile.m_tiles,
-             f"{form}_BUSY_SECONDS": busy}
+             # Both forms alike: the clusters' share of the SMs (the projection's loads
+             # meet in L2); fitted per form, the registers form's fitted to nearly 0 from
+             # its few many-cluster tiles and picked it at B=64, where it ran 10-27% slower.
+             "CLUSTER_BUSY_SECONDS": busy}
     if tile.weights_in_registers:
         terms["REGISTERS_TILE_SECONDS"] = n_tiles
     return terms
