@@ -191,14 +191,8 @@ class Kernel:
         """How many clusters of this kernel (its cluster size compiled in) the GPU holds at
         once: 0 when even one cannot be resident (a cluster of 16 needs a GPC with 16 free
         SMs, each with room for a block)."""
-        count = ctypes.c_int()
-        config = _LaunchConfig(gridDimX=cluster, gridDimY=1, gridDimZ=1, blockDimX=block[0],
-                               blockDimY=block[1], blockDimZ=block[2], sharedMemBytes=shared,
-                               hStream=None, attrs=None, numAttrs=0)
-        _check(_lib().cuOccupancyMaxActiveClusters(ctypes.byref(count), self.function,
-                                                     ctypes.byref(config)),
-               f"cluster occupancy of {self.name}")
-        return count.value
+        return _max_active_clusters(self.function, cluster, block, shared, compiled_in=True,
+                                    what=f"cluster occupancy of {self.name}")
 
 
 _LAUNCH_ATTRIBUTE_COOPERATIVE, _LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 2, 4  # CUlaunchAttributeID
@@ -221,6 +215,20 @@ class _LaunchConfig(ctypes.Structure):
 
 
 assert ctypes.sizeof(_LaunchAttribute) == 72
+
+
+def _max_active_clusters(function, cluster: int, block: tuple[int, int, int], shared: int,
+                         compiled_in: bool, what: str) -> int:
+    """cuOccupancyMaxActiveClusters for clusters of ``cluster`` blocks: the size is the
+    kernel's own where ``compiled_in``, else passed as a launch attribute."""
+    attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, value=(ctypes.c_uint * 16)(cluster, 1, 1))
+    config = _LaunchConfig(gridDimX=cluster, gridDimY=1, gridDimZ=1, blockDimX=block[0], blockDimY=block[1],
+                           blockDimZ=block[2], sharedMemBytes=shared, hStream=None,
+                           attrs=None if compiled_in else ctypes.pointer(attribute),
+                           numAttrs=0 if compiled_in else 1)
+    count = ctypes.c_int()
+    _check(_lib().cuOccupancyMaxActiveClusters(ctypes.byref(count), function, ctypes.byref(config)), what)
+    return count.value
 
 # An empty kernel, JIT-compiled by the driver from PTX: what the cluster occupancy query
 # needs (a function whose cluster size is not compiled in).
@@ -246,18 +254,9 @@ def clusters_at_once(largest: int, threads: int, shared: int) -> tuple[int, ...]
         if largest > PORTABLE_CLUSTER_SIZE:
             _check(lib.cuFuncSetAttribute(function, _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, ctypes.c_int(1)),
                    "allowing rnncc_empty non-portable clusters")
-        out = []
-        for size in range(1, largest + 1):
-            attribute = _LaunchAttribute(id=_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-                                         value=(ctypes.c_uint * 16)(size, 1, 1))
-            config = _LaunchConfig(gridDimX=size, gridDimY=1, gridDimZ=1, blockDimX=threads, blockDimY=1,
-                                   blockDimZ=1, sharedMemBytes=shared, hStream=None,
-                                   attrs=ctypes.pointer(attribute), numAttrs=1)
-            count = ctypes.c_int()
-            _check(lib.cuOccupancyMaxActiveClusters(ctypes.byref(count), function, ctypes.byref(config)),
-                   f"cluster occupancy for clusters of {size}")
-            out.append(count.value)
-        return tuple(out)
+        return tuple(_max_active_clusters(function, size, (threads, 1, 1), shared, compiled_in=False,
+                                          what=f"cluster occupancy for clusters of {size}")
+                     for size in range(1, largest + 1))
     finally:
         lib.cuModuleUnload(module)
 

@@ -438,16 +438,16 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     the fitted fixed work and the longer of the warps' mma chain (fitted) and the SM's mma
     throughput; then the step's fixed cost (GRID_*). Cluster: the terms of
     tensor_cluster_terms and the exchange, in waves of the clusters the GPU holds at once."""
+    if tile.cluster:
+        terms = tensor_cluster_terms(batch, hidden, gates, tile, target, itemsize)
+        step = sum(count * TENSOR_CLUSTER_PRICES[name] for name, count in terms.items())
+        return tensor_cluster_waves(batch, tile, target) * (step + cluster_exchange_seconds(tile.cluster))
     k_steps = tile.k_steps(hidden, itemsize)
     n_tiles = tile.batch_per_block // MMA_N
     warps = tile.m_tiles * tile.k_split
     # Each of the SM's 4 tensor cores serves the warps of its scheduler only.
     throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
     batch_tiles = math.ceil(batch / tile.batch_per_block)
-    if tile.cluster:
-        terms = tensor_cluster_terms(batch, hidden, gates, tile, target, itemsize)
-        step = sum(count * TENSOR_CLUSTER_PRICES[name] for name, count in terms.items())
-        return tensor_cluster_waves(batch, tile, target) * (step + cluster_exchange_seconds(tile.cluster))
     tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
     chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
