@@ -14,7 +14,7 @@ from .codegen import KernelSource
 from .errors import RuntimeCheckError
 from .plan import LayerPlan
 
-# Words of the grid barrier of a grid-persistent layer: arrivals, generation, gave up, pad.
+# Words of the grid barrier of a grid-persistent layer: arrivals, gave up, two of padding.
 BARRIER_WORDS = 4
 MAX_GRID_Y = 65535
 
