@@ -131,9 +131,7 @@ def step_params(l: LayerPlan, library_product: bool = False) -> tuple[Param, ...
     return tuple(params)
 
 
-def persistent_params(l: LayerPlan, barrier: bool, stamped: bool = False) -> tuple[Param, ...]:
-    """``barrier``: the grid barrier's words (grid mode); ``stamped``: the stamped h words
-    of the grid kernel on tensor cores (see launch.stamped_h_bytes)."""
+def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
               _i64("h0_stride_b", "h0: elements between batch entries"),
@@ -160,13 +158,8 @@ def persistent_params(l: LayerPlan, barrier: bool, stamped: bool = False) -> tup
         params.append(_i32("first_chunk", "1: the first step takes its cell state from c0"))
     if barrier:
         params.append(_ptr("barrier", "unsigned", "[4] grid barrier: arrivals (top bit flips), gave up "
-                                                   "(zeroed before each call, on its stream)",
+                                                   "(zeroed before each launch, on its stream)",
                            const=False))
-    if stamped:
-        params += [_ptr("stamped_h", "Word", f"[2, B, K] h of the last two steps as words stamped "
-                                             "with their step (zeroed before each call); K is "
-                                             f"{H} padded to the kernel's K split", const=False),
-                   _i32("first_step", "the call's index of this launch's first step (the stamps)")]
     params += [_ptr("status", "unsigned", "[1] host-mapped: set when a spin-wait passed its bound "
                                           "(1 grid barrier, 2 cluster exchange)", const=False),
                _i64("spin_timeout_ns", "bound of every spin-wait in ns (0: give up at once, "
@@ -300,7 +293,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         template = f"{family}{form}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
         keys = RECURRENT_DECISIONS
-        params = persistent_params(l, barrier=mode == "grid", stamped=mode == "grid" and tensor)
+        params = persistent_params(l, barrier=mode == "grid")
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,

@@ -14,9 +14,8 @@ from .codegen import KernelSource
 from .errors import RuntimeCheckError
 from .plan import LayerPlan
 
-# A grid-persistent layer's words in the call's workspace: its barrier (arrivals, gave up)
-# and, GRID_WORDS_ALIGN bytes after it, its stamped h words (see stamped_h_bytes).
-GRID_WORDS_ALIGN = 256
+# Words of the grid barrier of a grid-persistent layer: arrivals, gave up, two of padding.
+BARRIER_WORDS = 4
 MAX_GRID_Y = 65535
 
 
@@ -81,16 +80,6 @@ def persistent_grid(l: LayerPlan, B: int) -> tuple[int, int]:
     return -(-l.hidden_size // p.tile.units_per_block), p.tile.batch_blocks
 
 
-def stamped_h_bytes(l: LayerPlan, B: int, itemsize: int) -> int:
-    """Bytes of a layer's stamped h words: for the grid-persistent kernel on tensor cores,
-    h of the last two steps as [2, B, K] words of the value and its step's stamp (2 ×
-    itemsize bytes; K is H padded to the kernel's K split); 0 for other layers."""
-    p = l.persistence.value
-    if p.mode != "grid" or p.math != "tensor":
-        return 0
-    return 2 * B * p.tile.k_padded(l.hidden_size, itemsize) * 2 * itemsize
-
-
 def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, int]:
     """(pointer, batch stride) of h before step t: h0 (0 = zeros) at t = 0, else y[t-1]."""
     if t == 0:
@@ -101,8 +90,7 @@ def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, in
 def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y: Sequence,
                          h0: tuple[int, int] | None, c0: int, c_out: int, cell: int,
                          xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
-                         barrier: int, stamped_h: int, status: int,
-                         spin_timeout_ns: int) -> dict[str, int]:
+                         barrier: int, status: int, spin_timeout_ns: int) -> dict[str, int]:
     """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1."""
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
@@ -110,7 +98,7 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
             "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
             "xproj_stride_n": xp_n, "y": y.at(t0), "y_stride_t": y.stride_t,
             "y_stride_b": y.stride_b, "steps": steps, "batch": B, "barrier": barrier,
-            "stamped_h": stamped_h, "first_step": t0, "status": status, "spin_timeout_ns": spin_timeout_ns,
+            "status": status, "spin_timeout_ns": spin_timeout_ns,
             "bias_hn": weights.get("bias_hn", 0)}
     if l.cell == "lstm":
         args |= {"c0": c0, "c": cell, "c_final": c_out if t0 + steps == S else 0,

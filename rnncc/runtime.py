@@ -35,14 +35,14 @@ from . import weights as weights_mod
 from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
-from .launch import GRID_WORDS_ALIGN, Sequence, stamped_h_bytes
+from .launch import BARRIER_WORDS, Sequence
 from .passes.shapes import shape_class
 from .passes.workspace import workspace_parts
 from .plan import Decision, Plan
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
 _ALIGN = 256  # bytes: every workspace part starts on this boundary
-_TIMEOUT_WHAT = {1: "grid exchange (barrier or stamped h)", 2: "cluster exchange (mbarrier wait)"}
+_TIMEOUT_WHAT = {1: "grid barrier", 2: "cluster exchange (mbarrier wait)"}
 
 
 @dataclass(frozen=True)
@@ -417,22 +417,18 @@ class CompiledModel:
             memory.release()
 
     def _workspace_layout(self, variant: Variant, S: int, B: int):
-        """(offset of each part, total bytes, (name, bytes of its words) of each
-        grid-persistent layer) of a call's workspace: the parts of passes/workspace.py and
-        each grid layer's barrier and stamped h words.
+        """(offset of each part, total bytes, grid-persistent layers) of a call's workspace:
+        the parts of passes/workspace.py and a grid barrier per grid-persistent layer.
         Kept per shape: recomputing it costs more host time than the launches of a small
         model; the cache is emptied past a few hundred shapes."""
         key = (variant.shape_class, S, B)
         found = self._layouts.get(key)
         if found is None:
-            # Per grid layer: its barrier, then (at GRID_WORDS_ALIGN) its stamped h words.
-            item = DTYPES[self.model.dtype].itemsize
-            grid_layers = tuple(
-                (l.name, GRID_WORDS_ALIGN + -(-stamped_h_bytes(l, B, item) // GRID_WORDS_ALIGN) * GRID_WORDS_ALIGN)
-                for l in variant.plan.layers if l.persistence.value.mode == "grid")
+            grid_layers = tuple(l.name for l in variant.plan.layers
+                                if l.persistence.value.mode == "grid")
             # cuBLASLt's scratch in the same block: one allocation a call, not two.
             parts = workspace_parts(variant.plan, S, B) + \
-                [("grid_words", sum(size for _, size in grid_layers))] + \
+                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))] + \
                 ([("library", cublaslt.WORKSPACE_BYTES)] if variant.uses_library else [])
             if len(self._layouts) >= 256:
                 self._layouts.clear()
@@ -473,12 +469,9 @@ class CompiledModel:
         offsets, total, grid_layers = self._workspace_layout(variant, S, B)
         base = memory.take(total)
         ws = {name: base + off for name, off in offsets.items()}
-        if grid_layers:  # barrier and stamped h words of every grid layer, one memset
-            driver.memset_async(ws["grid_words"], 0, sum(size for _, size in grid_layers), stream)
-        barrier_of, stamped_of, at = {}, {}, ws.get("grid_words", 0)
-        for name, size in grid_layers:
-            barrier_of[name], stamped_of[name] = at, at + GRID_WORDS_ALIGN
-            at += size
+        if grid_layers:
+            driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
+        barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
 
         # Where every tensor lives.
         tensors: dict[str, Sequence] = {INPUT: sequence(x_view)}
@@ -509,7 +502,7 @@ class CompiledModel:
             if l.cell == "lstm":
                 c_arr, c_view = state_slot(c_all_view, l.name) if stacked else make((B, l.hidden_size))
             self._run_layer(variant, l, index, tensors, ws, S, B, h0, c0, c_view, stream,
-                            barrier_of.get(l.name, 0), stamped_of.get(l.name, 0), spin_ns)
+                            barrier_of.get(l.name, 0), spin_ns)
             y = tensors[l.name]
             if stacked and h_all is None:  # an allocation the kernels need not wait for
                 h_all, h_all_view = make(stacked_shape)
@@ -594,7 +587,7 @@ class CompiledModel:
                                        k.dynamic_shared, stream, cooperative)
 
     def _run_layer(self, variant: Variant, l, index: int, tensors, ws, S, B, h0, c0, c_out,
-                   stream: int, barrier: int, stamped_h: int, spin_ns: int) -> None:
+                   stream: int, barrier: int, spin_ns: int) -> None:
         mode = l.persistence.value.mode
         step_k = variant.kernel_of(l.name, "recurrent")
         library_product = l.persistence.value.math == "cublas"
@@ -630,7 +623,7 @@ class CompiledModel:
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj, xproj_strides=strides, weights=weights, barrier=barrier,
-                    stamped_h=stamped_h, status=self._status.address(index), spin_timeout_ns=spin_ns)
+                    status=self._status.address(index), spin_timeout_ns=spin_ns)
                 self._launch(step_k, launch.persistent_grid(l, B), args, stream,
                              cooperative=mode == "grid")
                 continue

@@ -349,24 +349,17 @@ def test_launch_grids_and_arguments_are_pure():
     args = launch.persistent_arguments(
         l, t0=0, steps=5, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
         xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, "w_ih": 12, "bias": 13},
-        barrier=44, stamped_h=88, status=66, spin_timeout_ns=10**9)
+        barrier=44, status=66, spin_timeout_ns=10**9)
     values = launch.arguments(k, args)
     named = dict(zip((q.name for q in k.params), values))
     assert named["h0"] == 0 and named["y"] == 1000 and named["c_final"] == 77
     assert named["barrier"] == 44 and named["status"] == 66 and named["spin_timeout_ns"] == 10**9
-    # The grid kernel on tensor cores exchanges h as stamped words: two steps of [B, K]
-    # words of 4 bytes (fp16 and its stamp), K = 256 padded to the K split, and the
-    # stamps count the call's steps from the launch's first.
-    assert named["stamped_h"] == 88 and named["first_step"] == 0
-    assert launch.stamped_h_bytes(l, 8, 2) == 2 * 8 * p.tile.k_padded(256, 2) * 4
-    assert launch.stamped_h_bytes(l, 8, 2) >= 2 * 8 * 256 * 4
     # A later chunk reads h of the step before it and does not write c_final early.
     later = launch.persistent_arguments(
         l, t0=2, steps=2, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
-        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11}, barrier=44, stamped_h=88,
-        status=66, spin_timeout_ns=1)
+        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11}, barrier=44, status=66,
+        spin_timeout_ns=1)
     assert later["h0"] == 1000 + 1 * 8 * 256 * 2 and later["c_final"] == 0 and later["first_chunk"] == 0
-    assert later["first_step"] == 2
     with pytest.raises(rnncc.RuntimeCheckError, match="no value for parameter"):
         launch.arguments(k, {"h0": 0})
     with pytest.raises(rnncc.RuntimeCheckError, match="exceeds 65535 blocks"):
