@@ -53,16 +53,16 @@ def bench_table() -> str:
         return "(no `rnncc bench` record yet)"
     path = records[-1]
     rec = json.loads(path.read_text())
-    rows = ["| cell | dtype | H | B | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
+    rows = ["| cell | dtype | H | B | S | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
             "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN | rnncc.nn twin ms (÷ rnncc) | "
             "in CUDA graphs: rnncc ms, cuDNN ms, speedup |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     # Records before precision modes (2026-11-23) have neither "kind" nor "math".
     for r in rec["results"]:
         met = "met" if r["speedup"] >= r["target_speedup"] else "**missed**"
         math = {"tensor": ", tensor cores"}.get(r.get("math"), "")
         rows.append(f"| {r['cell']} | {r.get('kind', r['dtype'])} | {r['hidden']} | {r['batch']} | "
-                    f"{r['persistence']}{math} | "
+                    f"{r['seq_len']} | {r['persistence']}{math} | "
                     f"{r['rnncc_ms']:.3f} ({r['rnncc_us_per_step']:.1f}) | "
                     f"{r['cudnn_ms']:.3f} ({r['cudnn_us_per_step']:.1f}) | {r['speedup']:.2f}× | "
                     f"≥ {r['target_speedup']:g}× {met} | "

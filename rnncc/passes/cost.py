@@ -112,7 +112,13 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
     return out
 
 
-GRID_BARRIER_SECONDS = 1.5e-6  # software grid barrier on an H100, 8–132 blocks (1.2–1.9 µs measured)
+# The software grid barrier on an H100: 1.2–1.9 µs measured at 8–132 blocks with the
+# counter-and-generation barrier. The FMA grid kernel has the barrier whose top bit flips
+# too, which took 0.54 µs less a step on tensor cores (results/step-split-h100-2026-11-24.txt
+# at 45d6ab9), but this model is not lowered by it: it already reads LSTM fp32 H=256 B=64
+# at 7.3 µs a step where the kernel ran 9.4 (d4c0e6a), and lowered it would send that row
+# from its cluster (7.5 measured) to the grid kernel.
+GRID_BARRIER_SECONDS = 1.5e-6
 # Each batch tile a block handles in a step stages h, synchronises and runs the epilogue:
 # LSTM H=256 took 4.1 µs/step with one tile a block (B=8) and 16.3 with eight (B=64)
 # (benchmarks/results/bench-h100-2026-11-23.json at commit 54e8670).
@@ -427,7 +433,10 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 # all 8 cases; the analytic model before it (an mma chain of 32 clocks a k-step,
 # whatever the batch columns) picked K split 2 with wide batch tiles that ran up to 1.9×
 # the fastest (GRU fp16 H=650 B=20: 17.9 µs against 9.4 for K split 8).
-GRID_STEP_SECONDS = 1.36e-6
+# The fixed cost was fitted with the counter-and-generation barrier; the barrier whose top
+# bit flips took 0.54 µs less a step (results/step-split-h100-2026-11-24.txt at 45d6ab9),
+# subtracted here (1.36 fitted).
+GRID_STEP_SECONDS = 0.82e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
 
