@@ -3,7 +3,10 @@ directory first on PYTHONPATH), alternately, on one machine; each run prints one
 per row with rnncc's and cuDNN's median ms from the same process.
 
     PYTHONPATH=old:$PYTHONPATH python3 benchmarks/ab_rows.py old
-    PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new
+    PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new [ROWS]
+
+ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
+grid block runs several batch tiles a step).
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ ROWS = [Config("lstm", "float16", 256, 8), Config("lstm", "float16", 512, 8),
         Config("lstm", "float16", 1024, 8), Config("gru", "float16", 256, 8),
         Config("lstm", "float32", 256, 8), Config("lstm", "bfloat16", 1024, 8),
         Config("gru", "float32", 1024, 64)]
+ROW_SETS = {"small": ROWS,
+            "b64": [Config("lstm", "float16", 1024, 64, seq_len=128),
+                    Config("lstm", "bfloat16", 1024, 64), Config("gru", "bfloat16", 1024, 64),
+                    Config("lstm", "float32", 1024, 64, precision="tensor"),
+                    Config("gru", "float16", 1024, 64, seq_len=35),
+                    Config("lstm", "float16", 1024, 64, seq_len=35)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]
@@ -26,7 +35,7 @@ if __name__ == "__main__":
         launch_ = runtime.CompiledModel._launch
         runtime.CompiledModel._launch = lambda self, k, grid, args, stream, cooperative=False: \
             launch_(self, k, grid, args, stream, False)
-    for cfg in ROWS:
+    for cfg in ROW_SETS[sys.argv[2] if len(sys.argv) > 2 else "small"]:
         r = run_config(cfg, warmup=3, repeats=20)
         print(json.dumps({"version": label, "rnncc_from": rnncc.__file__, "row": cfg.label,
                           "persistence": r["persistence"], "rnncc_ms": round(r["rnncc_ms"], 4),

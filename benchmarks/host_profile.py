@@ -1,9 +1,10 @@
 """Where the host time of an eager call goes: cProfile over many back-to-back calls of a
-compiled model and of its rnncc.nn twin (LSTM fp16 H=256 B=8 S=256, one bench row),
+compiled model and of its rnncc.nn twin (LSTM fp16 B=8, H=256 and S=256 unless the
+arguments say, one bench row),
 functions by their own time, beside torch.nn's host time to queue the same call. Needs a
-GPU and PyTorch. An argument sets S (e.g. 64, where the launches weigh more).
+GPU and PyTorch. The arguments set S (e.g. 64, where the launches weigh more) and H.
 
-    python3 benchmarks/host_profile.py [S]
+    python3 benchmarks/host_profile.py [S [H]]
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ CALLS = 300
 
 if __name__ == "__main__":
     torch.manual_seed(0)
-    H, B, S = 256, 8, int(sys.argv[1]) if len(sys.argv) > 1 else 256
+    S = int(sys.argv[1]) if len(sys.argv) > 1 else 256
+    H, B = int(sys.argv[2]) if len(sys.argv) > 2 else 256, 8
     with torch.no_grad():
         module = torch.nn.LSTM(H, H).to("cuda", torch.half).eval()
         twin = rnn.LSTM(H, H).to("cuda", torch.half).requires_grad_(False)

@@ -197,7 +197,9 @@ class TensorTile:
     Its warps are m_tiles × k_split: each computes one 16-row tile for every batch column
     over 1/k_split of K; the partial sums meet in shared memory, where the epilogue runs
     the cell for each (unit, row). `cluster` > 0: blocks per cluster (mode cluster);
-    `batch_blocks`: blocks along y sharing the batch tiles (mode grid).
+    `batch_blocks`: blocks along y sharing the batch tiles (mode grid), each running
+    `tiles_per_block` of them a step at the planned batch with their projection and cell
+    state in registers (a larger batch loops over more, from memory).
 
     `weights_in_registers` (mode cluster, k_split 1): the registers form
     (recurrent_cluster_tensor_registers.cu.j2). Each warp keeps its 16 rows' A fragments
@@ -212,6 +214,7 @@ class TensorTile:
     cluster: int = 0
     batch_blocks: int = 1
     weights_in_registers: bool = False
+    tiles_per_block: int = 1
 
     @property
     def threads(self) -> int:
@@ -340,8 +343,11 @@ class Persistent:
 
     def to_dict(self) -> dict[str, Any]:
         tile = asdict(self.tile)
-        if isinstance(self.tile, TensorTile) and not self.tile.weights_in_registers:
-            del tile["weights_in_registers"]  # the shared-memory form, as plans have named it
+        if isinstance(self.tile, TensorTile):  # defaults left out, as plans have named tiles
+            if not self.tile.weights_in_registers:
+                del tile["weights_in_registers"]
+            if self.tile.tiles_per_block == 1:
+                del tile["tiles_per_block"]
         out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:

@@ -204,6 +204,29 @@ def test_tensor_clusters_of_any_size(gpu, cell, dtype, form, hidden, batch, seq)
     assert m.kernel_of("l0", "recurrent").cluster == tile.cluster
 
 
+# The grid kernel on tensor cores with several batch tiles a block (2 blocks along y, tiles
+# of 8 rows), its tile forced, in launches of 5 steps (the cell state carried between
+# them) from a given state. B=41: 6 tiles, the last of one row; planned for 3 a block, the
+# tiles stay in registers, planned for 2 the blocks loop over them from memory. B=33: 5
+# tiles, so block 1 has one fewer than planned.
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("batch,tiles", [(41, 3), (33, 3), (41, 2)])
+def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles):
+    hidden, itemsize = 100, 4 if dtype == "float32" else 2
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    tile = TensorTile(16, 8, 2, gates, 0, 2, tiles_per_block=tiles)
+
+    def force(m):
+        return m.with_persistence("l0", Persistent.of("grid", "tensor", tile, hidden, gates, itemsize),
+                                  "forced by the test")
+    m, _, _ = run_and_compare(single(cell, hidden, 37, dtype), 23, batch, seed=batch + tiles,
+                              with_state=True, persistence="grid", precision="tensor", unroll=5,
+                              seq_len=23, batch=41, force=force)
+    assert m.plan.layers[0].persistence.value.tile == tile
+    assert "constexpr int TILES = %d;" % tiles in m.kernel_of("l0", "recurrent").source
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (33, 5, 256), (256, 1, 1), (256, 8, 256)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

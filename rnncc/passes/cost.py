@@ -484,8 +484,9 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
         shapes = [(units, bpb, c, 1) for c, units in cluster_splits(hidden, target, 8) for bpb in rows]
     for units, bpb, c, bb in shapes:
         m_tiles = math.ceil(units * gates / MMA_M)
+        tiles = math.ceil(math.ceil(batch / bpb) / bb) if mode == "grid" else 1
         for ks in (1, 2, 4, 8):
-            t = TensorTile(units, bpb, ks, m_tiles, c, bb)
+            t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles)
             if t.threads <= 512:
                 out.append(t)
     if mode == "cluster":
