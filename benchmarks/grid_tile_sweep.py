@@ -4,6 +4,8 @@ Times are CUDA-graph replays of one layer's forward at S=256 (the GPU time alone
 Hopper GPU and PyTorch.
 
     python3 benchmarks/grid_tile_sweep.py          # grid kernel on tensor cores, every tile
+    python3 benchmarks/grid_tile_sweep.py wide     # the same at the WIDE_CASES: the model's
+                                                   # best 3 tiles of each block width (units)
     python3 benchmarks/grid_tile_sweep.py cluster  # FMA cluster kernel (float32 exact): the
                                                    # model's best 3 tiles of each cluster size
     python3 benchmarks/grid_tile_sweep.py lanes    # the lanes form at small batches: the
@@ -37,6 +39,11 @@ S = 256
 CASES = [("lstm", "float16", 650, 20), ("lstm", "float16", 640, 20), ("lstm", "float16", 650, 8),
          ("lstm", "float16", 1024, 64), ("lstm", "float16", 1024, 8), ("lstm", "float16", 512, 8),
          ("gru", "float16", 650, 20), ("lstm", "float32", 1024, 64)]
+# (cell, dtype, H, B) where the grid kernel may take twice the fewest units a block and
+# split the batch between blocks (tensor_tiles): its rows at B=64, and the word-level LM.
+WIDE_CASES = [("lstm", "float16", 1024, 64), ("gru", "bfloat16", 1024, 64), ("lstm", "float16", 650, 20),
+              ("lstm", "float16", 512, 64), ("lstm", "float16", 1024, 20), ("gru", "float16", 1024, 64)]
+WIDE_PER_WIDTH = 3
 # (cell, dtype, H, B) for the FMA cluster kernel: the sweep's worst points and the bench's.
 CLUSTER_CASES = [("lstm", "float32", 256, 64), ("gru", "float32", 256, 64), ("lstm", "float32", 256, 8),
                  ("gru", "float32", 100, 1), ("gru", "float32", 100, 20), ("lstm", "float32", 100, 20),
@@ -62,14 +69,15 @@ TENSOR_PER_GROUP = 2
 
 def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
     """(tile, predicted seconds, compiled model, the model's pick?) for the tiles that fit:
-    every grid tile on tensor cores; the model's best CLUSTER_PER_SIZE FMA cluster tiles
+    every grid tile on tensor cores (mode grid), or the model's best WIDE_PER_WIDTH of each
+    block width (mode wide); the model's best CLUSTER_PER_SIZE FMA cluster tiles
     of each cluster size (mode cluster), LANES_PER_GROUP of the lanes form's groups (mode
     lanes) or TENSOR_PER_GROUP tensor-core cluster tiles of each form and cluster size
     (mode tensor); the model's pick among them."""
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
-    tensor = mode in ("grid", "tensor")
-    persistence = "grid" if mode == "grid" else "cluster"
+    tensor = mode in ("grid", "wide", "tensor")
+    persistence = "grid" if mode in ("grid", "wide") else "cluster"
     base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence=persistence,
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
@@ -80,7 +88,13 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     seconds = tensor_seconds if tensor else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
     chosen = l.persistence.value.tile
-    if mode == "tensor":
+    if mode == "wide":
+        widths: dict[int, list] = {}
+        for t in ranked:
+            widths.setdefault(t.units_per_block, []).append(t)
+        ranked = [t for ts in widths.values() for t in ts[:WIDE_PER_WIDTH]]
+        ranked += [chosen] if chosen not in ranked else []
+    elif mode == "tensor":
         groups = {}
         for t in ranked:
             groups.setdefault((t.weights_in_registers, t.cluster), []).append(t)
@@ -127,8 +141,8 @@ def main(mode: str, build_only: bool = False) -> None:
     """``build_only``: plan for the h100 preset and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time)."""
     cases = [(c, variants(*c, mode, "h100" if build_only else "device"))
-             for c in {"grid": CASES, "cluster": CLUSTER_CASES, "lanes": LANES_CASES,
-                       "tensor": TENSOR_CASES}[mode]]
+             for c in {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
+                       "lanes": LANES_CASES, "tensor": TENSOR_CASES}[mode]]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)

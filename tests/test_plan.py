@@ -425,6 +425,16 @@ def test_grid_tensor_model_picks_the_measured_fastest_tiles():
         assert min(rows)[2] <= 1.05 * min(r[2] for r in rows), case
 
 
+def test_grid_tensor_model_picks_among_block_widths():
+    """Where the grid kernel may take twice the fewest units a block and split the batch
+    between blocks, the model's pick runs within 5% of the fastest of the best tiles of
+    each width (benchmarks/results/grid-tile-sweep-wide-h100-2026-11-24.txt)."""
+    cases = _measured_tensor_tiles("grid-tile-sweep-wide-h100-2026-11-24.txt", skip=lambda H: False)
+    assert len(cases) >= 6
+    for case, rows in cases.items():
+        assert min(rows)[2] <= 1.05 * min(r[2] for r in rows), case
+
+
 def _measured_cluster_tiles(sweep: str, lanes: bool) -> dict:
     """{(cell, H, B): [(predicted seconds, threads, measured µs a step), ...]} of a cluster
     tile sweep in benchmarks/results (lines as benchmarks/grid_tile_sweep.py writes them),

@@ -436,6 +436,11 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 # The fixed cost was fitted with the counter-and-generation barrier; the barrier whose top
 # bit flips took 0.54 µs less a step (results/step-split-h100-2026-11-24.txt at 45d6ab9),
 # subtracted here (1.36 fitted).
+# Not refitted since a block keeps several batch tiles in registers (it looped over them
+# from memory): 5% less a step at LSTM fp16 H=1024 B=64 (step-split file above). The
+# wider tiles (twice the fewest units, the batch split over blocks) are predicted 1.5-2x
+# too fast, but ranked as measured: the pick within 1.00-1.03x of the fastest at 6 cases
+# (results/grid-tile-sweep-wide-h100-2026-11-24.txt).
 GRID_STEP_SECONDS = 0.82e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
@@ -472,7 +477,13 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
     rows = [8, 16, 32, 64] if mode == "grid" else [8, 16, 32]
     if mode == "grid":
         shapes = []
-        for units in grid_units(hidden, target, largest=64):
+        # Also twice the fewest units, where that leaves blocks for a batch split: each
+        # block then stages only its batch rows of h. At B=64 H=1024 every block staging all
+        # 64 rows read 16 MiB of L2 a step at ~7 TB/s, 2.4 of the step's 9.1 µs
+        # (results/step-split-h100-2026-11-24.txt).
+        smallest = grid_units(hidden, target, largest=64)
+        wider = [2 * u for u in smallest if 2 * u <= 64 and 2 * math.ceil(hidden / (2 * u)) <= target.sm_count]
+        for units in smallest + wider:
             unit_tiles = math.ceil(hidden / units)
             for bpb in rows:
                 batch_tiles = math.ceil(batch / bpb)
