@@ -139,7 +139,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_2b78b80bef(
+rnncc_recurrent_cluster_gru_h512_f16_04d167fe81(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -352,16 +352,8 @@ rnncc_recurrent_cluster_gru_h512_f16_2b78b80bef(
         }
         if (t + 1 < steps) {
             const unsigned next_arrived = shared_address(&arrived[(t + 1) & 1]);
-            // This phase's one arrival, and the bytes it waits for. A thread that gave up
-            // waiting no longer knows that the buffer's last phase completed, and a second
-            // arrival on a pending phase is undefined (a launch failure, seen once in the
-            // test that forces the bound): it only expects the bytes, which keeps the
-            // transaction count bounded while the peers go on sending.
-            if (tid == 0 && !gave_up)
+            if (tid == 0)  // this phase's one arrival, and the bytes it waits for
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                             :: "r"(next_arrived), "r"(incoming) : "memory");
-            else if (tid == 0)
-                asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;"
                              :: "r"(next_arrived), "r"(incoming) : "memory");
             __syncthreads();  // the block's slice of h_next is complete
             // Send it to every peer. A peer writes our h_next only after it has every
