@@ -139,7 +139,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_04d167fe81(
+rnncc_recurrent_cluster_gru_h512_f16_e087cc87c6(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -355,7 +355,9 @@ rnncc_recurrent_cluster_gru_h512_f16_04d167fe81(
             if (tid == 0)  // this phase's one arrival, and the bytes it waits for
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                              :: "r"(next_arrived), "r"(incoming) : "memory");
-            __syncthreads();  // the block's slice of h_next is complete
+            // The block's slice of h_next is complete; and whether any thread gave up
+            // waiting at the step before (see below), which the whole block learns here.
+            if (__syncthreads_or(gave_up)) break;
             // Send it to every peer. A peer writes our h_next only after it has every
             // slice of the step before, which we send after this step's reads of it.
             // Chunks past KPAD are not sent (the divisions are by constants).
@@ -381,10 +383,14 @@ rnncc_recurrent_cluster_gru_h512_f16_04d167fe81(
             // the peers' bytes visible. At cluster scope the wait invalidated L1 (CCTL.IVALL),
             // which first waited for the projection's loads just issued: 23% of the warps'
             // stall samples (Nsight Compute, LSTM fp16 H=256 B=8).
-            // A thread whose wait passes the bound reports it and waits no more: it runs
-            // the remaining steps on whatever h it has (the call's outputs are invalid and
-            // the runtime raises), so every block still sends each step, meets the final
-            // cluster barrier and the kernel ends.
+            // A thread whose wait passes the bound reports it and waits no more; at the
+            // next step its block leaves the loop together (the call's outputs are invalid
+            // and the runtime raises) before it sends again or arrives on this buffer a
+            // second time: an arrival on a phase that may still be pending is undefined (it
+            // failed a launch when the blocks ran on without waiting). The arrival it made
+            // at that next step is on the other buffer, whose last phase every thread saw
+            // complete. The peers then miss this block's slice, give up at their bound and
+            // leave too, so every block meets the final cluster barrier and the kernel ends.
             unsigned done = 0, spins = 0;
             unsigned long long start = 0;
             while (!done && !gave_up) {
