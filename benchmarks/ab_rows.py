@@ -1,12 +1,13 @@
 """A/B of `rnncc bench` rows between two checkouts of rnncc: run once per checkout (its
 directory first on PYTHONPATH), alternately, on one machine; each run prints one JSON line
-per row with rnncc's and cuDNN's median ms from the same process.
+per row with rnncc's and cuDNN's median ms from the same process, eager and in CUDA graphs.
 
     PYTHONPATH=old:$PYTHONPATH python3 benchmarks/ab_rows.py old
     PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new [ROWS]
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
-grid block runs several batch tiles a step).
+grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
+FMA grid kernel).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ ROW_SETS = {"small": ROWS,
                     Config("lstm", "bfloat16", 1024, 64), Config("gru", "bfloat16", 1024, 64),
                     Config("lstm", "float32", 1024, 64, precision="tensor"),
                     Config("gru", "float16", 1024, 64, seq_len=35),
-                    Config("lstm", "float16", 1024, 64, seq_len=35)]}
+                    Config("lstm", "float16", 1024, 64, seq_len=35)],
+            "fma": [Config("lstm", "float32", 1024, 8), Config("gru", "float32", 1024, 8),
+                    Config("lstm", "float32", 1024, 1), Config("gru", "float32", 1024, 1),
+                    Config("gru", "float32", 512, 4, seq_len=2200),
+                    Config("lstm", "float32", 650, 1, seq_len=35),
+                    Config("lstm", "float32", 1024, 4), Config("gru", "float32", 650, 1, seq_len=2200)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]
@@ -40,4 +46,6 @@ if __name__ == "__main__":
         print(json.dumps({"version": label, "rnncc_from": rnncc.__file__, "row": cfg.label,
                           "persistence": r["persistence"], "rnncc_ms": round(r["rnncc_ms"], 4),
                           "cudnn_ms": round(r["cudnn_ms"], 4),
-                          "twin_ms": round(r["twin_ms"], 4) if "twin_ms" in r else None}), flush=True)
+                          "twin_ms": round(r["twin_ms"], 4) if "twin_ms" in r else None,
+                          "rnncc_graph_ms": r.get("rnncc_graph_ms"),
+                          "cudnn_graph_ms": r.get("cudnn_graph_ms")}), flush=True)

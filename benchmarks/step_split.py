@@ -1,8 +1,10 @@
-"""Where a step of the grid-persistent kernel on tensor cores goes, by leaving one part out.
+"""Where a step of a grid-persistent kernel goes, by leaving one part out.
 
-The template marks a step's parts with ``/* part X */ … /* end X */`` comments:
+The templates (on tensor cores, and the FMA one's planned path) mark a step's parts with
+``/* part X */ … /* end X */`` comments:
 - stage:      h of the previous step into shared memory and the block barrier after it;
-- product:    the mma.sync chain over the warp's K range, partial sums into shared memory;
+- product:    the mma.sync (or FMA) chain over the warp's K range, partial sums into shared
+              memory;
 - cell:       the K split's sum, the gates and the cell update, h and c written;
 - projection: the next step's input projection loaded into registers;
 - sync:       the grid barrier, where the kernel has one (a block barrier stands in).
@@ -17,6 +19,7 @@ wrote the words the readers waited for.)
 
     python3 benchmarks/step_split.py                       # the issue's LSTM fp16 H=1024 B=8
     python3 benchmarks/step_split.py gru float16 1024 8    # another case
+    python3 benchmarks/step_split.py lstm float32 1024 8 exact   # the FMA grid kernel
 
 Needs a Hopper GPU and PyTorch. Results: benchmarks/results/step-split-h100-<date>.txt.
 """
@@ -66,13 +69,14 @@ def variants(base: CompiledModel) -> dict[str, CompiledModel]:
     return out
 
 
-def main(cell: str = "lstm", dtype: str = "float16", H: int = 1024, B: int = 8) -> None:
+def main(cell: str = "lstm", dtype: str = "float16", H: int = 1024, B: int = 8,
+         precision: str = "tensor") -> None:
     import torch
 
     spec = {"name": "step_split", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
     base = rnncc.compile(spec, target="device", batch=B, seq_len=S, persistence="grid",
-                         precision="tensor")
+                         precision=precision)
     plan = base.plan.layers[0].persistence.value
     models = variants(base)
     compile_all([k for m in models.values() for k in m.kernels], base.target.arch)
@@ -96,4 +100,4 @@ def main(cell: str = "lstm", dtype: str = "float16", H: int = 1024, B: int = 8) 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(*args[:2], *(int(a) for a in args[2:4])) if args else main()
+    main(*args[:2], *(int(a) for a in args[2:4]), *args[4:5]) if args else main()
