@@ -139,7 +139,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_e087cc87c6(
+rnncc_recurrent_cluster_gru_h512_f16_a688a35334(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -211,7 +211,9 @@ rnncc_recurrent_cluster_gru_h512_f16_e087cc87c6(
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(shared_address(&arrived[i])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    bool gave_up = false;  // set when a wait passed its bound (see exchange)
+    // Set when a thread's wait passed its bound, one word per step parity (see exchange).
+    __shared__ int gave_up[2];
+    if (tid == 0) gave_up[0] = gave_up[1] = 0;
     cluster.sync();  // every block runs, its mbarriers set, before any sends into its shared memory
 
     for (int t = 0; t < steps; ++t) {
@@ -355,9 +357,7 @@ rnncc_recurrent_cluster_gru_h512_f16_e087cc87c6(
             if (tid == 0)  // this phase's one arrival, and the bytes it waits for
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                              :: "r"(next_arrived), "r"(incoming) : "memory");
-            // The block's slice of h_next is complete; and whether any thread gave up
-            // waiting at the step before (see below), which the whole block learns here.
-            if (__syncthreads_or(gave_up)) break;
+            __syncthreads();  // the block's slice of h_next is complete
             // Send it to every peer. A peer writes our h_next only after it has every
             // slice of the step before, which we send after this step's reads of it.
             // Chunks past KPAD are not sent (the divisions are by constants).
@@ -383,23 +383,30 @@ rnncc_recurrent_cluster_gru_h512_f16_e087cc87c6(
             // the peers' bytes visible. At cluster scope the wait invalidated L1 (CCTL.IVALL),
             // which first waited for the projection's loads just issued: 23% of the warps'
             // stall samples (Nsight Compute, LSTM fp16 H=256 B=8).
-            // A thread whose wait passes the bound reports it and waits no more; at the
-            // next step its block leaves the loop together (the call's outputs are invalid
-            // and the runtime raises) before it sends again or arrives on this buffer a
-            // second time: an arrival on a phase that may still be pending is undefined (it
-            // failed a launch when the blocks ran on without waiting). The arrival it made
-            // at that next step is on the other buffer, whose last phase every thread saw
-            // complete. The peers then miss this block's slice, give up at their bound and
-            // leave too, so every block meets the final cluster barrier and the kernel ends.
+            // A thread whose wait passes the bound reports it, sets gave_up of this step's
+            // parity and waits no more. The whole block leaves the loop at the next step,
+            // here, where it reads that word (the barrier above made it visible to every
+            // thread; a thread may write the other word meanwhile, never this one). So the
+            // block stops before it arrives on this buffer a second time: an arrival on a
+            // phase that may still be pending is undefined (a launch failed when the blocks
+            // ran on without waiting). The arrival it made at the next step is on the other
+            // buffer, whose last phase every thread saw complete. The peers then miss this
+            // block's slice, give up at their bound and leave too, so every block meets the
+            // final cluster barrier and the kernel ends (the call's outputs are invalid and
+            // the runtime raises). Read here, where the block waits anyway: a
+            // __syncthreads_or above cost 2-4% of a step (GRU fp16 H=256 B=8 1.276 -> 1.335
+            // µs, 2026-11-24).
+            if (gave_up[(t + 1) & 1]) break;  // the word of step t - 1
             unsigned done = 0, spins = 0;
             unsigned long long start = 0;
-            while (!done && !gave_up) {
+            while (!done) {
                 if (spin_timeout_ns != 0)  // 0: give up without waiting (the debug knob)
                     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                                  : "=r"(done) : "r"(next_arrived), "r"((unsigned)(t >> 1) & 1u) : "memory");
                 if (!done && spin_expired(++spins, start, spin_timeout_ns)) {
                     report_timeout(status, 2u);
-                    gave_up = true;
+                    gave_up[t & 1] = 1;
+                    break;
                 }
             }
         }
