@@ -158,7 +158,7 @@ def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
         params.append(_i32("first_chunk", "1: the first step takes its cell state from c0"))
     if barrier:
         params.append(_ptr("barrier", "unsigned", "[4] grid barrier: arrivals (top bit flips), gave up "
-                                                   "(zeroed before each launch, on its stream)",
+                                                   "(zeroed once per call, on its stream)",
                            const=False))
     params += [_ptr("status", "unsigned", "[1] host-mapped: set when a spin-wait passed its bound "
                                           "(1 grid barrier, 2 cluster exchange)", const=False),
