@@ -139,7 +139,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_a688a35334(
+rnncc_recurrent_cluster_gru_h512_f16_9665fefc97(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -211,9 +211,7 @@ rnncc_recurrent_cluster_gru_h512_f16_a688a35334(
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(shared_address(&arrived[i])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    // Set when a thread's wait passed its bound, one word per step parity (see exchange).
-    __shared__ int gave_up[2];
-    if (tid == 0) gave_up[0] = gave_up[1] = 0;
+    bool gave_up = false;  // set when this thread's wait passed its bound (see exchange)
     cluster.sync();  // every block runs, its mbarriers set, before any sends into its shared memory
 
     for (int t = 0; t < steps; ++t) {
@@ -354,7 +352,7 @@ rnncc_recurrent_cluster_gru_h512_f16_a688a35334(
         }
         if (t + 1 < steps) {
             const unsigned next_arrived = shared_address(&arrived[(t + 1) & 1]);
-            if (tid == 0)  // this phase's one arrival, and the bytes it waits for
+            if (tid == 0 && !gave_up)  // this phase's one arrival, and the bytes it waits for
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                              :: "r"(next_arrived), "r"(incoming) : "memory");
             __syncthreads();  // the block's slice of h_next is complete
@@ -363,7 +361,7 @@ rnncc_recurrent_cluster_gru_h512_f16_a688a35334(
             // Chunks past KPAD are not sent (the divisions are by constants).
             constexpr int CHUNKS = UNITS / VEC;
 #pragma unroll 1
-            for (int e = tid; e < (CLUSTER - 1) * BATCH * CHUNKS; e += THREADS) {
+            for (int e = gave_up ? (CLUSTER - 1) * BATCH * CHUNKS : tid; e < (CLUSTER - 1) * BATCH * CHUNKS; e += THREADS) {
                 const int peer = (rank + 1 + e / (BATCH * CHUNKS)) % CLUSTER;
                 const int row = e / CHUNKS % BATCH, k = u0 + e % CHUNKS * VEC;
                 if (k >= KPAD) continue;
@@ -383,30 +381,26 @@ rnncc_recurrent_cluster_gru_h512_f16_a688a35334(
             // the peers' bytes visible. At cluster scope the wait invalidated L1 (CCTL.IVALL),
             // which first waited for the projection's loads just issued: 23% of the warps'
             // stall samples (Nsight Compute, LSTM fp16 H=256 B=8).
-            // A thread whose wait passes the bound reports it, sets gave_up of this step's
-            // parity and waits no more. The whole block leaves the loop at the next step,
-            // here, where it reads that word (the barrier above made it visible to every
-            // thread; a thread may write the other word meanwhile, never this one). So the
-            // block stops before it arrives on this buffer a second time: an arrival on a
-            // phase that may still be pending is undefined (a launch failed when the blocks
-            // ran on without waiting). The arrival it made at the next step is on the other
-            // buffer, whose last phase every thread saw complete. The peers then miss this
-            // block's slice, give up at their bound and leave too, so every block meets the
-            // final cluster barrier and the kernel ends (the call's outputs are invalid and
-            // the runtime raises). Read here, where the block waits anyway: a
-            // __syncthreads_or above cost 2-4% of a step (GRU fp16 H=256 B=8 1.276 -> 1.335
-            // µs, 2026-11-24).
-            if (gave_up[(t + 1) & 1]) break;  // the word of step t - 1
+            // A thread whose wait passes the bound reports it and waits no more; the call's
+            // outputs are invalid and the runtime raises. It also sends no more, so the
+            // peers miss its chunks, give up at their bound and stop sending too: within a
+            // few steps no block sends, which bounds the bytes a phase counts. Thread 0 no
+            // longer arrives once it gave up: the buffer's phase may still be pending, and
+            // a second arrival on it is undefined (a launch failed when it arrived on: the
+            // forced-bound test, 6ee1cc4). A phase that thread 0 saw complete is complete,
+            // whichever other thread gave up. Every thread runs every step and meets the
+            // final cluster barrier, so the kernel ends. All of it in registers: leaving
+            // the loop (a flag in shared memory, or __syncthreads_or) cost 2-6% of a step
+            // (results/fma-grid-ab-h100-2026-11-24.txt).
             unsigned done = 0, spins = 0;
             unsigned long long start = 0;
-            while (!done) {
+            while (!done && !gave_up) {
                 if (spin_timeout_ns != 0)  // 0: give up without waiting (the debug knob)
                     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                                  : "=r"(done) : "r"(next_arrived), "r"((unsigned)(t >> 1) & 1u) : "memory");
                 if (!done && spin_expired(++spins, start, spin_timeout_ns)) {
                     report_timeout(status, 2u);
-                    gave_up[t & 1] = 1;
-                    break;
+                    gave_up = true;
                 }
             }
         }
