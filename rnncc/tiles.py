@@ -115,6 +115,12 @@ class PersistentTile(FmaThreads):
         return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
+def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -> int:
+    """Batch tiles of `batch_per_block` rows each block of a grid-persistent kernel runs a
+    step when `batch_blocks` blocks along y share the batch."""
+    return math.ceil(math.ceil(batch / batch_per_block) / batch_blocks)
+
+
 def register_cap(threads: int) -> int:
     """Registers a thread may use in a block of ``threads`` with one block per SM, as ptxas
     caps them: 64 K registers over the threads rounded up to 128, at most 255 (128 at

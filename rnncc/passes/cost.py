@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile, StepTile, TensorProjectionTile,
-                     TensorTile, mma_k)
+                     TensorTile, batch_tiles_per_block, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -131,7 +131,7 @@ def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile
     the busiest block with W_hh already in shared memory (only h comes from L2), plus
     one grid barrier and a fixed cost per batch tile."""
     batch_tiles = math.ceil(batch / tile.batch_per_block)
-    tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
+    tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
     warps = math.ceil(tile.threads / 32)
     issue = tiles_per_block * warps * math.ceil(hidden / tile.k_split) * \
         fma_cycles_per_k(tile, gates, float4_weights=itemsize == 4)
@@ -461,8 +461,8 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     warps = tile.m_tiles * tile.k_split
     # Each of the SM's 4 tensor cores serves the warps of its scheduler only.
     throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
-    batch_tiles = math.ceil(batch / tile.batch_per_block)
-    tiles_per_block = math.ceil(batch_tiles / tile.batch_blocks)
+    # From the batch, not tile.tiles_per_block: tests price tiles built without it.
+    tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
     chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
@@ -495,7 +495,7 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
         shapes = [(units, bpb, c, 1) for c, units in cluster_splits(hidden, target, 8) for bpb in rows]
     for units, bpb, c, bb in shapes:
         m_tiles = math.ceil(units * gates / MMA_M)
-        tiles = math.ceil(math.ceil(batch / bpb) / bb) if mode == "grid" else 1
+        tiles = batch_tiles_per_block(batch, bpb, bb) if mode == "grid" else 1
         for ks in (1, 2, 4, 8):
             t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles)
             if t.threads <= 512:
