@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -128,7 +128,27 @@ def step_params(l: LayerPlan, library_product: bool = False) -> tuple[Param, ...
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))
-    return tuple(params)
+    return tuple(params + residual_params(l, per_step=True))
+
+
+def residual_params(l: LayerPlan, per_step: bool) -> list[Param]:
+    """A residual layer's extra parameters: its input (the sources x0, x1, ... of its merge)
+    and residual_out, where the epilogue writes h + input, the layer's output; step t of
+    the launch at t·stride_t (per-step kernels: this step, t = 0)."""
+    if not l.residual:
+        return []
+    H, where = l.hidden_size, "this step" if per_step else "step t at t·stride_t"
+    params = []
+    for i, s in enumerate(l.sources):
+        what = "the layer's input" + (f" (source {i} of its {l.merge})" if len(l.sources) > 1 else "")
+        params += [_ptr(f"x{i}", "T", f"[S, B, {s.size}] {what}, added to h; {where}"),
+                   _i64(f"x{i}_stride_t", f"x{i}: elements between time steps"),
+                   _i64(f"x{i}_stride_b", f"x{i}: elements between batch entries")]
+    return params + [
+        _ptr("residual_out", "T", f"[S, B, {H}] out: h + the layer's input (the layer's output); "
+                                  f"{where}", const=False),
+        _i64("residual_out_stride_t", "residual_out: elements between time steps"),
+        _i64("residual_out_stride_b", "residual_out: elements between batch entries")]
 
 
 def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
@@ -164,15 +184,15 @@ def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
                                           "(1 grid barrier, 2 cluster exchange)", const=False),
                _i64("spin_timeout_ns", "bound of every spin-wait in ns (0: give up at once, "
                                        "a debug knob); unused where the kernel has no spin-wait")]
-    return tuple(params)
+    return tuple(params + residual_params(l, per_step=False))
 
 
-def merge_params(o: OutputPlan) -> tuple[Param, ...]:
-    return tuple(_source_params(o.sources) + [
-        _ptr("out", "T", f"[S, B, {o.size}] out: the merged output", const=False),
+def merge_params(sources, size: int) -> tuple[Param, ...]:
+    return tuple(_source_params(sources) + [
+        _ptr("out", "T", f"[S, B, {size}] out: the merged tensor", const=False),
         _i64("out_stride_t", "out: elements between time steps"),
         _i64("out_stride_b", "out: elements between batch entries"),
-        _i32("seq_len", "S"), _i32("batch", "B")])
+        _i32("seq_len", "S (steps in this launch)"), _i32("batch", "B")])
 
 
 MERGE_THREADS = 256
@@ -233,12 +253,24 @@ def _layers_what(l: LayerPlan, users: tuple[str, ...]) -> str:
 
 def _code_what(l: LayerPlan, projection: bool = False) -> str:
     """What the code is, in words: the recurrent kernels do not depend on the input size."""
-    return f"{l.cell} layer, H={l.hidden_size}" + (f", input {l.input_size}" if projection else "")
+    if projection:
+        return f"{l.cell} layer, H={l.hidden_size}, input {l.input_size}"
+    return f"{l.cell} layer, H={l.hidden_size}" + (", residual (writes h + input too)" if l.residual else "")
 
 
 def _common(plan: Plan, l: LayerPlan) -> dict:
     return dict(dtype=plan.dtype, gates=l.gates, bias=l.bias,
                 sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge)
+
+
+def _residual(l: LayerPlan, per_step: bool) -> dict | None:
+    """What cells.unit_update needs to write a residual layer's h + input (None: not
+    residual): the input's sources, how they merge, and the step of the launch the pointers
+    are offset by (per-step kernels get them at their step)."""
+    if not l.residual:
+        return None
+    return dict(sources=[dict(size=s.size, offset=s.offset) for s in l.sources], mode=l.merge,
+                step="0" if per_step else "t")
 
 
 def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
@@ -280,7 +312,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
     env = environment()
     common = _common(plan, l)
     mode = l.persistence.value.mode
-    readable = f"{l.cell}_h{l.hidden_size}_{_SHORT_DTYPE[plan.dtype]}"
+    readable = f"{l.cell}_h{l.hidden_size}{'_residual' if l.residual else ''}_{_SHORT_DTYPE[plan.dtype]}"
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
         persistent = l.persistence.value
@@ -297,7 +329,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
-            shared_bytes=persistent.shared_bytes, **common)
+            shared_bytes=persistent.shared_bytes, residual=_residual(l, per_step=False), **common)
         # The lanes form lays its threads out itself (the K split's lanes adjacent).
         block = (persistent.threads, 1, 1) if tensor or lanes else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
@@ -308,7 +340,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template("recurrent_step_cell.cu.j2").render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
-            **common)
+            residual=_residual(l, per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
@@ -317,7 +349,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template("recurrent_step.cu.j2").render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
-            async_copy=tile.async_copy, **common)
+            async_copy=tile.async_copy, residual=_residual(l, per_step=True), **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
@@ -326,15 +358,18 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
                                              _reasons(l, keys)))
 
 
-def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
-    params = merge_params(o)
+def _render_merge(plan: Plan, mode: str, sources, size: int) -> tuple[str, str, str, tuple]:
+    """(name, entry, source, params) of the element-wise merge kernel."""
+    params = merge_params(sources, size)
     source = environment().get_template("merge.cu.j2").render(
-        kernel=_code_header(f"output, {o.merge} of {len(o.sources)} sources", plan.dtype,
-                            [f"kernel: {o.kernel.value}"]),
-        entry=_ENTRY, params=params, merge=o.merge, F=o.size, dtype=plan.dtype,
-        threads=MERGE_THREADS, sources=[dict(size=s.size, offset=s.offset) for s in o.sources])
-    name, entry, source = _identify(f"merge_{o.merge}{len(o.sources)}_f{o.size}_"
-                                    f"{_SHORT_DTYPE[plan.dtype]}", source)
+        kernel=_code_header(f"{mode} of {len(sources)} sources", plan.dtype, [f"kernel: merge_{mode}"]),
+        entry=_ENTRY, params=params, merge=mode, F=size, dtype=plan.dtype,
+        threads=MERGE_THREADS, sources=[dict(size=s.size, offset=s.offset) for s in sources])
+    return (*_identify(f"merge_{mode}{len(sources)}_f{size}_{_SHORT_DTYPE[plan.dtype]}", source), params)
+
+
+def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
+    name, entry, source, params = _render_merge(plan, o.merge, o.sources, o.size)
     header = _model_header(plan, f"output {o.name} ({o.merge} of "
                                  f"{', '.join(s.name for s in o.sources)})",
                            [f"kernel: {o.kernel.value} -- {o.kernel.reason}"])
@@ -342,26 +377,49 @@ def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
                         users=(o.name,), header=header)
 
 
+def render_summed_input(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
+    """The merge kernel that sums layer l's sources for its cuBLASLt projection (merge
+    fusion "summed"); None where the layer has none."""
+    if l.merge_fusion.value != "summed":
+        return None
+    users = users or (l.name,)
+    name, entry, source, params = _render_merge(plan, l.merge, l.sources, l.input_size)
+    header = _model_header(plan, f"{_layers_what(l, users)}, its summed input",
+                           _reasons(l, ("merge_fusion",)))
+    return KernelSource(name, "merge", l.name, entry, source, params, (MERGE_THREADS, 1, 1),
+                        users=users, header=header)
+
+
 def render(plan: Plan) -> tuple[KernelSource, ...]:
     """Every kernel of the model, in the order of first use. Kernels are named by their
     code, so layers whose code is equal (a stack of equal layers) share one, whose
     ``users`` (and model header) lists them all."""
-    renderers = (render_projection, render_recurrent)
-    first: dict[str, tuple[LayerPlan, KernelSource]] = {}
+    renderers = (render_summed_input, render_projection, render_recurrent)
+    first: dict[str, tuple[LayerPlan, KernelSource, object]] = {}
     users: dict[str, list[str]] = {}
     for l in plan.layers:
         for renderer in renderers:
             k = renderer(plan, l)
             if k is not None:
-                first.setdefault(k.name, (l, k))
+                first.setdefault(k.name, (l, k, renderer))
                 users.setdefault(k.name, []).append(l.name)
     kernels = []
-    for name, (l, k) in first.items():
+    for name, (l, k, renderer) in first.items():
         if len(users[name]) > 1:  # the model header names every user
-            k = (render_projection if k.family == "input_projection" else render_recurrent)(
-                plan, l, tuple(users[name]))
+            k = renderer(plan, l, tuple(users[name]))
         kernels.append(k)
-    kernels += [render_output(plan, o) for o in plan.outputs if o.kernel is not None]
+    # An output's merge kernel may have the code of a layer's summed input: one kernel,
+    # both users.
+    for o in plan.outputs:
+        if o.kernel is None:
+            continue
+        k = render_output(plan, o)
+        same = next((i for i, q in enumerate(kernels) if q.name == k.name), None)
+        if same is None:
+            kernels.append(k)
+        else:
+            kernels[same] = replace(kernels[same], users=kernels[same].users + (o.name,),
+                                    header=kernels[same].header.rstrip("\n") + "\n" + k.header)
     return tuple(kernels)
 
 

@@ -1,10 +1,11 @@
 """The intermediate representation: an immutable, validated Model.
 
 A Model is a DAG of nodes: the model input, recurrent layers, and merges (``sum`` for
-residual connections, ``concat`` for dense skips). It is built from a plain dict (what a
-YAML file or the Python builder produce) by :meth:`Model.from_dict`, which is the one
-place where a spec is validated. Every error names the layer, the field, the value and
-what was expected.
+residual connections, ``concat`` for dense skips). A layer marked ``residual`` outputs
+h + its input (PyTorch's and GNMT's residual layer); its h_n is h's. It is built from
+a plain dict (what a YAML file or the Python builder produce) by :meth:`Model.from_dict`,
+which is the one place where a spec is validated. Every error names the layer, the
+field, the value and what was expected.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ MERGE_MODES = ("sum", "concat")
 INPUT = "input"  # the reserved name of the model input
 
 _MODEL_KEYS = ("name", "dtype", "input_size", "layers", "outputs")
-_LAYER_KEYS = ("name", "cell", "hidden_size", "bias", "input")
+_LAYER_KEYS = ("name", "cell", "hidden_size", "bias", "input", "residual")
 _OUTPUT_MERGE_KEYS = ("name", "sum", "concat")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -53,6 +54,9 @@ class Layer:
     input_size: int
     bias: bool
     input: Merge  # a single source is a Merge of mode "sum" with one source
+    # The layer's output (what later layers and outputs read by its name) is h + its
+    # input; its final state and its recurrence use h alone.
+    residual: bool = False
 
     @property
     def gates(self) -> int:
@@ -126,6 +130,7 @@ class Model:
             "layers": [
                 {"name": l.name, "cell": l.cell, "hidden_size": l.hidden_size,
                  "bias": l.bias, "input": merge_spec(l.input)}
+                | ({"residual": True} if l.residual else {})
                 for l in self.layers
             ],
             "outputs": outputs,
@@ -179,9 +184,13 @@ class Model:
             bias = raw.get("bias", True)
             if not isinstance(bias, bool):
                 raise SpecError(f"{where}, field 'bias': got {bias!r}, expected true or false")
+            residual = raw.get("residual", False)
+            if not isinstance(residual, bool):
+                raise SpecError(f"{where}, field 'residual': got {residual!r}, expected true or false")
             previous = parsed[-1]["name"] if parsed else INPUT
             merge = _parse_merge(where, "input", raw.get("input", previous))
-            parsed.append(dict(name=lname, cell=cell, hidden=hidden, bias=bias, merge=merge))
+            parsed.append(dict(name=lname, cell=cell, hidden=hidden, bias=bias, merge=merge,
+                               residual=residual))
 
         order = {p["name"]: i for i, p in enumerate(parsed)}
         _check_references(parsed, order)
@@ -189,8 +198,14 @@ class Model:
         sizes: dict[str, int] = {INPUT: input_size}
         layers = []
         for p in parsed:
-            in_size = _merged_size(f"layer '{p['name']}'", "input", p["merge"], sizes)
-            layers.append(Layer(p["name"], p["cell"], p["hidden"], in_size, p["bias"], p["merge"]))
+            where = f"layer '{p['name']}'"
+            in_size = _merged_size(where, "input", p["merge"], sizes)
+            if p["residual"] and in_size != p["hidden"]:
+                raise SpecError(f"{where}, field 'residual': the output h + input needs the input "
+                                f"size ({in_size}) equal to hidden_size ({p['hidden']}); expected "
+                                "equal sizes, or residual: false")
+            layers.append(Layer(p["name"], p["cell"], p["hidden"], in_size, p["bias"], p["merge"],
+                                p["residual"]))
             sizes[p["name"]] = p["hidden"]
 
         outputs = _parse_outputs(spec.get("outputs", [layers[-1].name]), sizes)

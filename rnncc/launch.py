@@ -87,11 +87,35 @@ def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, in
     return y.at(t - 1), y.stride_b
 
 
+def source_arguments(sources: list[Sequence], t: int) -> dict[str, int]:
+    """x0, x1, ... (pointers at step t) and their strides: a merge's or a layer's sources."""
+    args = {}
+    for i, s in enumerate(sources):
+        args |= {f"x{i}": s.at(t), f"x{i}_stride_t": s.stride_t, f"x{i}_stride_b": s.stride_b}
+    return args
+
+
+@dataclass(frozen=True)
+class Residual:
+    """A residual layer's operands: its input's sources and its output (h + input)."""
+
+    sources: tuple[Sequence, ...]
+    out: Sequence
+
+    def arguments(self, t: int) -> dict[str, int]:
+        """The kernel's residual parameters, pointers at step t."""
+        return source_arguments(list(self.sources), t) | {
+            "residual_out": self.out.at(t), "residual_out_stride_t": self.out.stride_t,
+            "residual_out_stride_b": self.out.stride_b}
+
+
 def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y: Sequence,
                          h0: tuple[int, int] | None, c0: int, c_out: int, cell: int,
                          xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
-                         barrier: int, status: int, spin_timeout_ns: int) -> dict[str, int]:
-    """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1."""
+                         barrier: int, status: int, spin_timeout_ns: int,
+                         residual: Residual | None = None) -> dict[str, int]:
+    """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1;
+    y is the layer's h (for a residual layer not its output, which ``residual`` holds)."""
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
@@ -103,13 +127,15 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
     if l.cell == "lstm":
         args |= {"c0": c0, "c": cell, "c_final": c_out if t0 + steps == S else 0,
                  "first_chunk": int(t0 == 0)}
+    if residual is not None:
+        args |= residual.arguments(t0)
     return args
 
 
 def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                    h0: tuple[int, int] | None, c0: int, c_out: int, cell: int, xproj: int,
                    xproj_strides: tuple[int, int, int], weights: dict[str, int],
-                   step_product: int) -> dict[str, int]:
+                   step_product: int, residual: Residual | None = None) -> dict[str, int]:
     """Arguments of the step kernel for step t, the j-th of its projection chunk."""
     h_prev, h_sb = previous_h(t, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
@@ -120,17 +146,16 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
     if l.cell == "lstm":
         args |= {"c0": c0, "c": cell, "c_out": c_out if t == S - 1 else 0,
                  "first_step": int(t == 0)}
+    if residual is not None:
+        args |= residual.arguments(t)
     return args
 
 
 def projection_arguments(l: LayerPlan, *, t0: int, rows: int, B: int,
                          sources: list[Sequence], xproj: int,
                          weights: dict[str, int]) -> dict[str, int]:
-    args = {"w_ih": weights["w_ih"], "xproj": xproj, "rows": rows, "batch": B,
-            "bias": weights.get("bias", 0)}
-    for i, s in enumerate(sources):
-        args |= {f"x{i}": s.at(t0), f"x{i}_stride_t": s.stride_t, f"x{i}_stride_b": s.stride_b}
-    return args
+    return {"w_ih": weights["w_ih"], "xproj": xproj, "rows": rows, "batch": B,
+            "bias": weights.get("bias", 0)} | source_arguments(sources, t0)
 
 
 def merge_grid(kernel: KernelSource, total: int, sm_count: int) -> tuple[int, int]:
@@ -138,9 +163,8 @@ def merge_grid(kernel: KernelSource, total: int, sm_count: int) -> tuple[int, in
     return max(1, min(math.ceil(total / kernel.block[0]), sm_count * 8)), 1
 
 
-def merge_arguments(out: Sequence, sources: list[Sequence], S: int, B: int) -> dict[str, int]:
-    args = {"out": out.ptr, "out_stride_t": out.stride_t, "out_stride_b": out.stride_b,
-            "seq_len": S, "batch": B}
-    for i, s in enumerate(sources):
-        args |= {f"x{i}": s.ptr, f"x{i}_stride_t": s.stride_t, f"x{i}_stride_b": s.stride_b}
-    return args
+def merge_arguments(out: Sequence, sources: list[Sequence], S: int, B: int,
+                    t0: int = 0) -> dict[str, int]:
+    """The merge of steps t0 .. t0+S-1 of the sources into out (its step 0 onward)."""
+    return {"out": out.ptr, "out_stride_t": out.stride_t, "out_stride_b": out.stride_b,
+            "seq_len": S, "batch": B} | source_arguments(sources, t0)

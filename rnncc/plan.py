@@ -117,6 +117,7 @@ class LayerPlan:
     merge: str                   # how the sources form the input: "sum" | "concat"
     sources: tuple[Source, ...]
     is_output: bool              # its sequence is returned to the caller
+    residual: bool = False       # its output is h + its input (ir.Layer.residual)
     precision: Decision | None = None
     layout: Decision | None = None
     gate_concat: Decision | None = None
@@ -125,6 +126,7 @@ class LayerPlan:
     projection_tile: Decision | None = None
     step_tile: Decision | None = None
     merge_fusion: Decision | None = None
+    residual_fusion: Decision | None = None  # where h + input is computed (residual layers)
 
     def decisions(self) -> dict[str, Decision]:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, Decision)}
@@ -174,7 +176,8 @@ class Plan:
             srcs = " + ".join(s.name for s in l.sources) if l.merge == "sum" else \
                 "concat(" + ", ".join(s.name for s in l.sources) + ")"
             lines.append(f"layer {l.name}: {l.cell} H={l.hidden_size} I={l.input_size} "
-                         f"bias={'yes' if l.bias else 'no'}, input = {srcs}")
+                         f"bias={'yes' if l.bias else 'no'}, input = {srcs}"
+                         + (", output = h + input (residual)" if l.residual else ""))
             for key, d in l.decisions().items():
                 lines.append(f"  {key:<16} {_show(d.value):<28} {d.reason}"
                              + ("" if d.source == "model" else f"  [{d.source}]"))

@@ -6,6 +6,7 @@ Semantics are exactly PyTorch's (torch.nn.LSTM / GRU / RNN), written once here:
   GRU   r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr);  z = σ(... z rows ...)
         n = tanh(x W_inᵀ + b_in + r ⊙ (h W_hnᵀ + b_hn));  h' = (1 − z) n + z h
   RNN   h' = tanh or relu(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
+A residual layer's output is h + x (its final state is h's).
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
                 h0, c0 = state[layer.name]
             else:
                 h0 = state[layer.name]
-        y, h, c = run_layer(layer, weights, merge(layer.input, tensors), h0, c0)
-        tensors[layer.name] = y
+        x_layer = merge(layer.input, tensors)
+        y, h, c = run_layer(layer, weights, x_layer, h0, c0)
+        tensors[layer.name] = y + x_layer if layer.residual else y
         final[layer.name] = (h, c) if layer.cell == "lstm" else h
     outputs = tuple(merge(o.merge, tensors) for o in model.outputs)
     return outputs, final

@@ -501,9 +501,14 @@ class CompiledModel:
             c_arr = c_view = None
             if l.cell == "lstm":
                 c_arr, c_view = state_slot(c_all_view, l.name) if stacked else make((B, l.hidden_size))
-            self._run_layer(variant, l, index, tensors, ws, S, B, h0, c0, c_view, stream,
-                            barrier_of.get(l.name, 0), spin_ns)
-            y = tensors[l.name]
+            residual = None
+            if l.residual:  # the layer's tensor is h + input; h goes to the shared buffer
+                y = Sequence(ws["residual_h"], item, B * l.hidden_size, l.hidden_size)
+                residual = launch.Residual(tuple(tensors[s.name] for s in l.sources), tensors[l.name])
+            else:
+                y = tensors[l.name]
+            self._run_layer(variant, l, index, tensors, ws, S, B, y, residual, h0, c0, c_view,
+                            stream, barrier_of.get(l.name, 0), spin_ns)
             if stacked and h_all is None:  # an allocation the kernels need not wait for
                 h_all, h_all_view = make(stacked_shape)
             h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.hidden_size))
@@ -586,14 +591,16 @@ class CompiledModel:
         self._functions[k.name].launch(launch.check_grid(k, grid), k.block, launch.arguments(k, args),
                                        k.dynamic_shared, stream, cooperative)
 
-    def _run_layer(self, variant: Variant, l, index: int, tensors, ws, S, B, h0, c0, c_out,
-                   stream: int, barrier: int, spin_ns: int) -> None:
+    def _run_layer(self, variant: Variant, l, index: int, tensors, ws, S, B, y: Sequence,
+                   residual: launch.Residual | None, h0, c0, c_out, stream: int, barrier: int,
+                   spin_ns: int) -> None:
+        """Layer l's projection and recurrence over the call: h into y, and for a residual
+        layer h + input into ``residual.out``."""
         mode = l.persistence.value.mode
         step_k = variant.kernel_of(l.name, "recurrent")
         library_product = l.persistence.value.math == "cublas"
         weights = self._layer_weights(l)
         GH = l.gates * l.hidden_size
-        y = tensors[l.name]
         xproj = ws["projection"]
         cell = ws["cell_state"] if l.cell == "lstm" else 0
         c_out_ptr = c_out.ptr if c_out is not None else 0
@@ -617,13 +624,13 @@ class CompiledModel:
                     "would hang). Compile with persistence='none' or for this device (target='device').")
         for t0 in range(0, S, chunk):
             steps = min(chunk, S - t0)
-            self._project(variant, l, tensors, t0, steps, B, xproj, stream, weights, ws.get("library", 0))
+            self._project(variant, l, tensors, t0, steps, B, xproj, stream, weights, ws)
             strides = launch.projection_strides(l.layout.value, B, GH, steps * B)
             if mode != "none":
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj, xproj_strides=strides, weights=weights, barrier=barrier,
-                    status=self._status.address(index), spin_timeout_ns=spin_ns)
+                    status=self._status.address(index), spin_timeout_ns=spin_ns, residual=residual)
                 self._launch(step_k, launch.persistent_grid(l, B), args, stream,
                              cooperative=mode == "grid")
                 continue
@@ -637,29 +644,40 @@ class CompiledModel:
                         products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, ws["library"])
                 args = launch.step_arguments(
                     l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
-                    xproj=xproj, xproj_strides=strides, weights=weights, step_product=product)
+                    xproj=xproj, xproj_strides=strides, weights=weights, step_product=product,
+                    residual=residual)
                 self._launch(step_k, step_grid, args, stream)
 
     def _project(self, variant: Variant, l, tensors, t0: int, steps: int, B: int, xproj: int,
-                 stream: int, weights: dict[str, int], library_workspace: int) -> None:
+                 stream: int, weights: dict[str, int], ws: dict[str, int]) -> None:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
-        kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias."""
+        kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias,
+        after a merge kernel has summed a sum's sources into one (merge fusion "summed")."""
         GH, rows = l.gates * l.hidden_size, steps * B
         if l.projection_tile.value.math == "cublas":
             # Y [rows, GH] (layout xw) is column-major GH × rows: W_ih (stored I × GH, used
             # transposed) times the source's columns. A source whose steps are not B rows
             # apart (batch-first input) is a batch of `steps` GEMMs of B columns.
             item = DTYPES[self.model.dtype].itemsize
-            for i, s in enumerate(l.sources):
-                v = tensors[s.name]
+            # (first column of W_ih, K, the operand's steps, its pointer at step t0)
+            operands = [(s.offset, s.size, tensors[s.name], tensors[s.name].at(t0)) for s in l.sources]
+            if l.merge_fusion.value == "summed":
+                # The chunk's sum, dense [steps, B, I]: one GEMM over all of K reads it.
+                summed = Sequence(ws["summed_input"], item, B * l.input_size, l.input_size)
+                k = variant.kernel_of(l.name, "merge")
+                args = launch.merge_arguments(summed, [v for _, _, v, _ in operands], steps, B, t0)
+                self._launch(k, launch.merge_grid(k, rows * l.input_size, self.target.sm_count),
+                             args, stream)
+                operands = [(0, l.input_size, summed, summed.ptr)]
+            for i, (column, K, v, ptr) in enumerate(operands):
                 dense = v.stride_t == B * v.stride_b
                 g = cublaslt.Matmul(
-                    self.model.dtype, l.precision.value, m=GH, n=rows if dense else B, k=s.size,
+                    self.model.dtype, l.precision.value, m=GH, n=rows if dense else B, k=K,
                     transpose_a=True, lda=l.input_size, ldb=v.stride_b, ldd=GH,
                     batches=1 if dense else steps, stride_b=0 if dense else v.stride_t,
                     stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0)
-                self._library.run(g, weights["w_ih"] + s.offset * item, v.at(t0), xproj,
-                                  weights.get("bias", 0) if g.bias else 0, stream, library_workspace)
+                self._library.run(g, weights["w_ih"] + column * item, ptr, xproj,
+                                  weights.get("bias", 0) if g.bias else 0, stream, ws.get("library", 0))
             return
         k = variant.kernel_of(l.name, "input_projection")
         args = launch.projection_arguments(l, t0=t0, rows=rows, B=B,

@@ -69,9 +69,13 @@ class ModelBuilder:
     _outputs: list[Any] = field(default_factory=list)
 
     def layer(self, name: str, cell: str, hidden_size: int, *, bias: bool = True,
-              input: "str | Sum | Concat | None" = None) -> "ModelBuilder":
+              input: "str | Sum | Concat | None" = None,
+              residual: bool = False) -> "ModelBuilder":
+        """A layer; ``residual``: its output is h + its input (equal sizes)."""
         entry: dict[str, Any] = {"name": name, "cell": cell, "hidden_size": hidden_size,
                                  "bias": bias}
+        if residual:
+            entry["residual"] = residual
         if input is not None:
             entry["input"] = input.to_spec() if isinstance(input, (Sum, Concat)) else input
         self._layers.append(entry)

@@ -166,7 +166,7 @@ def to_torch(model: Model, weights: Mapping[str, np.ndarray]):
 
     first = model.layers[0]
     plain = all(l.cell == first.cell and l.hidden_size == first.hidden_size
-                and l.bias == first.bias and l.input.sources == ((model.layers[i - 1].name,)
+                and l.bias == first.bias and not l.residual and l.input.sources == ((model.layers[i - 1].name,)
                                                                   if i else ("input",))
                 for i, l in enumerate(model.layers))
     if not plain or len(model.outputs) != 1 or model.outputs[0].name != model.layers[-1].name:

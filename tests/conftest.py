@@ -107,3 +107,33 @@ def packed_mismatch(torch):
                 worst = max([worst] + [rel(g, w) for g, w in states])
         return worst
     return mismatch
+
+
+def residuals_as_sums(model):
+    """The same network with every residual layer written out as growing sums (the form
+    specs had before `residual`): a layer that reads a residual layer reads the sum of h's
+    it stands for. For tests that the two forms compute the same; sums and single inputs
+    only."""
+    import rnncc
+
+    model = rnncc.spec.load(model)
+    terms: dict[str, list[str]] = {"input": ["input"]}
+
+    def merged(sources):
+        names = [t for s in sources for t in terms[s]]
+        return names[0] if len(names) == 1 else {"sum": names}
+
+    layers = []
+    for l in model.layers:
+        assert l.input.mode == "sum", "residuals_as_sums: concat inputs are not handled"
+        layers.append({"name": l.name, "cell": l.cell, "hidden_size": l.hidden_size, "bias": l.bias,
+                       "input": merged(l.input.sources)})
+        terms[l.name] = [l.name] + ([t for s in l.input.sources for t in terms[s]] if l.residual else [])
+    outputs = []  # a residual layer's output becomes a merged output, "<layer>_out"
+    for o in model.outputs:
+        m = merged(o.merge.sources)
+        outputs.append(m if isinstance(m, str) else
+                       {"name": o.name + "_out" if o.is_layer else o.name, **m})
+    return rnncc.ir.Model.from_dict({"name": model.name + "_sums", "dtype": model.dtype,
+                                     "input_size": model.input_size, "layers": layers,
+                                     "outputs": outputs})

@@ -20,19 +20,17 @@ def test_compile_writes_cuda_and_plan(tmp_path, capsys):
                  "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
     assert "plan.json" in files and any(f.startswith("recurrent_step_cell_lstm_h1024_f32_") for f in files)
-    # The 8 layers are equal LSTMs: one recurrent kernel serves all of them. A projection
-    # kernel for each layer whose projection the plan keeps in rnncc (the summed inputs: one
-    # fused kernel beats a cuBLASLt call per source, and their source counts differ); the
-    # others are cuBLASLt calls. Plus the output merge.
-    plan = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100").plan
-    own = [l.name for l in plan.layers if l.projection_tile.value.math != "cublas"]
-    assert own == ["l4", "l5", "l6", "l7", "l8"]
-    kernels = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100").kernels
+    # The 8 layers are LSTMs of one size: one recurrent kernel serves l1 and l2, another
+    # (which also writes h + input) the residual layers l3–l8. The projections are
+    # cuBLASLt calls, and there is no merge: each layer reads one tensor.
+    compiled = rnncc.compile(ROOT / "examples/gnmt_encoder.yaml", target="h100")
+    kernels = compiled.kernels
     assert sorted(files) == sorted(["plan.json"] + [k.filename for k in kernels])
-    assert [k.users for k in kernels if k.family == "input_projection"] == [(n,) for n in own]
-    recurrent = next(f for f in files if f.startswith("recurrent_step_cell_"))
+    assert [k.users for k in kernels] == [("l1", "l2"), ("l3", "l4", "l5", "l6", "l7", "l8")]
+    assert all(l.projection_tile.value.math == "cublas" for l in compiled.plan.layers)
+    recurrent = next(f for f in files if f.startswith("recurrent_step_cell_lstm_h1024_residual"))
     header = (tmp_path / recurrent).read_text().split("\n", 3)[:3]
-    assert "model gnmt_encoder: layers l1, l2, l3, l4, l5, l6, l7, l8" in "".join(header)
+    assert "model gnmt_encoder: layers l3, l4, l5, l6, l7, l8" in "".join(header)
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["layers"][0]["unroll"]["reason"]
     assert "wrote" in capsys.readouterr().out
@@ -116,7 +114,7 @@ def test_compile_and_explain_import_no_pycuda():
     import subprocess
     import sys
     code = ("import sys, rnncc; m = rnncc.compile('examples/gnmt_encoder.yaml', target='h100'); "
-            "m.explain(); assert len(m.kernels) == 7; "
+            "m.explain(); assert len(m.kernels) == 2; "
             "assert not [k for k in sys.modules if k.startswith('pycuda')], 'pycuda imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -142,16 +140,16 @@ def test_compile_timing_cold_then_warm_and_kernel_resources(nvcc, tmp_path, monk
     gnmt = str(ROOT / "examples/gnmt_encoder.yaml")
     assert main(["compile", gnmt, "-o", str(tmp_path / "out"), "--timing"]) == 0
     cold = capsys.readouterr().out
-    assert "nvcc: 7 kernels (7 built, 0 from the cache)" in cold and "timing: spec → plan" in cold
+    assert "nvcc: 2 kernels (2 built, 0 from the cache)" in cold and "timing: spec → plan" in cold
     assert main(["compile", gnmt, "-o", str(tmp_path / "out"), "--timing"]) == 0
     warm = capsys.readouterr().out
-    assert "nvcc: 7 kernels (0 built, 7 from the cache)" in warm
+    assert "nvcc: 2 kernels (0 built, 2 from the cache)" in warm
     # ptxas's report is kept beside each cubin: explain shows registers and shared memory.
     assert main(["explain", gnmt, "--json"]) == 0
     kernels = json.loads(capsys.readouterr().out)["kernels"]
-    assert len(kernels) == 7 and all(k["resources"]["registers"] > 0 for k in kernels)
-    step = next(k for k in kernels if k["family"] == "recurrent_step")
-    assert step["users"] == [f"l{i}" for i in range(1, 9)] and step["block"] == [128, 1, 1]
+    assert len(kernels) == 2 and all(k["resources"]["registers"] > 0 for k in kernels)
+    assert [k["users"] for k in kernels] == [["l1", "l2"], [f"l{i}" for i in range(3, 9)]]
+    assert all(k["family"] == "recurrent_step" and k["block"] == [128, 1, 1] for k in kernels)
     assert main(["explain", gnmt]) == 0
     assert "registers/thread" in capsys.readouterr().out
 

@@ -8,6 +8,7 @@ precision.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,12 +284,56 @@ def test_stacked_with_sum_and_concat(gpu, seq, batch, batch_first, persistence):
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_stacked_on_cublaslt(gpu, dtype, batch_first):
-    """Merged inputs as one cuBLASLt call per source (concat slices of W_ih at odd offsets,
-    sums accumulated), and batch-first sources as batches of per-step GEMMs."""
+    """Merged inputs in cuBLASLt: a concat as one call per source (slices of W_ih at odd
+    offsets), a sum written once by a merge kernel and projected by one call; batch-first
+    sources as batches of per-step GEMMs."""
     m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), 37, 5, seed=len(dtype), with_state=True,
                               batch_first=batch_first, gemm="cublas", persistence="none")
     assert all(l.projection_tile.value.math == "cublas" for l in m.plan.layers)
     assert not any(k.family == "input_projection" for k in m.kernels)
+    assert m.plan.layer("c").merge_fusion.value == "summed"
+    assert "c" in m.kernel_of("c", "merge").users
+
+
+# Residual layers: h + input written by the step's epilogue, on the model input (its
+# batch-first strides), on a sum and on a concat, into the caller's arrays and into the
+# workspace; h_n is h's.
+RESIDUAL = {
+    "name": "residual_stack", "input_size": 33,
+    "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 33, "residual": True},
+        {"name": "b", "cell": "gru", "hidden_size": 33, "residual": True},
+        {"name": "c", "cell": "rnn_tanh", "hidden_size": 33, "input": {"sum": ["a", "b"]}, "residual": True},
+        {"name": "d", "cell": "lstm", "hidden_size": 66, "input": {"concat": ["c", "b"]}, "residual": True},
+        {"name": "e", "cell": "rnn_relu", "hidden_size": 66, "residual": True},
+    ],
+    "outputs": ["e", "c", {"name": "both", "sum": ["a", "c"]}],
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("seq,batch", [(7, 5), (256, 8), (1, 64)])
+@pytest.mark.parametrize("persistence", ["none", "grid", "cluster"])
+def test_residual_layers(gpu, dtype, seq, batch, persistence):
+    m, _, _ = run_and_compare(dict(RESIDUAL, dtype=dtype), seq, batch, seed=seq + batch, with_state=True,
+                              batch_first=batch == 5, persistence=persistence, gemm="rnncc")
+    assert all(l.persistence.value.mode == persistence for l in m.plan.layers)
+    assert all("residual_out" in k.source for k in m.kernels if k.family.startswith("recurrent"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_residual_layers_after_cublaslt(gpu, dtype):
+    """The cell kernel that follows cuBLASLt's product writes h + input too."""
+    m, _, _ = run_and_compare(dict(RESIDUAL, dtype=dtype), 37, 5, seed=4, with_state=True,
+                              gemm="cublas", persistence="none")
+    assert all(l.persistence.value.math == "cublas" for l in m.plan.layers)
+
+
+@pytest.mark.parametrize("name", ["gnmt_encoder", "gnmt_encoder_fp16"])
+def test_gnmt_encoder_with_residual_layers(gpu, name):
+    """The examples as planned for the call (B not a multiple of 8, a short sequence)."""
+    run_and_compare(str(Path(__file__).resolve().parent.parent / "examples" / f"{name}.yaml"), 9, 3,
+                    seed=5)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])

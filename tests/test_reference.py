@@ -69,3 +69,50 @@ def test_skip_connections_composed_by_hand():
     (got_c, got_res), _ = reference.run(model, weights, x.numpy())
     np.testing.assert_allclose(got_c, yc.numpy(), atol=1e-12)
     np.testing.assert_allclose(got_res, (ya + yb + yc).numpy(), atol=1e-12)
+
+
+def test_residual_layers_match_a_torch_loop_with_residual_adds():
+    """GNMT's encoder as torch writes it: a loop of nn.LSTM calls, h + input from the third
+    layer on; its final states are the LSTMs' own (h, not h + input)."""
+    torch.manual_seed(2)
+    H, L = 12, 5
+    mods = [torch.nn.LSTM(H, H).double() for _ in range(L)]
+    model = rnncc.load({"name": "gnmt_small", "input_size": H, "layers": [
+        {"name": f"l{i}", "cell": "lstm", "hidden_size": H, **({"residual": True} if i >= 2 else {})}
+        for i in range(L)]})
+    weights = {f"l{i}.{k}": getattr(m, f"{k}_l0").detach().numpy()
+               for i, m in enumerate(mods) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    x = torch.randn(7, 3, H, dtype=torch.float64)
+    with torch.no_grad():
+        out, states = x, []
+        for i, m in enumerate(mods):
+            h, state = m(out)
+            out = h + out if i >= 2 else h
+            states.append(state)
+    (got,), final = reference.run(model, weights, x.numpy())
+    np.testing.assert_allclose(got, out.numpy(), atol=1e-12)
+    for i, (hn, cn) in enumerate(states):
+        np.testing.assert_allclose(final[f"l{i}"][0], hn[0].numpy(), atol=1e-12)
+        np.testing.assert_allclose(final[f"l{i}"][1], cn[0].numpy(), atol=1e-12)
+
+
+def test_residual_form_and_growing_sums_compute_the_same():
+    from conftest import residuals_as_sums
+
+    model = rnncc.load({"name": "mixed", "input_size": 8, "layers": [
+        {"name": "a", "cell": "gru", "hidden_size": 8, "residual": True},
+        {"name": "b", "cell": "lstm", "hidden_size": 8},
+        {"name": "c", "cell": "rnn_tanh", "hidden_size": 8, "input": {"sum": ["a", "b"]}, "residual": True},
+        {"name": "d", "cell": "lstm", "hidden_size": 8, "residual": True}],
+        "outputs": ["d", "c", {"name": "both", "sum": ["a", "d"]}]})
+    sums = residuals_as_sums(model)
+    assert not any(l.residual for l in sums.layers)
+    weights = rnncc.weights.init(model, seed=3)
+    x = np.random.default_rng(3).standard_normal((6, 2, 8))
+    got, final = reference.run(model, weights, x)
+    want, want_final = reference.run(sums, weights, x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-12)
+    for name in final:
+        np.testing.assert_allclose(np.asarray(final[name][0] if name in "bd" else final[name]),
+                                   np.asarray(want_final[name][0] if name in "bd" else want_final[name]))

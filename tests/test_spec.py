@@ -55,6 +55,9 @@ def test_graph_is_a_frozen_dag_with_merge_nodes():
     ({"input": {"add": ["input", "input"]}}, r"layer 'a', field 'input': unknown merge 'add'"),
     ({"input": {"sum": ["input"]}}, r"layer 'a', field 'input': sum of \['input'\], expected a list of at least two"),
     ({"input": ["input", "input"]}, r"layer 'a', field 'input': got \['input', 'input'\], expected a layer name"),
+    ({"residual": "yes"}, r"layer 'a', field 'residual': got 'yes', expected true or false"),
+    ({"residual": True}, r"layer 'a', field 'residual': the output h \+ input needs the input size "
+                         r"\(8\) equal to hidden_size \(16\)"),
 ])
 def test_layer_errors(bad, match):
     first = {"name": "a", "cell": "lstm", "hidden_size": 16} | bad
@@ -190,3 +193,14 @@ def test_model_builder_docstring_example_runs():
     exec(code, scope)
     assert [l.name for l in scope["model"].layers] == ["l1", "l2", "l3"]
     assert re.search(r"input=Sum", code)
+
+
+def test_residual_layers_round_trip_and_build():
+    m = rnncc.load(spec(input_size=32, layers=[{"name": "a", "cell": "lstm", "hidden_size": 32, "residual": True},
+                                {"name": "b", "cell": "gru", "hidden_size": 32}]))
+    assert [l.residual for l in m.layers] == [True, False]
+    assert m.to_dict()["layers"][0]["residual"] is True and "residual" not in m.to_dict()["layers"][1]
+    assert rnncc.ir.Model.from_dict(m.to_dict()) == m
+    b = ModelBuilder("m", input_size=32)
+    b.layer("a", "lstm", 32, residual=True).layer("b", "gru", 32)
+    assert b.build().layers == m.layers

@@ -1,4 +1,4 @@
-// model gnmt_encoder: layers l1, l2, l3, l4, l5, l6, l7, l8 (lstm, H=1024, input 1024 = input), cell of a recurrent step (product in cuBLASLt)
+// model gnmt_encoder: layers l1, l2 (lstm, H=1024, input 1024 = input), cell of a recurrent step (product in cuBLASLt)
 // target h100 (sm_90a); planned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step

@@ -40,7 +40,8 @@ def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:
     layers = tuple(
         LayerPlan(name=l.name, cell=l.cell, gates=l.gates, hidden_size=l.hidden_size,
                   input_size=l.input_size, bias=l.bias, merge=l.input.mode,
-                  sources=sources(l.input), is_output=l.name in outputs)
+                  sources=sources(l.input), is_output=l.name in outputs,
+                  residual=l.residual)
         for l in model.layers)
     outs = tuple(OutputPlan(o.name, o.size, o.merge.mode, sources(o.merge))
                  for o in model.outputs)

@@ -572,6 +572,12 @@ def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
     return max(compute, memory)
 
 
+def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Target) -> float:
+    """An element-wise merge kernel over `rows` rows of `size` features: every source read
+    once and the result written once at HBM bandwidth, plus its launch (host time)."""
+    return STEP_LAUNCH_SECONDS + (sources + 1) * rows * size * itemsize / target.memory_bandwidth
+
+
 def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,
                          target: Target) -> float:
     """One step as h·W_hhᵀ in cuBLASLt followed by rnncc's cell kernel: the GPU's time (the

@@ -14,8 +14,8 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection
 from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
-                   projection_seconds, step_seconds, step_tiles, tensor_projection_k_tile,
-                   tensor_projection_seconds)
+                   merge_seconds, projection_seconds, step_seconds, step_tiles,
+                   tensor_projection_k_tile, tensor_projection_seconds)
 
 
 def projection_label(value: Projection) -> str:
@@ -29,8 +29,8 @@ def plan_projection_tile(model, plan, target):
 
     def decide(l):
         # Autotuning times a layer with one source: a merged input's projection (a fused
-        # loader here, a call per source in cuBLASLt) was not measured, so it stays the
-        # cost model's (or the user's) choice.
+        # loader here, a merge kernel or a call per source in cuBLASLt) was not measured,
+        # so it stays the cost model's (or the user's) choice.
         tuned = o.measured(l.name) is not None and len(l.sources) == 1
         gemm = o.gemm_for(l.name) if tuned else o.gemm
         chooser = "measured" if tuned else "user"
@@ -51,9 +51,14 @@ def plan_projection_tile(model, plan, target):
         alternatives = {projection_label(t): c for t, c in costs.items()}
         if gemm == "rnncc":
             return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
-        # One library call per source: a concat's sources cover slices of K, a sum's the whole.
+        # A concat: one library call per source, each covering its slice of K. A sum of
+        # several sources: summed once by a merge kernel, then one call over all of K
+        # (a call per source would repeat the whole GEMM for each).
+        summed = l.merge == "sum" and len(l.sources) > 1
         library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
-                      + LIBRARY_CALL_SECONDS for s in l.sources)
+                      + LIBRARY_CALL_SECONDS for s in (l.sources[:1] if summed else l.sources))
+        if summed:
+            library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target)
         if l.layout.value != "xw":
             if gemm == "cublas":
                 reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
@@ -63,7 +68,8 @@ def plan_projection_tile(model, plan, target):
             why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                    if gemm == "cublas" else
                    f"{rows}×{cols}×{l.input_size} GEMM"
-                   f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 else ''} "
+                   f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 and not summed else ''}"
+                   f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
                    f"predicted {library * 1e6:.1f} µs in cuBLASLt "
                    f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
             return replace(l, projection_tile=Decision(

@@ -24,7 +24,9 @@ def memory_needed(model, seq_len: int, batch: int) -> dict[str, int]:
     item = DTYPES[model.dtype].itemsize
     weights = sum(l.gates * l.hidden_size * (l.input_size + l.hidden_size) * item
                   + (2 * l.gates * l.hidden_size * 4 if l.bias else 0) for l in model.layers)
-    sequences = sum(seq_len * batch * l.hidden_size * item for l in model.layers)
+    # A residual layer's output (h + input) and, one layer at a time, its h.
+    sequences = sum(seq_len * batch * l.hidden_size * item for l in model.layers) + \
+        max([seq_len * batch * l.hidden_size * item for l in model.layers if l.residual], default=0)
     outputs = sum(seq_len * batch * o.size * item for o in model.outputs)
     states = sum(batch * l.hidden_size * item * (2 if l.cell == "lstm" else 1) for l in model.layers)
     projection = max(batch * l.gates * l.hidden_size * 4 for l in model.layers)

@@ -1,8 +1,8 @@
 """Workspace: device memory the runtime allocates besides the caller's arrays.
 
-Layers run one after another, so one projection buffer and one cell-state buffer are
-shared by all layers (sized for the largest); the sequences of layers that are not
-model outputs are kept until the end of the call.
+Layers run one after another, so one projection buffer, one cell-state buffer and one
+buffer for a residual layer's h are shared by all layers (sized for the largest); the
+sequences of layers that are not model outputs are kept until the end of the call.
 """
 
 from dataclasses import replace
@@ -14,21 +14,29 @@ from ..plan import Decision
 def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
     """The call's workspace as (part, bytes): the projection buffer, the LSTM cell state,
     the step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the
-    cell kernel) and the sequence of each layer that is not a model output (by its name)."""
+    cell kernel), h of a residual layer (whose output sequence holds h + input), a
+    projection chunk's summed input (merge_fusion "summed"), and the sequence of each layer
+    that is not a model output (by its name)."""
     itemsize = DTYPES[plan.dtype].itemsize
-    proj = max(min(l.unroll.value, seq_len) * batch * l.gates * l.hidden_size * 4
-               for l in plan.layers)
+    chunk = {l.name: min(l.unroll.value, seq_len) for l in plan.layers}
+    proj = max(chunk[l.name] * batch * l.gates * l.hidden_size * 4 for l in plan.layers)
     cell = max([batch * l.hidden_size * 4 for l in plan.layers if l.cell == "lstm"], default=0)
     product = max([batch * l.gates * l.hidden_size * 4 for l in plan.layers
                    if l.persistence.value.math == "cublas"], default=0)
-    return [("projection", proj), ("cell_state", cell), ("step_product", product)] + \
+    residual_h = max([seq_len * batch * l.hidden_size * itemsize for l in plan.layers
+                      if l.residual], default=0)
+    summed = max([chunk[l.name] * batch * l.input_size * itemsize for l in plan.layers
+                  if l.merge_fusion.value == "summed"], default=0)
+    return [("projection", proj), ("cell_state", cell), ("step_product", product),
+            ("residual_h", residual_h), ("summed_input", summed)] + \
         [(l.name, seq_len * batch * l.hidden_size * itemsize) for l in plan.layers if not l.is_output]
 
 
 def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
     """The parts of :func:`workspace_parts`, the layers' sequences summed."""
     parts = workspace_parts(plan, seq_len, batch)
-    return {**dict(parts[:3]), "layer_sequences": sum(n for _, n in parts[3:])}
+    shared = dict(parts[:5])
+    return {**shared, "layer_sequences": sum(n for _, n in parts[5:])}
 
 
 def plan_workspace(model, plan, target):

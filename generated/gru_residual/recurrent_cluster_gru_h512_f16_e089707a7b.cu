@@ -139,7 +139,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_9665fefc97(
+rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -188,7 +188,8 @@ rnncc_recurrent_cluster_gru_h512_f16_9665fefc97(
     // Both h buffers start at zero: the peers write only real units and rows.
     for (int e = tid; e < 2 * BATCH * HS; e += THREADS) h_s[e] = from_float(0.0f);
     float xp_reg[1][EPT][G];
-    auto fetch_projection = [&](const float* xproj_t) {
+    auto fetch_projection = [&](int t) {
+        const float* xproj_t = xproj_all + (long long)t * xproj_stride_t;
 #pragma unroll
         for (int j = 0; j < 1; ++j) {
 #pragma unroll
@@ -203,7 +204,7 @@ rnncc_recurrent_cluster_gru_h512_f16_9665fefc97(
         }
     };
 
-    fetch_projection(xproj_all);
+    fetch_projection(0);
     const int rank = (int)cluster.block_rank();
     const unsigned incoming = BATCH * (COVERED - slice_width(rank)) * (unsigned)sizeof(T);
     if (tid == 0) {
@@ -375,7 +376,7 @@ rnncc_recurrent_cluster_gru_h512_f16_9665fefc97(
                              :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_arrived)
                              : "memory");
             }
-            fetch_projection(xproj_all + (long long)(t + 1) * xproj_stride_t);
+            fetch_projection(t + 1);
             // Buffer (t + 1) & 1 completes a phase every other step: parity (t >> 1) & 1.
             // Acquire at CTA scope: the mbarrier is this block's, and its complete-tx makes
             // the peers' bytes visible. At cluster scope the wait invalidated L1 (CCTL.IVALL),
