@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from rnncc.bench import network  # noqa: E402 - the checkout's rnncc, as the tests run it
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 BENCH_BEGIN, BENCH_END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 ABLATION_BEGIN, ABLATION_END = "<!-- ablation-table:begin -->", "<!-- ablation-table:end -->"
@@ -53,7 +55,7 @@ def bench_table() -> str:
         return "(no `rnncc bench` record yet)"
     path = records[-1]
     rec = json.loads(path.read_text())
-    rows = ["| cell | dtype | H | B | S | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
+    rows = ["| network | dtype | H | B | S | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
             "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN | rnncc.nn twin ms (÷ rnncc) | "
             "in CUDA graphs: rnncc ms, cuDNN ms, speedup |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -61,7 +63,7 @@ def bench_table() -> str:
     for r in rec["results"]:
         met = "met" if r["speedup"] >= r["target_speedup"] else "**missed**"
         math = {"tensor": ", tensor cores"}.get(r.get("math"), "")
-        rows.append(f"| {r['cell']} | {r.get('kind', r['dtype'])} | {r['hidden']} | {r['batch']} | "
+        rows.append(f"| {network(r)} | {r.get('kind', r['dtype'])} | {r['hidden']} | {r['batch']} | "
                     f"{r['seq_len']} | {r['persistence']}{math} | "
                     f"{r['rnncc_ms']:.3f} ({r['rnncc_us_per_step']:.1f}) | "
                     f"{r['cudnn_ms']:.3f} ({r['cudnn_us_per_step']:.1f}) | {r['speedup']:.2f}× | "

@@ -28,6 +28,11 @@ class Config:
     # "exact" or "tensor" (None: rnncc's default for the dtype). cuDNN runs with TF32 on
     # exactly when float32 runs on tensor cores.
     precision: str | None = None
+    layers: int = 1
+    # A named network instead of a plain stack: "gnmt" is GNMT's encoder (LSTM layers,
+    # residual from the third on), against a torch loop of one-layer nn.LSTM calls with
+    # the residual adds (what a user writes; each call may take cuDNN's persistent path).
+    model: str | None = None
 
     @property
     def math(self) -> str:
@@ -40,7 +45,8 @@ class Config:
 
     @property
     def label(self) -> str:
-        return f"{self.cell} {self.kind} H={self.hidden} B={self.batch}" + \
+        what = self.model or (f"{self.layers}×{self.cell}" if self.layers > 1 else self.cell)
+        return f"{what} {self.kind} H={self.hidden} B={self.batch}" + \
             (f" S={self.seq_len}" if self.seq_len != S else "")
 
 
@@ -56,11 +62,32 @@ def issue_configs(cells=("lstm", "gru")) -> list[Config]:
         out += [Config(cell, "float16", 512, 5), Config(cell, "float16", 2048, 256)]
     if "lstm" in cells:  # one layer of a GNMT-style encoder at its batch and sequence length
         out.append(Config("lstm", "float16", 1024, 64, seq_len=128))
+        out += stack_configs()
     return out
 
 
+def stack_configs() -> list[Config]:
+    """Stacks against nn.LSTM(num_layers=L), and GNMT's encoder (8 layers, fp16, S=128)
+    against the torch loop with residual adds."""
+    return [Config("lstm", "float16", 1024, 8, layers=4), Config("lstm", "float16", 512, 8, layers=8),
+            Config("lstm", "float32", 512, 8, precision="exact", layers=4),
+            Config("lstm", "float16", 1024, 64, seq_len=128, layers=8, model="gnmt"),
+            Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt")]
+
+
+def gnmt_spec(dtype: str, hidden: int, layers: int) -> dict:
+    """GNMT's encoder as examples/gnmt_encoder.yaml writes it (input size = H)."""
+    return {"name": f"gnmt_encoder_{dtype}", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": hidden, "residual": i >= 3}
+                       for i in range(1, layers + 1)]}
+
+
 def target_speedup(cfg: Config) -> float:
-    """cuDNN time ÷ rnncc time asked for by the performance targets (one layer)."""
+    """cuDNN time ÷ rnncc time asked for by the performance targets."""
+    if cfg.model == "gnmt":
+        return 2.0
+    if cfg.layers > 1:
+        return 8.0
     if cfg.dtype == "float16" and cfg.batch == 8:
         return 1.5
     if cfg.dtype == "float16" and cfg.batch == 64 and cfg.seq_len == 128:
@@ -96,8 +123,15 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
     torch.backends.cudnn.allow_tf32 = tf32
     tdt = getattr(torch, cfg.dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-    module = cls(cfg.hidden, cfg.hidden).to("cuda", tdt).eval()
-    model, weights = rnncc.from_torch(module)
+    if cfg.model == "gnmt":
+        module = _GnmtLoop(cfg.hidden, cfg.layers).to("cuda", tdt).eval()
+        model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
+        weights = {f"l{i + 1}.{k}": getattr(m, f"{k}_l0").detach().float().cpu().numpy()
+                   for i, m in enumerate(module.lstms)
+                   for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    else:
+        module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers).to("cuda", tdt).eval()
+        model, weights = rnncc.from_torch(module)
     start = time.perf_counter()
     compiled = rnncc.compile(model, target="device", weights=weights, batch=cfg.batch,
                              seq_len=cfg.seq_len, precision=cfg.math)
@@ -114,26 +148,29 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         # default hints, planned for the call's shape class on its first call.
         import rnncc.nn
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
-        twin = getattr(rnncc.nn, type(module).__name__)(cfg.hidden, cfg.hidden).to("cuda", tdt)
-        twin.load_state_dict(module.state_dict())
-        twin.requires_grad_(False)
+        subjects = {"rnncc": lambda: compiled(inputs[next(turn) % 3]),
+                    "cudnn": lambda: module(inputs[next(turn) % 3])}
+        if cfg.model is None:  # a twin exists for torch.nn's own modules
+            twin = getattr(rnncc.nn, type(module).__name__)(cfg.hidden, cfg.hidden, num_layers=cfg.layers)
+            twin = twin.to("cuda", tdt)
+            twin.load_state_dict(module.state_dict())
+            twin.requires_grad_(False)
+            subjects["twin"] = lambda: twin(inputs[next(turn) % 3])
         turn = iter(range(10**9))
         # Interleaved: the three see the same clocks and load (see timing.time_interleaved);
         # each timed call after an untimed one of its own, as in a loop of that call (right
         # after cuDNN's, the twin measured up to 9% slower than after itself:
         # benchmarks/results/twin-order-h100-2026-11-23.txt).
-        timed = time_interleaved({"rnncc": lambda: compiled(inputs[next(turn) % 3]),
-                                  "cudnn": lambda: module(inputs[next(turn) % 3]),
-                                  "twin": lambda: twin(inputs[next(turn) % 3])}, warmup, repeats,
-                                 settle=1)
-        t_ours, t_theirs, t_twin = timed["rnncc"], timed["cudnn"], timed["twin"]
+        timed = time_interleaved(subjects, warmup, repeats, settle=1)
+        t_ours, t_theirs, t_twin = timed["rnncc"], timed["cudnn"], timed.get("twin")
         graphs = graph_baselines(module, compiled, inputs[0], warmup, repeats)
     plan = compiled.plan.layers[0]
+    twin_fields = {} if t_twin is None else {
+        "twin_ms": t_twin.median_ms, "twin_over_rnncc": t_twin.median_ms / t_ours.median_ms}
     return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree, "max_relative_error_vs_cudnn": error,
             "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
             "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
-            "speedup": t_theirs.median_ms / t_ours.median_ms,
-            "twin_ms": t_twin.median_ms, "twin_over_rnncc": t_twin.median_ms / t_ours.median_ms,
+            "speedup": t_theirs.median_ms / t_ours.median_ms, **twin_fields,
             **graphs,
             "rnncc_us_per_step": t_ours.per_step_us(cfg.seq_len),
             "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
@@ -141,6 +178,25 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "persistence": plan.persistence.value.mode, "layout": plan.layout.value,
             "math": plan.persistence.value.math, "tf32": tf32,
             "compile_s": compile_s}
+
+
+def _GnmtLoop(hidden: int, layers: int):
+    """GNMT's encoder as a torch user writes it: one-layer nn.LSTM calls, the output of each
+    layer from the third on plus its input. Returns (output, None) like nn.LSTM's call."""
+    import torch
+
+    class GnmtLoop(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstms = torch.nn.ModuleList(torch.nn.LSTM(hidden, hidden) for _ in range(layers))
+
+        def forward(self, x):
+            for i, lstm in enumerate(self.lstms):
+                h, _ = lstm(x)
+                x = h + x if i >= 2 else h
+            return x, None
+
+    return GnmtLoop()
 
 
 def graph_baselines(module, compiled, x, warmup: int, repeats: int) -> dict:
@@ -166,7 +222,7 @@ def table(results: list[dict]) -> str:
             f"{'µs/step':>8} {'speedup':>8} {'twin ms':>8} {'graphs':>8} {'agree':>6}")
     rows = [head, "-" * len(head)]
     for r in results:
-        label = f"{r['cell']} {r['kind']} H={r['hidden']} B={r['batch']}"
+        label = f"{network(r)} {r['kind']} H={r['hidden']} B={r['batch']}"
         rows.append(f"{label:<39} {r['persistence']:>7} {r['rnncc_ms']:>9.3f} "
                     f"{r['rnncc_us_per_step']:>8.2f} {r['cudnn_ms']:>9.3f} {r['cudnn_us_per_step']:>8.2f} "
                     f"{r['speedup']:>7.2f}× {r.get('twin_ms', float('nan')):>8.3f} "
@@ -175,16 +231,24 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def network(r: dict) -> str:
+    """A row's network in words: the cell, "4×lstm" for a stack, or the named model."""
+    layers = r.get("layers", 1)
+    return r.get("model") or (f"{layers}×{r['cell']}" if layers > 1 else r["cell"])
+
+
 def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
 def plot(results: list[dict], path: Path) -> None:
     """µs per step against H, one panel per (cell, dtype or float32 tf32), one colour per
-    batch size: rnncc solid, cuDNN dashed."""
+    batch size: rnncc solid, cuDNN dashed; one-layer rows only (stacks are in the table)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    results = [r for r in results if r.get("layers", 1) == 1]
 
     cells = sorted({r["cell"] for r in results})
     dtypes = [d for d in ("float32", "float32 tf32", "float16", "bfloat16")
@@ -232,7 +296,7 @@ def main(quick: bool, out_dir: Path, cells: tuple[str, ...], warmup: int, repeat
     device = "h100" if "H100" in env["device"] else env["device"].split()[-1].lower()
     stem = f"bench-{device}-{day}" + ("-quick" if quick else "")
     out_dir.mkdir(parents=True, exist_ok=True)
-    record = {"environment": env, "seq_len": S, "layers": 1,
+    record = {"environment": env, "seq_len": S,
               "method": f"CUDA events, {warmup} warm-up calls, median of {repeats}, inputs "
                         "rotated among 3 sets (eager; rnncc, cuDNN and the twin interleaved "
                         "call by call, each timed call after an untimed one of its own, the GPU "
