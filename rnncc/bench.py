@@ -124,7 +124,7 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
     tdt = getattr(torch, cfg.dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
     if cfg.model == "gnmt":
-        module = _GnmtLoop(cfg.hidden, cfg.layers).to("cuda", tdt).eval()
+        module = gnmt_loop(cfg.hidden, cfg.layers).to("cuda", tdt).eval()
         model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
         weights = {f"l{i + 1}.{k}": getattr(m, f"{k}_l0").detach().float().cpu().numpy()
                    for i, m in enumerate(module.lstms)
@@ -180,7 +180,7 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "compile_s": compile_s}
 
 
-def _GnmtLoop(hidden: int, layers: int):
+def gnmt_loop(hidden: int, layers: int):
     """GNMT's encoder as a torch user writes it: one-layer nn.LSTM calls, the output of each
     layer from the third on plus its input. Returns (output, None) like nn.LSTM's call."""
     import torch

@@ -263,14 +263,13 @@ def _common(plan: Plan, l: LayerPlan) -> dict:
                 sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge)
 
 
-def _residual(l: LayerPlan, per_step: bool) -> dict | None:
-    """What cells.unit_update needs to write a residual layer's h + input (None: not
-    residual): the input's sources, how they merge, and the step of the launch the pointers
-    are offset by (per-step kernels get them at their step)."""
+def _residual_step(l: LayerPlan, per_step: bool) -> str | None:
+    """For cells.unit_update, which writes a residual layer's h + input: the step its
+    pointers are offset by ("0" in per-step kernels, which get them at their step); None
+    where the layer is not residual. The input's sources and merge are _common's."""
     if not l.residual:
         return None
-    return dict(sources=[dict(size=s.size, offset=s.offset) for s in l.sources], mode=l.merge,
-                step="0" if per_step else "t")
+    return "0" if per_step else "t"
 
 
 def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
@@ -329,7 +328,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
-            shared_bytes=persistent.shared_bytes, residual=_residual(l, per_step=False), **common)
+            shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False), **common)
         # The lanes form lays its threads out itself (the K split's lanes adjacent).
         block = (persistent.threads, 1, 1) if tensor or lanes else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
@@ -340,7 +339,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template("recurrent_step_cell.cu.j2").render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
-            residual=_residual(l, per_step=True), **common)
+            residual_step=_residual_step(l, per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
@@ -349,7 +348,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         source = env.get_template("recurrent_step.cu.j2").render(
             kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
-            async_copy=tile.async_copy, residual=_residual(l, per_step=True), **common)
+            async_copy=tile.async_copy, residual_step=_residual_step(l, per_step=True), **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0

@@ -8,6 +8,7 @@ functions only say which grid each kernel gets and which value each parameter ta
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .codegen import KernelSource
@@ -87,7 +88,7 @@ def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, in
     return y.at(t - 1), y.stride_b
 
 
-def source_arguments(sources: list[Sequence], t: int) -> dict[str, int]:
+def source_arguments(sources: Iterable[Sequence], t: int) -> dict[str, int]:
     """x0, x1, ... (pointers at step t) and their strides: a merge's or a layer's sources."""
     args = {}
     for i, s in enumerate(sources):
@@ -104,7 +105,7 @@ class Residual:
 
     def arguments(self, t: int) -> dict[str, int]:
         """The kernel's residual parameters, pointers at step t."""
-        return source_arguments(list(self.sources), t) | {
+        return source_arguments(self.sources, t) | {
             "residual_out": self.out.at(t), "residual_out_stride_t": self.out.stride_t,
             "residual_out_stride_b": self.out.stride_b}
 

@@ -11,12 +11,11 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 
 
-def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
-    """The call's workspace as (part, bytes): the projection buffer, the LSTM cell state,
-    the step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the
-    cell kernel), h of a residual layer (whose output sequence holds h + input), a
-    projection chunk's summed input (merge_fusion "summed"), and the sequence of each layer
-    that is not a model output (by its name)."""
+def shared_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
+    """The parts that layers share, one after another: the projection buffer, the LSTM
+    cell state, the step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it
+    for the cell kernel), h of a residual layer (whose output sequence holds h + input) and
+    a projection chunk's summed input (merge_fusion "summed"), each sized for the largest."""
     itemsize = DTYPES[plan.dtype].itemsize
     chunk = {l.name: min(l.unroll.value, seq_len) for l in plan.layers}
     proj = max(chunk[l.name] * batch * l.gates * l.hidden_size * 4 for l in plan.layers)
@@ -28,15 +27,24 @@ def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
     summed = max([chunk[l.name] * batch * l.input_size * itemsize for l in plan.layers
                   if l.merge_fusion.value == "summed"], default=0)
     return [("projection", proj), ("cell_state", cell), ("step_product", product),
-            ("residual_h", residual_h), ("summed_input", summed)] + \
-        [(l.name, seq_len * batch * l.hidden_size * itemsize) for l in plan.layers if not l.is_output]
+            ("residual_h", residual_h), ("summed_input", summed)]
+
+
+def sequence_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
+    """The sequence of each layer that is not a model output, by its name."""
+    itemsize = DTYPES[plan.dtype].itemsize
+    return [(l.name, seq_len * batch * l.hidden_size * itemsize) for l in plan.layers if not l.is_output]
+
+
+def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
+    """The call's workspace as (part, bytes): the shared parts, then the sequences."""
+    return shared_parts(plan, seq_len, batch) + sequence_parts(plan, seq_len, batch)
 
 
 def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
-    """The parts of :func:`workspace_parts`, the layers' sequences summed."""
-    parts = workspace_parts(plan, seq_len, batch)
-    shared = dict(parts[:5])
-    return {**shared, "layer_sequences": sum(n for _, n in parts[5:])}
+    """The shared parts, and the layers' sequences summed."""
+    return {**dict(shared_parts(plan, seq_len, batch)),
+            "layer_sequences": sum(n for _, n in sequence_parts(plan, seq_len, batch))}
 
 
 def plan_workspace(model, plan, target):

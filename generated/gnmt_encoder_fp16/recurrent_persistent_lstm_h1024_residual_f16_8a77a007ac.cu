@@ -166,7 +166,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 231936, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_82fcc480ac(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_8a77a007ac(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -226,13 +226,7 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_82fcc480ac(
         // elements of each tile, so the projection is fetched a step ahead and the cell
         // state stays in registers. Tiles past the batch only meet the barriers.
         float xp_reg[TILES][EPT][G];
-        float xr_reg[TILES][EPT];  // the residual layer's input, fetched with the projection
-        auto load_ahead = [](const T* p) {
-            unsigned short v;
-            asm volatile("ld.global.nc.b16 %0, [%1];" : "=h"(v) : "l"(p));
-            return to_float(__ushort_as_half(v));
-        };
-
+        float xr_reg[TILES][EPT];  // the residual layer's input (fetch_residual)
         auto fetch_projection = [&](int t) {
             const float* xproj_t = xproj_all + (long long)t * xproj_stride_t;
     #pragma unroll
@@ -248,16 +242,17 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_82fcc480ac(
                 }
             }
         };
-        // The residual layer's input of step t, fetched at the top of step t, after the wait:
-        // fetched with the projection, before the grid barrier, it cost 0.16 ms of 0.85 at LSTM
-        // fp16 H=1024 B=8 S=256 (its loads miss L2 and the barrier's release waited for them).
+        // The residual layer's input of step t, fetched at the top of step t, after the wait.
+        // Fetched with the projection, before the grid barrier, it cost 0.16 ms of 0.85 at LSTM
+        // fp16 H=1024 B=8 S=256, against 0.08 here; the input was out of L2, and its loads were
+        // still in flight at the barrier (docs/design-notes.md, residual layers).
         auto fetch_residual = [&](int t) {
     #pragma unroll
             for (int j = 0; j < TILES; ++j) {
     #pragma unroll
                 for (int i = 0; i < EPT; ++i) {
                     const int e = tid + i * THREADS, b = ((int)blockIdx.y + j * (int)gridDim.y) * BATCH + e / UNITS, u = u0 + e % UNITS;
-                    if (e < UNITS * BATCH && b < batch && u < H) xr_reg[j][i] = (load_ahead(&x0[(long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b + u]));
+                    if (e < UNITS * BATCH && b < batch && u < H) xr_reg[j][i] = (to_float(x0[(long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b + u]));
                 }
             }
         };
