@@ -63,6 +63,8 @@ def bench_table() -> str:
     for r in rec["results"]:
         met = "met" if r["speedup"] >= r["target_speedup"] else "**missed**"
         math = {"tensor": ", tensor cores"}.get(r.get("math"), "")
+        if r.get("schedule", "sequential") != "sequential":  # a stack's layers side by side
+            math += f"; {r['schedule'].replace('pipelined', 'layers pipelined,')}"
         rows.append(f"| {network(r)} | {r.get('kind', r['dtype'])} | {r['hidden']} | {r['batch']} | "
                     f"{r['seq_len']} | {r['persistence']}{math} | "
                     f"{r['rnncc_ms']:.3f} ({r['rnncc_us_per_step']:.1f}) | "

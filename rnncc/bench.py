@@ -165,6 +165,7 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         t_ours, t_theirs, t_twin = timed["rnncc"], timed["cudnn"], timed.get("twin")
         graphs = graph_baselines(module, compiled, inputs[0], warmup, repeats)
     plan = compiled.plan.layers[0]
+    schedule = compiled.plan.schedule.value
     twin_fields = {} if t_twin is None else {
         "twin_ms": t_twin.median_ms, "twin_over_rnncc": t_twin.median_ms / t_ours.median_ms}
     return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree, "max_relative_error_vs_cudnn": error,
@@ -177,6 +178,7 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "target_speedup": target_speedup(cfg),
             "persistence": plan.persistence.value.mode, "layout": plan.layout.value,
             "math": plan.persistence.value.math, "tf32": tf32,
+            "schedule": schedule.kind + (f" C={schedule.chunk}" if schedule.pipelined else ""),
             "compile_s": compile_s}
 
 

@@ -43,6 +43,9 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
     p.add_argument("--gemm", choices=["rnncc", "cublas"],
                    help="run the input projection and per-step products in rnncc's kernels "
                         "only, or in cuBLASLt wherever it can (default: the faster predicted)")
+    p.add_argument("--schedule", choices=["sequential", "pipelined"],
+                   help="run the layers one after another, or side by side in chunks, each on "
+                        "its own stream (default: the faster predicted)")
 
 
 def _compile(args, seq_len=None, batch=None):
@@ -51,7 +54,7 @@ def _compile(args, seq_len=None, batch=None):
     return rnncc.compile(args.spec, target=args.target, seq_len=seq_len or args.seq_len,
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
                          persistence=args.persistence, precision=args.precision,
-                         gemm=args.gemm, seed=getattr(args, "seed", 0),
+                         gemm=args.gemm, schedule=args.schedule, seed=getattr(args, "seed", 0),
                          autotune=args.autotune,
                          progress=lambda msg: print(f"autotune: {msg}", file=sys.stderr))
 
@@ -117,7 +120,45 @@ def cmd_explain(args) -> int:
                 if r else "registers: not built yet (--resources)")
         users = f"  for {', '.join(k['users'])}" if len(k["users"]) > 1 else ""
         print(f"  {k['name'] + '.cu':<36} block {'×'.join(map(str, k['block']))}, {used}{users}")
+    if args.timeline:
+        _draw_timeline(m, args)
     return 0
+
+
+def _draw_timeline(m, args) -> None:
+    """The plan's predicted timeline at the hinted S and B, and with --measure the one the
+    GPU runs (after two warm-up calls), printed per layer and drawn as a PNG."""
+    from . import timeline
+    from .passes.schedule import timeline as predicted
+
+    S, B = m.plan.options.seq_len, m.plan.options.batch
+    schedule = m.plan.schedule.value
+    what = schedule.kind + (f", chunks of {schedule.chunk}" if schedule.pipelined else "")
+    timelines = {f"planned ({what})": predicted(m.plan, schedule, S, m.target)}
+    if args.measure:
+        import numpy as np
+
+        from .dtypes import round_to
+        x = round_to(np.random.default_rng(0).uniform(-1, 1, (S, B, m.model.input_size)), m.model.dtype)
+        x = x.astype(np.float16 if m.model.dtype == "float16" else np.float32)
+        try:  # on the device, so that the timeline holds no copy of the input
+            import torch
+            x = torch.from_numpy(x).to("cuda", getattr(torch, m.model.dtype))
+        except ImportError:
+            pass
+        for _ in range(2):
+            m(x)
+        timelines["measured"] = m.timeline(x)
+    for name, tasks in timelines.items():
+        print(f"timeline {name}:")
+        print(timeline.summary(tasks))
+    try:
+        path = timeline.draw(args.timeline, timelines, f"{m.model.name}, {m.model.dtype}, S={S}, "
+                             f"B={B}, target {m.target.name}")
+    except ImportError:
+        print("matplotlib not installed: no timeline PNG", file=sys.stderr)
+        return
+    print(f"wrote {path}")
 
 
 def cmd_run(args) -> int:
@@ -250,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the plan and the kernels as JSON (for tools)")
     p.add_argument("--resources", action="store_true",
                    help="build the kernels (nvcc, cached) to show their registers and shared memory")
+    p.add_argument("--timeline", metavar="PNG",
+                   help="draw the schedule's predicted timeline (layers against time) as a PNG")
+    p.add_argument("--measure", action="store_true",
+                   help="with --timeline, on the GPU: also run the model once and draw its "
+                        "timeline as measured with events")
     p.set_defaults(fn=cmd_explain)
 
     p = sub.add_parser("run", help="GPU: run random inputs, check against the reference, time it",

@@ -38,6 +38,9 @@ _PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
 _ALGO_BYTES, _HEURISTIC_BYTES = 64, 96  # cublasLtMatmulAlgo_t, cublasLtMatmulHeuristicResult_t
 
 WORKSPACE_BYTES = 32 * 2**20  # scratch the library may use per call (split-K partials)
+# The scratch of each layer where layers run at once (a pipelined schedule): one per
+# layer, since two GEMMs on two streams must not share it; their chunk GEMMs are small.
+LAYER_WORKSPACE_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Matmul:
     stride_d: int = 0
     bias: bool = False
     accumulate: bool = False
+    scratch: int = WORKSPACE_BYTES  # bytes of scratch a run is given (and the algorithm may use)
 
     def describe(self) -> str:
         return (f"{self.m}×{self.n}×{self.k} {self.dtype} ({self.precision})"
@@ -164,7 +168,7 @@ class CublasLt:
         pref = ctypes.c_void_p()
         self._check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "preference")
         psetter = lib.cublasLtMatmulPreferenceSetAttribute
-        self._set(psetter, pref, _PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(WORKSPACE_BYTES),
+        self._set(psetter, pref, _PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(g.scratch),
                   "workspace size")
         for which, align in zip("abcd", alignments):
             self._set(psetter, pref, _PREF_MIN_ALIGNMENT[which], ctypes.c_uint32(align), "alignment")
@@ -184,7 +188,7 @@ class CublasLt:
     def prepare(self, g: Matmul, align_a: int = 256, align_b: int = 256,
                 align_d: int = 256) -> Callable[..., None]:
         """``run(a, b, d, bias, stream, workspace)`` queueing D = op(A)·B (+ bias) (+ D) on
-        ``stream`` (a raw CUstream; 0 the legacy default) with WORKSPACE_BYTES of scratch at
+        ``stream`` (a raw CUstream; 0 the legacy default) with ``g.scratch`` bytes of scratch at
         ``workspace``, for pointers aligned to at least ``align_*`` bytes. The descriptors
         and the algorithm are chosen here, once; a run costs one library call (per-step use)."""
         item = 4 if g.dtype == "float32" else 2
@@ -197,7 +201,7 @@ class CublasLt:
         beta = ctypes.byref(self._one if g.accumulate else self._zero)
         # Everything but the three pointers as ready ctypes objects: ctypes converts those
         # fastest, and a step's host time is mostly this call.
-        size = ctypes.c_size_t(WORKSPACE_BYTES)
+        size = ctypes.c_size_t(g.scratch)
 
         def run(a: int, b: int, d: int, bias: int, stream: int, workspace: int) -> None:
             dp = ptr(d)

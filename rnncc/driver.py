@@ -8,8 +8,10 @@ it created and rnncc must launch on the caller's stream: ``torch.cuda.current_st
 What the runtime needs of a GPU is here and nowhere else: whether there is one
 (:func:`device_context` says so in one line when not), kernels (:func:`load`,
 :meth:`Kernel.launch`, cooperative for grid-persistent kernels), memory ordered on a
-stream (:func:`alloc_async`, :func:`free_async`, :func:`memset_async`, :func:`copy_rows`)
-and host-mapped words that kernels report errors in (:class:`HostWords`).
+stream (:func:`alloc_async`, :func:`free_async`, :func:`memset_async`, :func:`copy_rows`),
+streams and events for work a call spreads over several streams (:class:`Streams`,
+:func:`event_record`, :func:`stream_wait_event`) and host-mapped words that kernels
+report errors in (:class:`HostWords`).
 """
 
 from __future__ import annotations
@@ -332,6 +334,89 @@ def free_async(ptr: int, stream: int) -> None:
 def memset_async(ptr: int, byte: int, nbytes: int, stream: int) -> None:
     _check(_lib().cuMemsetD8Async(ctypes.c_uint64(ptr), ctypes.c_ubyte(byte), ctypes.c_size_t(nbytes),
                                   ctypes.c_void_p(stream)), f"setting {nbytes} B")
+
+
+# ---- streams and events: a call's work over several streams ----------------------------
+
+_STREAM_NON_BLOCKING, _EVENT_DISABLE_TIMING = 1, 2
+
+
+class Streams:
+    """Streams and events made on demand and kept: side streams per caller stream (so that
+    calls on two streams never queue behind each other, and a stream being captured into
+    a CUDA graph is never used by another caller), and a pool of events that a call takes
+    and gives back once it has queued its waits (a wait is on the record made before it,
+    so an event may be recorded again right after)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._side: dict[int, list[int]] = {}
+        self._events: list[int] = []
+        self._made: list[tuple[str, int]] = []
+        weakref.finalize(self, _destroy, self._made)
+
+    def side(self, caller: int, count: int) -> list[int]:
+        """``count`` side streams of the caller's stream ``caller``."""
+        with self._lock:
+            streams = self._side.setdefault(caller, [])
+            while len(streams) < count:
+                handle = ctypes.c_void_p()
+                _check(_lib().cuStreamCreate(ctypes.byref(handle), _STREAM_NON_BLOCKING), "creating a stream")
+                streams.append(handle.value)
+                self._made.append(("stream", handle.value))
+            return streams[:count]
+
+    def take(self, count: int) -> list[int]:
+        """``count`` events (no timing) for one call."""
+        with self._lock:
+            while len(self._events) < count:
+                self._events.append(event_create())
+                self._made.append(("event", self._events[-1]))
+            taken, self._events = self._events[:count], self._events[count:]
+            return taken
+
+    def give_back(self, events: list[int]) -> None:
+        with self._lock:
+            self._events.extend(events)
+
+
+def _destroy(made: list[tuple[str, int]]) -> None:
+    if not made:
+        return
+    lib = _lib()
+    for kind, handle in made:  # statuses ignored: at exit the context may be gone already
+        (lib.cuStreamDestroy_v2 if kind == "stream" else lib.cuEventDestroy_v2)(ctypes.c_void_p(handle))
+
+
+def event_create(timing: bool = False) -> int:
+    """An event; with ``timing``, one that :func:`elapsed_ms` can read."""
+    handle = ctypes.c_void_p()
+    _check(_lib().cuEventCreate(ctypes.byref(handle), 0 if timing else _EVENT_DISABLE_TIMING),
+           "creating an event")
+    return handle.value
+
+
+def event_destroy(event: int) -> None:
+    _check(_lib().cuEventDestroy_v2(ctypes.c_void_p(event)), "destroying an event")
+
+
+def event_record(event: int, stream: int) -> None:
+    _check(_lib().cuEventRecord(ctypes.c_void_p(event), ctypes.c_void_p(stream)), "recording an event")
+
+
+def stream_wait_event(stream: int, event: int) -> None:
+    """Work queued on ``stream`` from now on waits for ``event``'s latest record."""
+    _check(_lib().cuStreamWaitEvent(ctypes.c_void_p(stream), ctypes.c_void_p(event), 0),
+           "waiting on an event")
+
+
+def elapsed_ms(start: int, end: int) -> float:
+    """Milliseconds between two recorded timing events (waits for ``end``)."""
+    _check(_lib().cuEventSynchronize(ctypes.c_void_p(end)), "waiting for an event")
+    ms = ctypes.c_float()
+    _check(_lib().cuEventElapsedTime(ctypes.byref(ms), ctypes.c_void_p(start), ctypes.c_void_p(end)),
+           "reading an event's time")
+    return ms.value
 
 
 class HostWords:

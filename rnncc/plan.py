@@ -57,6 +57,8 @@ OPTION_CHOICES: dict[str, dict[str, str]] = {
     "precision": {"exact": "fp32 FMA", "tensor": "tensor cores; TF32 for float32"},
     "gemm": {"rnncc": "rnncc's kernels only",
              "cublas": "cuBLASLt wherever it can run a GEMM"},
+    "schedule": {"sequential": "layers one after another",
+                 "pipelined": "layers side by side, each a chunk of steps behind its inputs"},
 }
 
 
@@ -74,6 +76,7 @@ class CompileOptions:
     precision: str | None = None    # force "exact" (fp32 FMA) or "tensor" (tensor cores)
     gemm: str | None = None         # force "rnncc" (own kernels only) or "cublas" (cuBLASLt
                                     # for every projection and per-step product it can run)
+    schedule: str | None = None     # force "sequential" or "pipelined" (passes/schedule.py)
     tuned: tuple[Measurement, ...] = ()  # autotuning's picks: per layer, over the above
 
     def __post_init__(self) -> None:
@@ -142,6 +145,50 @@ class OutputPlan:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One layer in a schedule: the stream it runs on, the share of the GPU its recurrent
+    kernel holds at the planned batch, and the predicted time of one chunk (its projection,
+    its steps and the launch)."""
+
+    layer: str
+    stream: int            # 0: the caller's stream; i > 0: the call's side stream i
+    share: float           # of the GPU's SMs (or clusters) its recurrent kernel holds
+    chunk_seconds: float   # predicted: one chunk's projection, steps and launch
+    after: tuple[str, ...]  # layers whose chunk k this layer's chunk k reads
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the layers of a call run. ``sequential``: one after another on the caller's
+    stream, each over the whole sequence in chunks of its own unroll. ``pipelined``: each
+    layer on a stream of its own, in chunks of ``chunk`` steps; chunk k of a layer starts
+    when chunk k of every layer it reads is done, so layer l+1 runs a chunk behind layer l
+    while both hold part of the GPU."""
+
+    kind: str                    # "sequential" | "pipelined"
+    chunk: int                   # steps per chunk (pipelined; 0 for sequential)
+    stages: tuple[Stage, ...]    # in the model's layer order
+
+    @property
+    def pipelined(self) -> bool:
+        return self.kind == "pipelined"
+
+    def stage(self, layer: str) -> Stage:
+        return next(s for s in self.stages if s.layer == layer)
+
+    @property
+    def streams(self) -> int:
+        """Streams a call uses, the caller's included."""
+        return 1 + max((s.stream for s in self.stages), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "chunk": self.chunk,
+                "stages": [{"layer": s.layer, "stream": s.stream, "share": round(s.share, 3),
+                            "chunk_us": round(s.chunk_seconds * 1e6, 1), "after": list(s.after)}
+                           for s in self.stages]}
+
+
+@dataclass(frozen=True)
 class Plan:
     model: str
     dtype: str
@@ -152,6 +199,7 @@ class Plan:
     outputs: tuple[OutputPlan, ...]
     workspace: Decision | None = None
     shapes: Decision | None = None   # what S and B the kernels are specialised to (passes/shapes.py)
+    schedule: Decision | None = None  # a Schedule: how the layers run together (passes/schedule.py)
     version: str = field(default=__version__)
 
     def layer(self, name: str) -> LayerPlan:
@@ -195,6 +243,20 @@ class Plan:
                 lines.append(f"  {'kernel':<16} {_show(out.kernel.value):<28} {out.kernel.reason}")
             else:
                 lines.append(f"output {out.name}: the sequence of layer {out.name}, no copy")
+        if self.schedule is not None:
+            d = self.schedule
+            lines.append(f"schedule: {d.value.kind}" + (f" chunk={d.value.chunk}" if d.value.pipelined else "")
+                         + f"  {d.reason}" + ("" if d.source == "model" else f"  [{d.source}]"))
+            if d.alternatives and len(d.alternatives) > 1:
+                ranked = sorted(d.alternatives.items(), key=lambda kv: kv[1])
+                lines.append("  alternatives, predicted µs: "
+                             + " · ".join(f"{k} {v * 1e6:.0f}" for k, v in ranked))
+            for st in d.value.stages if len(d.value.stages) > 1 else ():
+                where = "the caller's stream" if st.stream == 0 else f"side stream {st.stream}"
+                lag = (f", a chunk ({d.value.chunk} steps) behind {', '.join(st.after)}"
+                       if d.value.pipelined and st.after else "")
+                lines.append(f"  {st.layer:<16} {where}, {st.share:.2f} of the GPU, "
+                             f"{st.chunk_seconds * 1e6:.0f} µs a chunk{lag}")
         if self.workspace is not None:
             lines.append(f"workspace: {_show(self.workspace.value)}  {self.workspace.reason}")
         if self.shapes is not None:

@@ -11,7 +11,9 @@ stream-ordered pool otherwise, and given back in stream order when the call has 
 work. So one model can be called from several streams and threads at once. Kernels run
 on the caller's stream (PyTorch's or CuPy's current one, else the legacy default), so they
 order with the caller's work and a ``torch.cuda.graph`` captures them; a call never
-synchronises, except to copy NumPy results back.
+synchronises, except to copy NumPy results back. A pipelined schedule (passes/schedule.py)
+runs each layer on a side stream of the caller's stream, forked from it and joined back
+to it by events, so that the caller (and a graph capture) sees one stream's work.
 
 Knobs: ``RNNCC_DEBUG_POISON=1`` fills every output and workspace buffer with NaN bytes
 first, so an element no kernel wrote shows up as NaN. ``RNNCC_SPIN_TIMEOUT_MS`` (default
@@ -36,8 +38,9 @@ from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
 from .launch import BARRIER_WORDS, Sequence
+from .passes.schedule import Task
 from .passes.shapes import shape_class
-from .passes.workspace import workspace_parts
+from .passes.workspace import part_name, pipelined, workspace_parts
 from .plan import Decision, Plan
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
@@ -67,8 +70,16 @@ class Variant:
     @property
     def uses_library(self) -> bool:
         """Whether a layer runs a GEMM in cuBLASLt (its projection or its step's product)."""
-        return any(l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas"
-                   for l in self.plan.layers)
+        return any(_uses_library(l) for l in self.plan.layers)
+
+
+def _scratch(plan: Plan) -> int:
+    """Bytes of cuBLASLt scratch a layer's GEMMs get (see _workspace_layout)."""
+    return cublaslt.LAYER_WORKSPACE_BYTES if pipelined(plan) else cublaslt.WORKSPACE_BYTES
+
+
+def _uses_library(l) -> bool:
+    return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas"
 
 
 class _CallMemory:
@@ -103,6 +114,45 @@ class _CallMemory:
             for ptr in self._held:
                 driver.free_async(ptr, self._stream)
         self._held = []
+
+
+@dataclass(frozen=True)
+class _LayerRun:
+    """What one layer of a call reads and writes besides its weights."""
+
+    layer: Any             # LayerPlan
+    index: int             # in the model's layers (its status word, its slot in stacked states)
+    y: Sequence            # h of every step (for a residual layer, its own buffer)
+    residual: launch.Residual | None
+    h0: tuple[int, int] | None
+    c0: int
+    c_arr: Any
+    c_view: arrays.DeviceView | None
+
+
+class _Stamps:
+    """Timing events around each layer's chunks of one call: its measured timeline."""
+
+    def __init__(self, stream: int) -> None:
+        self.origin = driver.event_create(timing=True)
+        driver.event_record(self.origin, stream)
+        self.marks: list[tuple[str, int, int, int]] = []  # (layer, chunk, start event, end event)
+
+    def mark(self, stream: int) -> int:
+        event = driver.event_create(timing=True)
+        driver.event_record(event, stream)
+        return event
+
+    def tasks(self) -> list[Task]:
+        """The chunks with their start and end in seconds from the call's start (waits for
+        the GPU), the events destroyed."""
+        out = [Task(layer, chunk, driver.elapsed_ms(self.origin, a) / 1e3,
+                    driver.elapsed_ms(self.origin, b) / 1e3) for layer, chunk, a, b in self.marks]
+        for _, _, a, b in self.marks:
+            driver.event_destroy(a)
+            driver.event_destroy(b)
+        driver.event_destroy(self.origin)
+        return sorted(out, key=lambda t: (t.start, t.layer))
 
 
 def _layout(parts: list[tuple[str, int]]) -> tuple[dict[str, int], int]:
@@ -146,6 +196,7 @@ class CompiledModel:
         self._device_memory: list[Any] = []
         self._library: cublaslt.CublasLt | None = None
         self._status: driver.HostWords | None = None
+        self._streams = driver.Streams()  # side streams and events of pipelined calls
         self._layouts: dict[tuple, tuple] = {}  # see _workspace_layout
         self._position = {l.name: i for i, l in enumerate(model.layers)}  # in stacked states
 
@@ -356,6 +407,19 @@ class CompiledModel:
         for LSTM layers, layers in the model's order, each layer's slice written in place
         (no stacking copies). The call is queued on the caller's stream and returns
         without waiting for the GPU (NumPy excepted)."""
+        return self._call(x, state, batch_first, stacked_state, None)
+
+    def timeline(self, x: Any, *, batch_first: bool = False) -> list[Task]:
+        """Run the model on x once with timing events around every layer's chunks (its
+        projection and recurrent launch) and return them as measured: per layer and chunk,
+        start and end in seconds from the call's start. Waits for the GPU. The events add
+        a little host time; the schedule is the one a call of x's shape runs."""
+        stamps: list[_Stamps] = []
+        self._call(x, None, batch_first, False, stamps)
+        return stamps[0].tasks()
+
+    def _call(self, x, state, batch_first: bool, stacked_state: bool, stamps: list | None):
+        """__call__'s checks, then the call (``stamps``: where to put the timing events)."""
         dtype = self.model.dtype
         kind = arrays.kind_of(x)
         host = kind in ("numpy", "torch-cpu")
@@ -387,7 +451,7 @@ class CompiledModel:
                                         f"{', '.join(l.name for l in self.model.layers)}")
 
         return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
-                         S, B, batch_first, stacked_state)
+                         S, B, batch_first, stacked_state, stamps)
 
     def run_torch(self, x: Any, batch_first: bool = False):
         """``self(x, batch_first=batch_first, stacked_state=True)`` for a caller that has
@@ -399,7 +463,7 @@ class CompiledModel:
         return self._run(x, "torch", False, None, view, {}, S, B, batch_first, True)
 
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
-             batch_first: bool, stacked: bool):
+             batch_first: bool, stacked: bool, stamps: list | None = None):
         """A checked call: its plan, memory and debug knobs, then the forward."""
         variant = self.variant(S, B)
         self._load(variant)
@@ -410,9 +474,11 @@ class CompiledModel:
         memory = _CallMemory(x.device if kind == "torch" else None, stream,
                              env.get("RNNCC_DEBUG_POISON") == "1")
         spin_ns = int(float(env.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS)) * 1e6)
+        if stamps is not None:
+            stamps.append(_Stamps(stream))
         try:
             return self._forward(variant, x, kind, host, x_host, x_view, state, S, B, batch_first,
-                                 stream, memory, spin_ns, stacked)
+                                 stream, memory, spin_ns, stacked, stamps[0] if stamps else None)
         finally:
             memory.release()
 
@@ -426,10 +492,17 @@ class CompiledModel:
         if found is None:
             grid_layers = tuple(l.name for l in variant.plan.layers
                                 if l.persistence.value.mode == "grid")
-            # cuBLASLt's scratch in the same block: one allocation a call, not two.
+            # cuBLASLt's scratch in the same block: one allocation a call, not two; a
+            # layer's own where layers run at once.
+            if not variant.uses_library:
+                library = []
+            elif pipelined(variant.plan):
+                library = [(part_name(variant.plan, "library", l.name), cublaslt.LAYER_WORKSPACE_BYTES)
+                           for l in variant.plan.layers if _uses_library(l)]
+            else:
+                library = [("library", cublaslt.WORKSPACE_BYTES)]
             parts = workspace_parts(variant.plan, S, B) + \
-                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))] + \
-                ([("library", cublaslt.WORKSPACE_BYTES)] if variant.uses_library else [])
+                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))] + library
             if len(self._layouts) >= 256:
                 self._layouts.clear()
             found = self._layouts[key] = (*_layout(parts), grid_layers)
@@ -437,7 +510,7 @@ class CompiledModel:
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
                  B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int,
-                 stacked: bool):
+                 stacked: bool, stamps: _Stamps | None):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
@@ -496,25 +569,35 @@ class CompiledModel:
             def state_slot(view: arrays.DeviceView, name: str):
                 return None, arrays.DeviceView(view.ptr + self._position[name] * slot_bytes,
                                                (B, H), (H, 1), dtype)
+        runs = []
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
             c_arr = c_view = None
             if l.cell == "lstm":
                 c_arr, c_view = state_slot(c_all_view, l.name) if stacked else make((B, l.hidden_size))
             residual = None
-            if l.residual:  # the layer's tensor is h + input; h goes to the shared buffer
-                y = Sequence(ws["residual_h"], item, B * l.hidden_size, l.hidden_size)
+            if l.residual:  # the layer's tensor is h + input; h goes to a buffer of the workspace
+                y = Sequence(ws[part_name(plan, "residual_h", l.name)], item, B * l.hidden_size,
+                             l.hidden_size)
                 residual = launch.Residual(tuple(tensors[s.name] for s in l.sources), tensors[l.name])
             else:
                 y = tensors[l.name]
-            self._run_layer(variant, l, index, tensors, ws, S, B, y, residual, h0, c0, c_view,
-                            stream, barrier_of.get(l.name, 0), spin_ns)
+            runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view))
+        if pipelined(plan):
+            self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps)
+        for r in runs:
+            l, y = r.layer, r.y
+            if not pipelined(plan):
+                self._run_layer(variant, r, tensors, ws, S, B, stream, barrier_of.get(l.name, 0),
+                                spin_ns, stamps)
             if stacked and h_all is None:  # an allocation the kernels need not wait for
                 h_all, h_all_view = make(stacked_shape)
+            # A residual layer's h lives in a buffer that the next one reuses (sequential),
+            # so h_n is copied right after the layer's launches.
             h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.hidden_size))
             driver.copy_rows(h_view.ptr, l.hidden_size * item, y.at(S - 1), y.stride_b * item,
                              l.hidden_size * item, B, stream)
-            final_state[l.name] = (h_arr, c_arr) if l.cell == "lstm" else h_arr
+            final_state[l.name] = (h_arr, r.c_arr) if l.cell == "lstm" else h_arr
         if stacked:
             final_state = (h_all, c_all) if lstm else h_all
 
@@ -591,20 +674,77 @@ class CompiledModel:
         self._functions[k.name].launch(launch.check_grid(k, grid), k.block, launch.arguments(k, args),
                                        k.dynamic_shared, stream, cooperative)
 
-    def _run_layer(self, variant: Variant, l, index: int, tensors, ws, S, B, y: Sequence,
-                   residual: launch.Residual | None, h0, c0, c_out, stream: int, barrier: int,
-                   spin_ns: int) -> None:
-        """Layer l's projection and recurrence over the call: h into y, and for a residual
-        layer h + input into ``residual.out``."""
+    def _run_pipelined(self, variant: Variant, runs: list[_LayerRun], tensors, ws, S: int, B: int,
+                       stream: int, barrier_of: dict[str, int], spin_ns: int,
+                       stamps: _Stamps | None) -> None:
+        """The layers as the pipelined schedule says: each on its stream (the caller's or a
+        side stream forked from it), chunk by chunk; chunk k of a layer waits for chunk k
+        of the layers it reads on other streams; the caller's stream then waits for all."""
+        schedule = variant.plan.schedule.value
+        chunk = min(schedule.chunk, S)
+        chunks = -(-S // chunk)
+        runners = {r.layer.name: self._layer_chunks(variant, r, tensors, ws, S, B,
+                                                    barrier_of.get(r.layer.name, 0), spin_ns, stamps)
+                   for r in runs}
+        side = self._streams.side(stream, schedule.streams - 1)
+        streams = [stream, *side]
+        stage = {s.layer: s for s in schedule.stages}
+        read = {name for s in schedule.stages for name in s.after
+                if any(stage[name].stream != t.stream for t in schedule.stages if name in t.after)}
+        events = self._streams.take(1 + chunks * len(read) + len(side))
+        try:
+            fork, *rest = events
+            free = iter(rest)
+            driver.event_record(fork, stream)
+            for s in side:
+                driver.stream_wait_event(s, fork)
+            done: dict[tuple[str, int], int] = {}
+            for k in range(chunks):
+                for r in runs:
+                    name = r.layer.name
+                    on = streams[stage[name].stream]
+                    for source in stage[name].after:
+                        if stage[source].stream != stage[name].stream:
+                            driver.stream_wait_event(on, done[(source, k)])
+                    runners[name](k * chunk, on)
+                    if name in read:
+                        done[(name, k)] = event = next(free)
+                        driver.event_record(event, on)
+            for s in side:
+                event = next(free)
+                driver.event_record(event, s)
+                driver.stream_wait_event(stream, event)
+        finally:
+            self._streams.give_back(events)
+
+    def _run_layer(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, stream: int,
+                   barrier: int, spin_ns: int, stamps: _Stamps | None) -> None:
+        """Layer r.layer's projection and recurrence over the call, chunk by chunk: h into
+        r.y, and for a residual layer h + input into ``r.residual.out``."""
+        run_chunk = self._layer_chunks(variant, r, tensors, ws, S, B, barrier, spin_ns, stamps)
+        for t0 in range(0, S, min(r.layer.unroll.value, S)):
+            run_chunk(t0, stream)
+
+    def _layer_chunks(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, barrier: int,
+                      spin_ns: int, stamps: _Stamps | None):
+        """``run_chunk(t0, stream)``: queue layer r.layer's projection and recurrence of
+        the chunk starting at step t0 on ``stream``; what does not change from chunk to
+        chunk is worked out once, here (a pipelined call runs many chunks)."""
+        l, y, residual, h0, c0, c_out = r.layer, r.y, r.residual, r.h0, r.c0, r.c_view
+        plan = variant.plan
         mode = l.persistence.value.mode
         step_k = variant.kernel_of(l.name, "recurrent")
         library_product = l.persistence.value.math == "cublas"
         weights = self._layer_weights(l)
         GH = l.gates * l.hidden_size
-        xproj = ws["projection"]
-        cell = ws["cell_state"] if l.cell == "lstm" else 0
+        xproj = ws[part_name(plan, "projection", l.name)]
+        cell = ws[part_name(plan, "cell_state", l.name)] if l.cell == "lstm" else 0
+        library = ws.get(part_name(plan, "library", l.name), 0)
+        step_product = ws.get(part_name(plan, "step_product", l.name), 0)
         c_out_ptr = c_out.ptr if c_out is not None else 0
-        chunk = min(l.unroll.value, S)
+        steps_per_chunk = min(l.unroll.value, S)
+        status = self._status.address(r.index)
+        persistent_grid = launch.persistent_grid(l, B) if mode != "none" else None
         if library_product:
             # hw = h·W_hhᵀ: column-major GH × B = W_hhᵀ (GH × H, as stored) · h (H × B), h
             # being h0 or a step of y (one prepared call for each row stride; the alignment
@@ -612,44 +752,51 @@ class CompiledModel:
             h_align = cublaslt.alignment(y.ptr, y.stride_t * y.itemsize, h0[0] if h0 else 0)
             products = {h_sb: self._library.prepared(
                 cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.hidden_size,
-                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH), 256, h_align, 256)
+                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH, scratch=_scratch(plan)),
+                256, h_align, 256)
                 for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
         step_grid = launch.step_grid(l, step_k, B)
         if mode == "grid":
-            blocks = math.prod(launch.persistent_grid(l, B))
+            blocks = math.prod(persistent_grid)
             if blocks > self._resident[step_k.name]:
                 raise RuntimeCheckError(
                     f"layer '{l.name}': the persistent kernel needs {blocks} co-resident blocks "
                     f"but this GPU holds {self._resident[step_k.name]}; refusing to launch (it "
                     "would hang). Compile with persistence='none' or for this device (target='device').")
-        for t0 in range(0, S, chunk):
-            steps = min(chunk, S - t0)
-            self._project(variant, l, tensors, t0, steps, B, xproj, stream, weights, ws)
+
+        def run_chunk(t0: int, stream: int) -> None:
+            steps = min(steps_per_chunk, S - t0)
+            start = stamps.mark(stream) if stamps else 0
+            self._project(variant, l, tensors, t0, steps, B, xproj, stream, weights, ws, library)
             strides = launch.projection_strides(l.layout.value, B, GH, steps * B)
             if mode != "none":
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj, xproj_strides=strides, weights=weights, barrier=barrier,
-                    status=self._status.address(index), spin_timeout_ns=spin_ns, residual=residual)
-                self._launch(step_k, launch.persistent_grid(l, B), args, stream,
-                             cooperative=mode == "grid")
-                continue
+                    status=status, spin_timeout_ns=spin_ns, residual=residual)
+                self._launch(step_k, persistent_grid, args, stream, cooperative=mode == "grid")
+                if stamps:
+                    stamps.marks.append((l.name, t0 // steps_per_chunk, start, stamps.mark(stream)))
+                return
             for j in range(steps):
                 t = t0 + j
                 product = 0
                 if library_product:
                     h_prev, h_sb = launch.previous_h(t, h0, y)
                     if h_prev:
-                        product = ws["step_product"]
-                        products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, ws["library"])
+                        product = step_product
+                        products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, library)
                 args = launch.step_arguments(
                     l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj, xproj_strides=strides, weights=weights, step_product=product,
                     residual=residual)
                 self._launch(step_k, step_grid, args, stream)
+            if stamps:
+                stamps.marks.append((l.name, t0 // steps_per_chunk, start, stamps.mark(stream)))
+        return run_chunk
 
     def _project(self, variant: Variant, l, tensors, t0: int, steps: int, B: int, xproj: int,
-                 stream: int, weights: dict[str, int], ws: dict[str, int]) -> None:
+                 stream: int, weights: dict[str, int], ws: dict[str, int], library: int) -> None:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
         kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias,
         after a merge kernel has summed a sum's sources into one (merge fusion "summed")."""
@@ -663,7 +810,8 @@ class CompiledModel:
             operands = [(s.offset, s.size, tensors[s.name], tensors[s.name].at(t0)) for s in l.sources]
             if l.merge_fusion.value == "summed":
                 # The chunk's sum, dense [steps, B, I]: one GEMM over all of K reads it.
-                summed = Sequence(ws["summed_input"], item, B * l.input_size, l.input_size)
+                summed = Sequence(ws[part_name(variant.plan, "summed_input", l.name)], item,
+                                  B * l.input_size, l.input_size)
                 k = variant.kernel_of(l.name, "merge")
                 args = launch.merge_arguments(summed, [v for _, _, v, _ in operands], steps, B, t0)
                 self._launch(k, launch.merge_grid(k, rows * l.input_size, self.target.sm_count),
@@ -675,9 +823,10 @@ class CompiledModel:
                     self.model.dtype, l.precision.value, m=GH, n=rows if dense else B, k=K,
                     transpose_a=True, lda=l.input_size, ldb=v.stride_b, ldd=GH,
                     batches=1 if dense else steps, stride_b=0 if dense else v.stride_t,
-                    stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0)
+                    stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0,
+                    scratch=_scratch(variant.plan))
                 self._library.run(g, weights["w_ih"] + column * item, ptr, xproj,
-                                  weights.get("bias", 0) if g.bias else 0, stream, ws.get("library", 0))
+                                  weights.get("bias", 0) if g.bias else 0, stream, library)
             return
         k = variant.kernel_of(l.name, "input_projection")
         args = launch.projection_arguments(l, t0=t0, rows=rows, B=B,

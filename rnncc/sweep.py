@@ -97,13 +97,15 @@ def run_point(p: Point, prepared, warmup: int, repeats: int) -> dict:
             "speedup": t_theirs.median_ms / t_ours.median_ms, **graphs,
             "modes": [l.persistence.value.mode + ("/cublas" if l.persistence.value.math == "cublas" else "")
                       for l in compiled.plan.layers],
+            "schedule": compiled.plan.schedule.value.kind,
             "rnncc_graph_us_per_layer_step": (graphs["rnncc_graph_ms"] or float("nan")) * 1e3
             / (p.seq_len * p.layers)}
 
 
 def heatmap(results: list[dict], path: Path) -> None:
     """One panel per (cell, dtype): a row per (H, S, layers) measured, B across; each point
-    coloured by speedup_graph (log scale, 1× white) and annotated with it and the modes."""
+    coloured by speedup_graph (log scale, 1× white) and annotated with it and the modes
+    (∥: the layers pipelined)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -123,7 +125,7 @@ def heatmap(results: list[dict], path: Path) -> None:
         for r in mine:
             i, j = rows.index((r["hidden"], r["seq_len"], r["layers"])), batches.index(r["batch"])
             grid[i, j] = r["speedup_graph"]
-            modes = ",".join(sorted(set(r["modes"])))
+            modes = ",".join(sorted(set(r["modes"]))) + (" ∥" if r.get("schedule") == "pipelined" else "")
             ax.text(j, i, f"{r['speedup_graph']:.2f}×\n{modes}", ha="center", va="center", fontsize=7)
         im = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
         ax.set_xticks(range(len(batches)), [str(b) for b in batches])

@@ -161,3 +161,18 @@ def test_ptxas_report_parsed():
                      "ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem\n")
     assert (r.registers, r.shared_static, r.spill_stores, r.spill_loads, r.stack_frame) == \
         (40, 1024, 4, 12, 8)
+
+
+def test_explain_timeline(tmp_path):
+    """--timeline prints the predicted timeline per layer and draws it (where matplotlib
+    is installed)."""
+    import subprocess
+    import sys
+
+    png = tmp_path / "t.png"
+    out = subprocess.run([sys.executable, "-m", "rnncc.cli", "explain", "examples/gru_residual.yaml",
+                          "--batch", "64", "--timeline", str(png)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent, check=True)
+    assert "timeline planned (pipelined, chunks of" in out.stdout
+    assert all(f"  {n}  " in out.stdout for n in ("g1", "g2", "g3"))
+    assert png.exists() or "matplotlib not installed" in out.stderr

@@ -630,3 +630,103 @@ def test_residual_arguments_are_pure(persistence):
     assert "residual_out" in k.source and "h + the layer's input" in k.source
     plain = m.kernel_of("l0", "recurrent")
     assert "residual_out" not in plain.source and "residual" not in plain.name
+
+
+# ---- schedule: layers one after another, or pipelined ------------------------------------
+
+def stack(L, H, dtype="float16", cell="lstm"):
+    return {"name": f"stack{L}", "dtype": dtype, "input_size": H,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": H} for i in range(1, L + 1)]}
+
+
+def test_schedule_pipelines_layers_that_each_hold_part_of_the_gpu():
+    """8 × LSTM fp16 H=512 at B=8: each layer a cluster of 16 SMs (0.14 of the H100's 7
+    such clusters), so the layers run side by side; 4 × H=1024: each a grid kernel on 128
+    of 132 SMs, so they run one after another."""
+    eight = plan_of(stack(8, 512), batch=8)
+    d = eight.schedule
+    assert d.value.pipelined and d.source == "model" and "one after another" in d.reason
+    assert d.alternatives["sequential"] > d.alternatives[f"pipelined C={d.value.chunk}"]
+    assert [s.stream for s in d.value.stages] == list(range(8))
+    assert [s.after for s in d.value.stages] == [()] + [(f"l{i}",) for i in range(1, 8)]
+    assert all(l.unroll.value == d.value.chunk and "schedule's chunk" in l.unroll.reason
+               for l in eight.layers)
+    four = plan_of(stack(4, 1024), batch=8)
+    assert not four.schedule.value.pipelined and "not below" in four.schedule.reason
+    assert all(l.unroll.value == 256 for l in four.layers)
+    assert not plan_of(lstm(), batch=8).schedule.value.pipelined  # one layer
+
+
+def test_forced_schedule_and_bad_value():
+    forced = plan_of(stack(4, 1024), batch=8, schedule="pipelined")
+    assert forced.schedule.value.pipelined and forced.schedule.source == "user"
+    assert not plan_of(stack(8, 512), batch=8, schedule="sequential").schedule.value.pipelined
+    short = plan_of(stack(2, 64), batch=8, seq_len=5, schedule="pipelined")
+    assert short.schedule.value.chunk == 5  # one chunk: shorter than any of CHUNKS
+    with pytest.raises(rnncc.SpecError, match="'schedule'"):
+        plan_of(stack(2, 64), schedule="wavefront")
+
+
+def test_pipelined_workspace_is_per_layer():
+    """Layers that run at once never share a projection, cell-state or residual buffer."""
+    from rnncc.passes.workspace import part_name, shared_parts
+
+    spec = dict(stack(3, 64, "float32"), layers=[
+        {"name": "a", "cell": "lstm", "hidden_size": 64},
+        {"name": "b", "cell": "gru", "hidden_size": 64, "residual": True},
+        {"name": "c", "cell": "lstm", "hidden_size": 64, "residual": True}])
+    pipe = plan_of(spec, batch=8, schedule="pipelined")
+    parts = dict(shared_parts(pipe, 256, 8))
+    for layer in "abc":
+        assert parts[part_name(pipe, "projection", layer)] > 0
+    assert {part_name(pipe, "cell_state", n) for n in "ac"} <= set(parts)
+    assert part_name(pipe, "cell_state", "b") not in parts  # a GRU keeps no cell state
+    assert {part_name(pipe, "residual_h", n) for n in "bc"} <= set(parts)
+    seq = plan_of(spec, batch=8, schedule="sequential")
+    assert [n for n, _ in shared_parts(seq, 256, 8)] == [
+        "projection", "cell_state", "step_product", "residual_h", "summed_input"]
+
+
+def test_predicted_timeline_respects_streams_and_inputs():
+    """Chunk k of a layer starts after its chunk k-1 and after chunk k of what it reads;
+    sequential tasks never overlap; tasks sharing the GPU stretch."""
+    from rnncc.passes.schedule import simulate, timeline
+
+    target = get("h100")
+    for plan in (plan_of(STACKED_SPEC, batch=8, schedule="pipelined"),
+                 plan_of(STACKED_SPEC, batch=8, schedule="sequential")):
+        s = plan.schedule.value
+        tasks = timeline(plan, s, 100, target)
+        end = {(t.layer, t.chunk): t.end for t in tasks}
+        for t in tasks:
+            assert t.start < t.end
+            if s.pipelined:
+                assert t.chunk == 0 or t.start >= end[(t.layer, t.chunk - 1)] - 1e-12
+                for src in s.stage(t.layer).after:
+                    assert t.start >= end[(src, t.chunk)] - 1e-12
+        if not s.pipelined:
+            ordered = sorted(tasks, key=lambda t: t.start)
+            assert all(a.end <= b.start + 1e-12 for a, b in zip(ordered, ordered[1:]))
+    two = {("a", 0): 1.0, ("b", 0): 1.0}
+    apart = simulate(two, {"a": 0.5, "b": 0.5}, {("a", 0): (), ("b", 0): ()})
+    assert max(t.end for t in apart) == pytest.approx(1.0)  # half the GPU each: side by side
+    shared = simulate(two, {"a": 1.0, "b": 1.0}, {("a", 0): (), ("b", 0): ()})
+    assert max(t.end for t in shared) == pytest.approx(2.0)  # all of it each: taking turns
+
+
+STACKED_SPEC = {
+    "name": "dag", "input_size": 19,
+    "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 33},
+        {"name": "b", "cell": "gru", "hidden_size": 33},
+        {"name": "c", "cell": "rnn_tanh", "hidden_size": 33, "input": {"sum": ["a", "b"]}},
+        {"name": "d", "cell": "lstm", "hidden_size": 40, "input": {"concat": ["c", "input", "a"]}},
+    ],
+    "outputs": ["b", "d"],
+}
+
+
+def test_explain_shows_the_schedule():
+    text = rnncc.compile(stack(8, 512), target="h100", batch=8).explain()
+    assert "schedule: pipelined chunk=" in text
+    assert "l2               side stream 1" in text and "behind l1" in text

@@ -15,13 +15,14 @@ from .layout import plan_layout
 from .memory import check_memory
 from .merges import plan_merges
 from .persistence import plan_persistence
+from .schedule import plan_schedule
 from .precision import plan_precision
 from .shapes import plan_shapes
 from .unroll import plan_unroll
 from .workspace import plan_workspace
 
 PASSES = (plan_precision, plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_step_tile,
-          plan_persistence, plan_merges, plan_workspace, plan_shapes)
+          plan_persistence, plan_merges, plan_schedule, plan_workspace, plan_shapes)
 
 
 def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:

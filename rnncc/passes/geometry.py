@@ -24,60 +24,67 @@ def projection_label(value: Projection) -> str:
 
 
 def plan_projection_tile(model, plan, target):
-    o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
+    return plan.map_layers(lambda l: replace(l, projection_tile=projection_decision(
+        l, l.unroll.value * plan.options.batch, plan.options, target, itemsize)))
 
-    def decide(l):
-        # Autotuning times a layer with one source: a merged input's projection (a fused
-        # loader here, a merge kernel or a call per source in cuBLASLt) was not measured,
-        # so it stays the cost model's (or the user's) choice.
-        tuned = o.measured(l.name) is not None and len(l.sources) == 1
-        gemm = o.gemm_for(l.name) if tuned else o.gemm
-        chooser = "measured" if tuned else "user"
-        rows, cols = l.unroll.value * o.batch, l.gates * l.hidden_size
-        m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
-        tensor = l.precision.value == "tensor"
-        if tensor:
-            costs = {t: tensor_projection_seconds(m, n, l.input_size, t, target, itemsize)
-                     for t in TENSOR_PROJECTION_TILES}
-        else:
-            costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
-                     for t in PROJECTION_TILES}
-        best = min(costs, key=lambda t: (round(costs[t] * 1e9), -t.bm))
-        blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
-        value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
-        reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
-                  f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
-        alternatives = {projection_label(t): c for t, c in costs.items()}
-        if gemm == "rnncc":
-            return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
-        # A concat: one library call per source, each covering its slice of K. A sum of
-        # several sources: summed once by a merge kernel, then one call over all of K
-        # (a call per source would repeat the whole GEMM for each).
-        summed = l.merge == "sum" and len(l.sources) > 1
-        library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
-                      + LIBRARY_CALL_SECONDS for s in (l.sources[:1] if summed else l.sources))
-        if summed:
-            library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target)
-        if l.layout.value != "xw":
-            if gemm == "cublas":
-                reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
-            return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
-        alternatives[projection_label(LibraryProjection())] = library
-        if gemm == "cublas" or library < costs[best]:
-            why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
-                   if gemm == "cublas" else
-                   f"{rows}×{cols}×{l.input_size} GEMM"
-                   f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 and not summed else ''}"
-                   f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
-                   f"predicted {library * 1e6:.1f} µs in cuBLASLt "
-                   f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
-            return replace(l, projection_tile=Decision(
-                LibraryProjection(), why + "; bias in the library's epilogue",
-                chooser if gemm == "cublas" else "model", alternatives))
-        reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
-        return replace(l, projection_tile=Decision(value, reason, alternatives=alternatives))
-    return plan.map_layers(decide)
+
+def projection_seconds_of(d: Decision) -> float:
+    """The predicted seconds of a projection decision's chosen value."""
+    return d.alternatives[projection_label(d.value)]
+
+
+def projection_decision(l, rows: int, o, target, itemsize: int) -> Decision:
+    """Layer l's projection of ``rows`` rows (steps × batch of one launch): rnncc's best
+    tile or cuBLASLt, by predicted time, unless an option or autotuning says."""
+    # Autotuning times a layer with one source: a merged input's projection (a fused
+    # loader here, a merge kernel or a call per source in cuBLASLt) was not measured,
+    # so it stays the cost model's (or the user's) choice.
+    tuned = o.measured(l.name) is not None and len(l.sources) == 1
+    gemm = o.gemm_for(l.name) if tuned else o.gemm
+    chooser = "measured" if tuned else "user"
+    cols = l.gates * l.hidden_size
+    m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
+    tensor = l.precision.value == "tensor"
+    if tensor:
+        costs = {t: tensor_projection_seconds(m, n, l.input_size, t, target, itemsize)
+                 for t in TENSOR_PROJECTION_TILES}
+    else:
+        costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
+                 for t in PROJECTION_TILES}
+    best = min(costs, key=lambda t: (round(costs[t] * 1e9), -t.bm))
+    blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
+    value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
+    reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
+              f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
+    alternatives = {projection_label(t): c for t, c in costs.items()}
+    if gemm == "rnncc":
+        return Decision(value, reason, alternatives=alternatives)
+    # A concat: one library call per source, each covering its slice of K. A sum of
+    # several sources: summed once by a merge kernel, then one call over all of K
+    # (a call per source would repeat the whole GEMM for each).
+    summed = l.merge == "sum" and len(l.sources) > 1
+    library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
+                  + LIBRARY_CALL_SECONDS for s in (l.sources[:1] if summed else l.sources))
+    if summed:
+        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target)
+    if l.layout.value != "xw":
+        if gemm == "cublas":
+            reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
+        return Decision(value, reason, alternatives=alternatives)
+    alternatives[projection_label(LibraryProjection())] = library
+    if gemm == "cublas" or library < costs[best]:
+        why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
+               if gemm == "cublas" else
+               f"{rows}×{cols}×{l.input_size} GEMM"
+               f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 and not summed else ''}"
+               f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
+               f"predicted {library * 1e6:.1f} µs in cuBLASLt "
+               f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
+        return Decision(LibraryProjection(), why + "; bias in the library's epilogue",
+                        chooser if gemm == "cublas" else "model", alternatives)
+    reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
+    return Decision(value, reason, alternatives=alternatives)
 
 
 def plan_step_tile(model, plan, target):

@@ -1,8 +1,10 @@
 """Workspace: device memory the runtime allocates besides the caller's arrays.
 
-Layers run one after another, so one projection buffer, one cell-state buffer and one
-buffer for a residual layer's h are shared by all layers (sized for the largest); the
-sequences of layers that are not model outputs are kept until the end of the call.
+Where layers run one after another (schedule sequential), one projection buffer, one
+cell-state buffer and one buffer for a residual layer's h are shared by all layers
+(sized for the largest); where they run at once (pipelined), each layer has its own,
+named ``<part>:<layer>``. The sequences of layers that are not model outputs are kept
+until the end of the call.
 """
 
 from dataclasses import replace
@@ -11,23 +13,40 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 
 
+PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input")
+
+
+def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
+    """Bytes layer l needs of each part: the projection buffer, the LSTM cell state, the
+    step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the cell
+    kernel), h of a residual layer (whose output sequence holds h + input) and a
+    projection chunk's summed input (merge_fusion "summed")."""
+    chunk = min(l.unroll.value, seq_len)
+    return {"projection": chunk * batch * l.gates * l.hidden_size * 4,
+            "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
+            "step_product": batch * l.gates * l.hidden_size * 4 if l.persistence.value.math == "cublas" else 0,
+            "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
+            "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0}
+
+
+def pipelined(plan) -> bool:
+    return plan.schedule is not None and plan.schedule.value.pipelined
+
+
+def part_name(plan, part: str, layer: str) -> str:
+    """The workspace part that layer ``layer`` uses as ``part``."""
+    return f"{part}:{layer}" if pipelined(plan) else part
+
+
 def shared_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
-    """The parts that layers share, one after another: the projection buffer, the LSTM
-    cell state, the step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it
-    for the cell kernel), h of a residual layer (whose output sequence holds h + input) and
-    a projection chunk's summed input (merge_fusion "summed"), each sized for the largest."""
+    """The parts of PARTS: one of each, sized for the largest layer, where layers run one
+    after another; one per layer that needs it where they run at once."""
     itemsize = DTYPES[plan.dtype].itemsize
-    chunk = {l.name: min(l.unroll.value, seq_len) for l in plan.layers}
-    proj = max(chunk[l.name] * batch * l.gates * l.hidden_size * 4 for l in plan.layers)
-    cell = max([batch * l.hidden_size * 4 for l in plan.layers if l.cell == "lstm"], default=0)
-    product = max([batch * l.gates * l.hidden_size * 4 for l in plan.layers
-                   if l.persistence.value.math == "cublas"], default=0)
-    residual_h = max([seq_len * batch * l.hidden_size * itemsize for l in plan.layers
-                      if l.residual], default=0)
-    summed = max([chunk[l.name] * batch * l.input_size * itemsize for l in plan.layers
-                  if l.merge_fusion.value == "summed"], default=0)
-    return [("projection", proj), ("cell_state", cell), ("step_product", product),
-            ("residual_h", residual_h), ("summed_input", summed)]
+    needs = {l.name: layer_parts(l, seq_len, batch, itemsize) for l in plan.layers}
+    if pipelined(plan):
+        return [(part_name(plan, part, name), n[part]) for part in PARTS
+                for name, n in needs.items() if n[part]]
+    return [(part, max(n[part] for n in needs.values())) for part in PARTS]
 
 
 def sequence_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
@@ -42,8 +61,11 @@ def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
 
 
 def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
-    """The shared parts, and the layers' sequences summed."""
-    return {**dict(shared_parts(plan, seq_len, batch)),
+    """The parts (per part, over layers), and the layers' sequences summed."""
+    parts: dict[str, int] = {}
+    for name, n in shared_parts(plan, seq_len, batch):
+        parts[name.split(":")[0]] = parts.get(name.split(":")[0], 0) + n
+    return {**parts,
             "layer_sequences": sum(n for _, n in sequence_parts(plan, seq_len, batch))}
 
 
@@ -53,5 +75,6 @@ def plan_workspace(model, plan, target):
     total = sum(parts.values())
     listed = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items() if v)
     return replace(plan, workspace=Decision(
-        {"bytes": total}, f"at S={o.seq_len}, B={o.batch}: {listed}; shared across layers "
-                          "where lifetimes allow"))
+        {"bytes": total}, f"at S={o.seq_len}, B={o.batch}: {listed}; "
+        + ("a layer's own where layers run at once" if pipelined(plan)
+           else "shared across layers where lifetimes allow")))

@@ -1,0 +1,250 @@
+"""Schedule: how the layers of a call run together.
+
+``sequential`` runs the layers one after another on the caller's stream, each over the
+whole sequence. ``pipelined`` gives each layer a stream of its own and cuts the sequence
+into chunks of C steps: chunk k of a layer (its input projection, then its recurrent
+kernel over those steps) starts once chunk k of every layer it reads is done, so layer
+l+1 runs a chunk behind layer l, both at once. That pays where a layer's recurrent kernel
+holds only part of the GPU (a cluster of 16 SMs for fp16 LSTM H=512 at B=8: 8 layers fit
+side by side); where each holds every SM (a grid kernel of 128 blocks) the layers would
+only take turns, and each chunk costs a launch and a reload of W_hh.
+
+The cost model is a small simulation, pure and cheap (a task per layer and chunk):
+each task takes its time alone (the projection of C·B rows as geometry predicts it, C
+steps as persistence predicts them, and for persistent kernels a launch and W_hh read
+again), starts when its stream and its inputs allow, and tasks running at once share the
+GPU: each advances at 1 / max(1, the sum of their shares). A task's share is the part of
+the GPU its recurrent kernel holds at the planned batch: its clusters over the clusters
+the GPU holds at once, or its blocks over the SMs (a persistent block is planned to have
+an SM; two kernels' blocks on one SM slow each other), or all of it for a launch per
+step (blocks of two kernels on one SM are taken not to slow each other: at small batches
+a step waits on latency more than on the SM's issue rate). The host's time bounds an
+eager call from below; a pipelined chunk measured 50 µs of it, which makes the eager
+call's best chunk longer than a captured one's: the plan is made for eager calls. The
+pipelined plan is taken when predicted below PIPELINE_MARGIN of the sequential one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..dtypes import DTYPES
+from ..plan import Decision, Schedule, Stage
+from ..tiles import Persistent
+from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once
+from .geometry import projection_decision, projection_seconds_of
+from .persistence import persistence_label
+
+CHUNKS = (16, 32, 64, 128)
+# Pipelined only where predicted this much below sequential: the shares are a coarse
+# picture of how kernels share SMs, and a pipelined call launches more.
+PIPELINE_MARGIN = 0.9
+# A persistent launch's start on the GPU, before its first step (block scheduling, the
+# cooperative launch's check), beside reading W_hh again at HBM bandwidth.
+PERSISTENT_LAUNCH_SECONDS = 5e-6
+# Host time of one chunk of a pipelined call: its projection's launch, its recurrent
+# launch, its events and the Python around them. Measured 49.5 µs (8 × LSTM fp16 H=512,
+# B=8, chunks of 32) and 53.7 µs (2 × H=256) a chunk in eager calls, where the launches
+# take 12 µs each with 8 streams in flight (benchmarks/results/pipeline-host-h100-2026-11-24.txt).
+# So a pipelined call of many short chunks is host-bound when not captured in a graph:
+# 8 × H=512 measured 3.23 ms eager at chunks of 32 against 2.69 at 64, while its GPU
+# time (captured) is 1.89 against 2.22 (benchmarks/results/pipeline-h100-2026-11-24.jsonl).
+PIPELINED_CHUNK_HOST_SECONDS = 50e-6
+
+
+@dataclass(frozen=True)
+class Task:
+    """One layer's chunk in a predicted (or measured) timeline, seconds from the call's
+    start."""
+
+    layer: str
+    chunk: int
+    start: float
+    end: float
+
+
+def step_seconds_of(l) -> float:
+    """Layer l's predicted seconds per step in its chosen persistence."""
+    d = l.persistence
+    return d.alternatives.get(persistence_label(d.value), min(d.alternatives.values())) \
+        if d.alternatives else 0.0
+
+
+# Registers a thread of a persistent kernel is taken to use when counting its blocks an SM
+# holds: ptxas' cap at 257–512 threads (so a block of 512 holds an SM's registers), and
+# above what the 256-thread grid kernels used: 77 (FMA, fp32 LSTM H=512) and 110 (FMA,
+# H=1024); the 512-thread tensor grid kernel used 114 (fp16 LSTM H=1024) (ptxas via
+# build.resources, sm_90a, this commit's templates).
+PERSISTENT_REGISTERS = 128
+
+
+def blocks_per_sm(p: Persistent, target) -> int:
+    """Blocks of a grid-persistent kernel one SM holds at once (shared memory, threads and
+    PERSISTENT_REGISTERS registers a thread); at least the one its plan gives it."""
+    return max(1, min(target.shared_memory_per_sm // (p.shared_bytes + 1024),
+                      target.max_threads_per_sm // p.threads,
+                      target.registers_per_sm // (p.threads * PERSISTENT_REGISTERS),
+                      target.max_blocks_per_sm))
+
+
+def share_of(l, batch: int, target) -> float:
+    """The part of the GPU layer l's recurrent kernel holds at ``batch`` rows: its clusters
+    over those the GPU holds at once, its blocks over those the SMs hold, or all of it
+    (a launch per step spreads each step over every SM)."""
+    p = l.persistence.value
+    if not isinstance(p, Persistent):
+        return 1.0
+    if p.mode == "cluster":
+        clusters = -(-batch // p.tile.batch_per_block)
+        return min(1.0, clusters / max(1, clusters_at_once(target, p.tile.cluster)))
+    return min(1.0, p.blocks / (target.sm_count * blocks_per_sm(p, target)))
+
+
+def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target) -> float:
+    """GPU time of one chunk of layer l alone: its projection, its steps and, for a
+    persistent kernel, the launch and W_hh read again."""
+    seconds = projection_s + steps * step_seconds_of(l)
+    if isinstance(l.persistence.value, Persistent):
+        w_hh = l.gates * l.hidden_size * l.hidden_size * itemsize
+        seconds += PERSISTENT_LAUNCH_SECONDS + w_hh / target.memory_bandwidth
+    return seconds
+
+
+def host_seconds(l, steps: int) -> float:
+    """Host time of one chunk of layer l run one layer after another: the projection's
+    call or launch, and the recurrent launch (a launch per step for mode none)."""
+    projection = LIBRARY_CALL_SECONDS if l.projection_tile.value.math == "cublas" else STEP_LAUNCH_SECONDS
+    launches = 1 if isinstance(l.persistence.value, Persistent) else steps
+    return projection + launches * STEP_LAUNCH_SECONDS
+
+
+def simulate(work: dict[tuple[str, int], float], share: dict[str, float],
+             after: dict[tuple[str, int], tuple[tuple[str, int], ...]]) -> list[Task]:
+    """Start and end of every task (layer, chunk) of ``work`` (its seconds alone): a task
+    starts once every task in ``after[task]`` has ended, and the tasks running at once
+    advance at 1 / max(1, the sum of their layers' shares). Returns the tasks by start."""
+    left = dict(work)
+    start: dict[tuple[str, int], float] = {}
+    end: dict[tuple[str, int], float] = {}
+    now = 0.0
+    while left:
+        for key in left:
+            if key not in start and all(d in end for d in after[key]):
+                start[key] = now
+        running = [k for k in left if k in start]
+        rate = 1.0 / max(1.0, sum(share[k[0]] for k in running))
+        first = min(running, key=lambda k: left[k])
+        step = left[first] / rate
+        now += step
+        for k in running:
+            left[k] -= step * rate
+        for k in [k for k in running if left[k] <= 1e-15]:
+            end[k] = now
+            del left[k]
+    return sorted((Task(k[0], k[1], start[k], end[k]) for k in work), key=lambda t: (t.start, t.layer))
+
+
+def layer_sources(l, names: set[str]) -> tuple[str, ...]:
+    """The layers (not the model input) whose sequences layer l reads."""
+    return tuple(s.name for s in l.sources if s.name in names)
+
+
+def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
+    """The predicted timeline of a call of ``seq_len`` steps at the planned batch: per
+    layer and chunk, when it starts and ends."""
+    itemsize = DTYPES[plan.dtype].itemsize
+    names = {l.name for l in plan.layers}
+    work, after, share = {}, {}, {}
+    previous: tuple[str, int] | None = None
+    for l in plan.layers:
+        chunk = schedule.chunk if schedule.pipelined else min(l.unroll.value, seq_len)
+        share[l.name] = schedule.stage(l.name).share if schedule.pipelined else 1.0
+        projection_s = projection_seconds_of(l.projection_tile)
+        for k, t0 in enumerate(range(0, seq_len, chunk)):
+            steps = min(chunk, seq_len - t0)
+            key = (l.name, k)
+            work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target)
+            if schedule.pipelined:
+                after[key] = ((l.name, k - 1),) * (k > 0) + tuple((s, k) for s in layer_sources(l, names))
+            else:  # one stream: every task after the one queued before it
+                after[key] = (previous,) if previous else ()
+            previous = key
+    return simulate(work, share, after)
+
+
+def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
+    """The call's predicted time: the timeline's end, or the host's time if longer."""
+    tasks = timeline(plan, schedule, seq_len, target)
+    host = 0.0
+    for l in plan.layers:
+        chunk = schedule.chunk if schedule.pipelined else min(l.unroll.value, seq_len)
+        chunks = -(-seq_len // chunk)
+        host += chunks * (PIPELINED_CHUNK_HOST_SECONDS if schedule.pipelined else host_seconds(l, chunk))
+    return max(max(t.end for t in tasks), host)
+
+
+def pipelined_plan(plan, chunk: int, target) -> tuple[object, Schedule]:
+    """The plan with every layer in chunks of ``chunk`` steps (its unroll and projection
+    decided again for chunk × B rows), and its pipelined schedule."""
+    o = plan.options
+    itemsize = DTYPES[plan.dtype].itemsize
+    names = {l.name for l in plan.layers}
+
+    def rechunk(l):
+        why = (f"the schedule's chunk: {chunk} steps a projection and a recurrent launch, "
+               "layers pipelined")
+        return replace(l, unroll=Decision(chunk, why),
+                       projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize))
+    chunked = plan.map_layers(rechunk)
+    stages = tuple(Stage(l.name, i, share_of(l, o.batch, target),
+                         chunk_seconds(l, chunk, projection_seconds_of(l.projection_tile), itemsize, target),
+                         layer_sources(l, names))
+                   for i, l in enumerate(chunked.layers))
+    return chunked, Schedule("pipelined", chunk, stages)
+
+
+def sequential_schedule(plan, target) -> Schedule:
+    o = plan.options
+    itemsize = DTYPES[plan.dtype].itemsize
+    names = {l.name for l in plan.layers}
+    return Schedule("sequential", 0, tuple(
+        Stage(l.name, 0, share_of(l, o.batch, target),
+              chunk_seconds(l, min(l.unroll.value, o.seq_len), projection_seconds_of(l.projection_tile),
+                            itemsize, target), layer_sources(l, names))
+        for l in plan.layers))
+
+
+def plan_schedule(model, plan, target):
+    o = plan.options
+    sequential = sequential_schedule(plan, target)
+    predicted = {"sequential": predicted_seconds(plan, sequential, o.seq_len, target)}
+    pipelines = {}
+    if len(plan.layers) > 1 and o.schedule != "sequential":
+        # Chunks shorter than the sequence (one chunk would only run the layers in turn),
+        # or the whole sequence where the user asks for a pipeline of a short one.
+        chunks = [c for c in CHUNKS if c < o.seq_len] or ([o.seq_len] if o.schedule else [])
+        for chunk in chunks:
+            chunked, schedule = pipelined_plan(plan, chunk, target)
+            name = f"pipelined C={chunk}"
+            pipelines[name] = (chunked, schedule)
+            predicted[name] = predicted_seconds(chunked, schedule, o.seq_len, target)
+    seq_s = predicted["sequential"]
+    if not pipelines:
+        why = ("one layer" if len(plan.layers) == 1 else
+               "forced by the user" if o.schedule else f"one chunk of ≤ {CHUNKS[0]} steps") + \
+            f"; predicted {seq_s * 1e6:.0f} µs"
+        return replace(plan, schedule=Decision(sequential, why, "user" if o.schedule else "model", predicted))
+    best = min(pipelines, key=lambda k: predicted[k])
+    chunked, schedule = pipelines[best]
+    shares = sum(s.share for s in schedule.stages)
+    side_by_side = (f"the {len(schedule.stages)} layers' recurrent kernels hold {shares:.2f} of the GPU "
+                    f"together ({', '.join(f'{s.layer} {s.share:.2f}' for s in schedule.stages)})")
+    if o.schedule == "pipelined" or predicted[best] < PIPELINE_MARGIN * seq_s:
+        why = (f"{'forced by the user; ' if o.schedule else ''}{side_by_side}; each layer on its own "
+               f"stream in chunks of {schedule.chunk} steps, a chunk behind the layers it reads: "
+               f"predicted {predicted[best] * 1e6:.0f} µs vs {seq_s * 1e6:.0f} µs one after another")
+        return replace(chunked, schedule=Decision(schedule, why, "user" if o.schedule else "model", predicted))
+    why = (f"{side_by_side}; pipelined in chunks of {schedule.chunk} predicted "
+           f"{predicted[best] * 1e6:.0f} µs, not below {PIPELINE_MARGIN:.0%} of "
+           f"{seq_s * 1e6:.0f} µs one after another")
+    return replace(plan, schedule=Decision(sequential, why, "model", predicted))
