@@ -921,8 +921,8 @@ def test_pipelined_on_cublaslt(gpu, dtype):
 
 def test_pipelined_stack_of_eight_runs_its_layers_at_once(gpu):
     """8 × LSTM fp16 H=512 at B=8 is planned pipelined (a cluster of 16 SMs a layer); the
-    measured timeline shows the layers overlapping: every layer's first chunk starts
-    before layer 1 has ended, and each chunk after its input's chunk."""
+    measured timeline shows the layers overlapping: every layer starts before the layer
+    it reads has ended, and each chunk ends after its input's chunk."""
     spec = {"name": "eight", "dtype": "float16", "input_size": 512,
             "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": 512} for i in range(1, 9)]}
     m, _, _ = run_and_compare(spec, 256, 8, seed=11, batch=8)
@@ -934,13 +934,14 @@ def test_pipelined_stack_of_eight_runs_its_layers_at_once(gpu):
     chunks = 256 // schedule.chunk
     assert len(tasks) == 8 * chunks
     end = {(t.layer, t.chunk): t.end for t in tasks}
-    l1_end = max(t.end for t in tasks if t.layer == "l1")
+    end_of = {n: max(t.end for t in tasks if t.layer == n) for n in {t.layer for t in tasks}}
     for t in tasks:
         assert t.start < t.end
         if t.layer != "l1":
             before = f"l{int(t.layer[1:]) - 1}"
             assert t.end > end[(before, t.chunk)]
-    assert all(min(t.start for t in tasks if t.layer == f"l{i}") < l1_end for i in range(2, 8))
+    first = {n: min(t.start for t in tasks if t.layer == n) for n in end_of}
+    assert all(first[f"l{i}"] < end_of[f"l{i - 1}"] for i in range(2, 9))
 
 
 def test_pipelined_model_on_two_streams_and_in_a_graph(gpu, torch):
