@@ -139,9 +139,14 @@ class _Stamps:
         self.marks: list[tuple[str, int, int, int]] = []  # (layer, chunk, start event, end event)
 
     def mark(self, stream: int) -> int:
+        """A timing event recorded on ``stream`` now."""
         event = driver.event_create(timing=True)
         driver.event_record(event, stream)
         return event
+
+    def span(self, layer: str, chunk: int, start: int, stream: int) -> None:
+        """The chunk ``chunk`` of ``layer`` that began at event ``start`` ends now."""
+        self.marks.append((layer, chunk, start, self.mark(stream)))
 
     def tasks(self) -> list[Task]:
         """The chunks with their start and end in seconds from the call's start (waits for
@@ -689,8 +694,8 @@ class CompiledModel:
         side = self._streams.side(stream, schedule.streams - 1)
         streams = [stream, *side]
         stage = {s.layer: s for s in schedule.stages}
-        read = {name for s in schedule.stages for name in s.after
-                if any(stage[name].stream != t.stream for t in schedule.stages if name in t.after)}
+        # The layers read by a layer on another stream: each of their chunks records an event.
+        read = {source for s in schedule.stages for source in s.after if stage[source].stream != s.stream}
         events = self._streams.take(1 + chunks * len(read) + len(side))
         try:
             fork, *rest = events
@@ -775,24 +780,22 @@ class CompiledModel:
                     xproj=xproj, xproj_strides=strides, weights=weights, barrier=barrier,
                     status=status, spin_timeout_ns=spin_ns, residual=residual)
                 self._launch(step_k, persistent_grid, args, stream, cooperative=mode == "grid")
-                if stamps:
-                    stamps.marks.append((l.name, t0 // steps_per_chunk, start, stamps.mark(stream)))
-                return
-            for j in range(steps):
-                t = t0 + j
-                product = 0
-                if library_product:
-                    h_prev, h_sb = launch.previous_h(t, h0, y)
-                    if h_prev:
-                        product = step_product
-                        products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, library)
-                args = launch.step_arguments(
-                    l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
-                    xproj=xproj, xproj_strides=strides, weights=weights, step_product=product,
-                    residual=residual)
-                self._launch(step_k, step_grid, args, stream)
+            else:
+                for j in range(steps):
+                    t = t0 + j
+                    product = 0
+                    if library_product:
+                        h_prev, h_sb = launch.previous_h(t, h0, y)
+                        if h_prev:
+                            product = step_product
+                            products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, library)
+                    args = launch.step_arguments(
+                        l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
+                        xproj=xproj, xproj_strides=strides, weights=weights, step_product=product,
+                        residual=residual)
+                    self._launch(step_k, step_grid, args, stream)
             if stamps:
-                stamps.marks.append((l.name, t0 // steps_per_chunk, start, stamps.mark(stream)))
+                stamps.span(l.name, t0 // steps_per_chunk, start, stream)
         return run_chunk
 
     def _project(self, variant: Variant, l, tensors, t0: int, steps: int, B: int, xproj: int,

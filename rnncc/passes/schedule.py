@@ -157,7 +157,7 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
     work, after, share = {}, {}, {}
     previous: tuple[str, int] | None = None
     for l in plan.layers:
-        chunk = schedule.chunk if schedule.pipelined else min(l.unroll.value, seq_len)
+        chunk = min(l.unroll.value, seq_len)  # a pipelined plan's unroll is its chunk
         share[l.name] = schedule.stage(l.name).share if schedule.pipelined else 1.0
         projection_s = projection_seconds_of(l.projection_tile)
         for k, t0 in enumerate(range(0, seq_len, chunk)):
@@ -177,7 +177,7 @@ def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     tasks = timeline(plan, schedule, seq_len, target)
     host = 0.0
     for l in plan.layers:
-        chunk = schedule.chunk if schedule.pipelined else min(l.unroll.value, seq_len)
+        chunk = min(l.unroll.value, seq_len)
         chunks = -(-seq_len // chunk)
         host += chunks * (PIPELINED_CHUNK_HOST_SECONDS if schedule.pipelined else host_seconds(l, chunk))
     return max(max(t.end for t in tasks), host)
@@ -188,7 +188,6 @@ def pipelined_plan(plan, chunk: int, target) -> tuple[object, Schedule]:
     decided again for chunk × B rows), and its pipelined schedule."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
-    names = {l.name for l in plan.layers}
 
     def rechunk(l):
         why = (f"the schedule's chunk: {chunk} steps a projection and a recurrent launch, "
@@ -196,22 +195,25 @@ def pipelined_plan(plan, chunk: int, target) -> tuple[object, Schedule]:
         return replace(l, unroll=Decision(chunk, why),
                        projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize))
     chunked = plan.map_layers(rechunk)
-    stages = tuple(Stage(l.name, i, share_of(l, o.batch, target),
-                         chunk_seconds(l, chunk, projection_seconds_of(l.projection_tile), itemsize, target),
-                         layer_sources(l, names))
-                   for i, l in enumerate(chunked.layers))
-    return chunked, Schedule("pipelined", chunk, stages)
+    return chunked, Schedule("pipelined", chunk, stages(chunked, target, own_streams=True))
 
 
 def sequential_schedule(plan, target) -> Schedule:
+    return Schedule("sequential", 0, stages(plan, target, own_streams=False))
+
+
+def stages(plan, target, own_streams: bool) -> tuple[Stage, ...]:
+    """Each layer's Stage: its stream (its position in the model where each layer has a
+    stream of its own, else the caller's), share, time of a chunk of its unroll, and
+    inputs."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
     names = {l.name for l in plan.layers}
-    return Schedule("sequential", 0, tuple(
-        Stage(l.name, 0, share_of(l, o.batch, target),
-              chunk_seconds(l, min(l.unroll.value, o.seq_len), projection_seconds_of(l.projection_tile),
-                            itemsize, target), layer_sources(l, names))
-        for l in plan.layers))
+    return tuple(Stage(l.name, i if own_streams else 0, share_of(l, o.batch, target),
+                       chunk_seconds(l, min(l.unroll.value, o.seq_len),
+                                     projection_seconds_of(l.projection_tile), itemsize, target),
+                       layer_sources(l, names))
+                 for i, l in enumerate(plan.layers))
 
 
 def plan_schedule(model, plan, target):

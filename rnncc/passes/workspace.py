@@ -64,7 +64,8 @@ def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
     """The parts (per part, over layers), and the layers' sequences summed."""
     parts: dict[str, int] = {}
     for name, n in shared_parts(plan, seq_len, batch):
-        parts[name.split(":")[0]] = parts.get(name.split(":")[0], 0) + n
+        part = name.split(":")[0]  # a layer's own "<part>:<layer>" counts under its part
+        parts[part] = parts.get(part, 0) + n
     return {**parts,
             "layer_sequences": sum(n for _, n in sequence_parts(plan, seq_len, batch))}
 
