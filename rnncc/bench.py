@@ -33,6 +33,8 @@ class Config:
     # residual from the third on), against a torch loop of one-layer nn.LSTM calls with
     # the residual adds (what a user writes; each call may take cuDNN's persistent path).
     model: str | None = None
+    # Each layer both ways (nn.LSTM(bidirectional=True)): output [forward, backward].
+    bidirectional: bool = False
 
     @property
     def math(self) -> str:
@@ -45,7 +47,8 @@ class Config:
 
     @property
     def label(self) -> str:
-        what = self.model or (f"{self.layers}×{self.cell}" if self.layers > 1 else self.cell)
+        cell = ("bi" if self.bidirectional else "") + self.cell
+        what = self.model or (f"{self.layers}×{cell}" if self.layers > 1 else cell)
         return f"{what} {self.kind} H={self.hidden} B={self.batch}" + \
             (f" S={self.seq_len}" if self.seq_len != S else "")
 
@@ -63,6 +66,7 @@ def issue_configs(cells=("lstm", "gru")) -> list[Config]:
     if "lstm" in cells:  # one layer of a GNMT-style encoder at its batch and sequence length
         out.append(Config("lstm", "float16", 1024, 64, seq_len=128))
         out += stack_configs()
+        out.append(Config("lstm", "float16", 512, 8, layers=2, bidirectional=True))
     return out
 
 
@@ -86,6 +90,8 @@ def target_speedup(cfg: Config) -> float:
     """cuDNN time ÷ rnncc time asked for by the performance targets."""
     if cfg.model == "gnmt":
         return 2.0
+    if cfg.bidirectional:
+        return 3.0
     if cfg.layers > 1:
         return 8.0
     if cfg.dtype == "float16" and cfg.batch == 8:
@@ -130,7 +136,8 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
                    for i, m in enumerate(module.lstms)
                    for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
     else:
-        module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers).to("cuda", tdt).eval()
+        module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers,
+                     bidirectional=cfg.bidirectional).to("cuda", tdt).eval()
         model, weights = rnncc.from_torch(module)
     start = time.perf_counter()
     compiled = rnncc.compile(model, target="device", weights=weights, batch=cfg.batch,
@@ -151,7 +158,8 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
         subjects = {"rnncc": lambda: compiled(inputs[next(turn) % 3]),
                     "cudnn": lambda: module(inputs[next(turn) % 3])}
         if cfg.model is None:  # a twin exists for torch.nn's own modules
-            twin = getattr(rnncc.nn, type(module).__name__)(cfg.hidden, cfg.hidden, num_layers=cfg.layers)
+            twin = getattr(rnncc.nn, type(module).__name__)(cfg.hidden, cfg.hidden, num_layers=cfg.layers,
+                                                            bidirectional=cfg.bidirectional)
             twin = twin.to("cuda", tdt)
             twin.load_state_dict(module.state_dict())
             twin.requires_grad_(False)
@@ -235,8 +243,8 @@ def table(results: list[dict]) -> str:
 
 def network(r: dict) -> str:
     """A row's network in words: the cell, "4×lstm" for a stack, or the named model."""
-    layers = r.get("layers", 1)
-    return r.get("model") or (f"{layers}×{r['cell']}" if layers > 1 else r["cell"])
+    layers, cell = r.get("layers", 1), ("bi" if r.get("bidirectional") else "") + r["cell"]
+    return r.get("model") or (f"{layers}×{cell}" if layers > 1 else cell)
 
 
 def _ratio(value: float | None) -> str:

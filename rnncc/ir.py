@@ -2,7 +2,12 @@
 
 A Model is a DAG of nodes: the model input, recurrent layers, and merges (``sum`` for
 residual connections, ``concat`` for dense skips). A layer marked ``residual`` outputs
-h + its input (PyTorch's and GNMT's residual layer); its h_n is h's. It is built from
+h + its input (PyTorch's and GNMT's residual layer); its h_n is h's. A layer runs
+forward in time, in reverse (``direction: reverse``, from the last step to the first),
+or both (``direction: bidirectional``): the spec's layer ``l`` is then two layers of the
+IR, ``l`` (forward) and ``l_reverse``, whose h fill the two halves of the one tensor
+``l`` [S, B, 2H] that later layers and outputs read, as torch.nn's bidirectional layer
+does (weights and final states per direction, in torch's order). It is built from
 a plain dict (what a YAML file or the Python builder produce) by :meth:`Model.from_dict`,
 which is the one place where a spec is validated. Every error names the layer, the
 field, the value and what was expected.
@@ -28,10 +33,12 @@ CELL_GATES: dict[str, tuple[str, ...]] = {
 }
 DTYPES = ("float32", "float16", "bfloat16")
 MERGE_MODES = ("sum", "concat")
+DIRECTIONS = ("forward", "reverse", "bidirectional")
 INPUT = "input"  # the reserved name of the model input
+REVERSE_SUFFIX = "_reverse"  # the backward half of a bidirectional layer (torch.nn's suffix)
 
 _MODEL_KEYS = ("name", "dtype", "input_size", "layers", "outputs")
-_LAYER_KEYS = ("name", "cell", "hidden_size", "bias", "input", "residual")
+_LAYER_KEYS = ("name", "cell", "hidden_size", "bias", "input", "residual", "direction")
 _OUTPUT_MERGE_KEYS = ("name", "sum", "concat")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -46,7 +53,7 @@ class Merge:
 
 @dataclass(frozen=True)
 class Layer:
-    """One unidirectional recurrent layer with PyTorch's weight layout."""
+    """One recurrence (one direction) with PyTorch's weight layout."""
 
     name: str
     cell: str
@@ -57,10 +64,21 @@ class Layer:
     # The layer's output (what later layers and outputs read by its name) is h + its
     # input; its final state and its recurrence use h alone.
     residual: bool = False
+    # Steps run from S−1 down to 0 (torch's backward direction): h_t reads h_{t+1}, h_n
+    # is h_0.
+    reverse: bool = False
+    # The tensor its h fills, from feature ``column`` on: a bidirectional layer's two halves
+    # fill one tensor, named by the spec's layer ("" = the layer's own name).
+    tensor: str = ""
+    column: int = 0
 
     @property
     def gates(self) -> int:
         return len(CELL_GATES[self.cell])
+
+    @property
+    def tensor_name(self) -> str:
+        return self.tensor or self.name
 
 
 @dataclass(frozen=True)
@@ -92,8 +110,21 @@ class Model:
         raise KeyError(name)
 
     def size_of(self, name: str) -> int:
-        """Feature size of the tensor called ``name`` (the input or a layer's output)."""
-        return self.input_size if name == INPUT else self.layer(name).hidden_size
+        """Feature size of the tensor called ``name`` (the input or a layer's output; 2H
+        for a bidirectional layer's)."""
+        if name == INPUT:
+            return self.input_size
+        return sum(l.hidden_size for l in self.writers(name)) or self.layer(name).hidden_size
+
+    def writers(self, tensor: str) -> tuple[Layer, ...]:
+        """The layers whose h fill ``tensor``: one, or a bidirectional layer's two halves."""
+        return tuple(l for l in self.layers if l.tensor_name == tensor)
+
+    def direction(self, layer: Layer) -> str:
+        """The spec's direction of the layer that ``layer`` is (part of)."""
+        if len(self.writers(layer.tensor_name)) == 2:
+            return "bidirectional"
+        return "reverse" if layer.reverse else "forward"
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -103,6 +134,8 @@ class Model:
         g = nx.DiGraph()
         g.add_node(INPUT, kind="input", size=self.input_size)
         for layer in self.layers:
+            # Edges to later nodes leave a tensor's name: a bidirectional layer's backward
+            # half is a node with inputs only.
             g.add_node(layer.name, kind="layer", node=layer)
             _add_merge_edges(g, self, f"{layer.name}.input", layer.input, layer.name)
         for out in self.outputs:
@@ -123,16 +156,20 @@ class Model:
                 outputs.append(out.name)
             else:
                 outputs.append({"name": out.name, out.merge.mode: list(out.merge.sources)})
+        layers = []
+        for l in self.layers:
+            if l.tensor_name != l.name:
+                continue  # a bidirectional layer's backward half: its forward half says it
+            direction = self.direction(l)
+            layers.append({"name": l.name, "cell": l.cell, "hidden_size": l.hidden_size,
+                           "bias": l.bias, "input": merge_spec(l.input)}
+                          | ({"residual": True} if l.residual else {})
+                          | ({"direction": direction} if direction != "forward" else {}))
         return {
             "name": self.name,
             "dtype": self.dtype,
             "input_size": self.input_size,
-            "layers": [
-                {"name": l.name, "cell": l.cell, "hidden_size": l.hidden_size,
-                 "bias": l.bias, "input": merge_spec(l.input)}
-                | ({"residual": True} if l.residual else {})
-                for l in self.layers
-            ],
+            "layers": layers,
             "outputs": outputs,
         }
 
@@ -187,10 +224,29 @@ class Model:
             residual = raw.get("residual", False)
             if not isinstance(residual, bool):
                 raise SpecError(f"{where}, field 'residual': got {residual!r}, expected true or false")
+            direction = raw.get("direction", "forward")
+            if direction not in DIRECTIONS:
+                raise SpecError(f"{where}, field 'direction': got {direction!r}, expected one of "
+                                f"{', '.join(DIRECTIONS)}")
+            if direction == "bidirectional" and residual:
+                raise SpecError(f"{where}, field 'residual': not supported with direction: "
+                                "bidirectional (each half would add half of the input); expected "
+                                "residual: false, or a sum merge in the next layer")
             previous = parsed[-1]["name"] if parsed else INPUT
             merge = _parse_merge(where, "input", raw.get("input", previous))
             parsed.append(dict(name=lname, cell=cell, hidden=hidden, bias=bias, merge=merge,
-                               residual=residual))
+                               residual=residual, direction=direction))
+        halves = {p["name"] + REVERSE_SUFFIX: p["name"] for p in parsed
+                  if p["direction"] == "bidirectional"}
+        for p in parsed:
+            if p["name"] in halves:
+                raise SpecError(f"layer '{p['name']}', field 'name': taken by the backward half of "
+                                f"the bidirectional layer '{halves[p['name']]}', expected another name")
+            for src in p["merge"].sources:
+                if src in halves:
+                    raise SpecError(f"layer '{p['name']}', field 'input': '{src}' is the backward half "
+                                    f"of '{halves[src]}', not a tensor of its own; expected "
+                                    f"'{halves[src]}' (both directions, {halves[src]}[..., H:] the backward)")
 
         order = {p["name"]: i for i, p in enumerate(parsed)}
         _check_references(parsed, order)
@@ -204,11 +260,18 @@ class Model:
                 raise SpecError(f"{where}, field 'residual': the output h + input needs the input "
                                 f"size ({in_size}) equal to hidden_size ({p['hidden']}); expected "
                                 "equal sizes, or residual: false")
-            layers.append(Layer(p["name"], p["cell"], p["hidden"], in_size, p["bias"], p["merge"],
-                                p["residual"]))
-            sizes[p["name"]] = p["hidden"]
+            common = dict(cell=p["cell"], hidden_size=p["hidden"], input_size=in_size,
+                          bias=p["bias"], input=p["merge"], residual=p["residual"])
+            if p["direction"] == "bidirectional":
+                layers += [Layer(p["name"], **common, tensor=p["name"]),
+                           Layer(p["name"] + REVERSE_SUFFIX, **common, reverse=True,
+                                 tensor=p["name"], column=p["hidden"])]
+                sizes[p["name"]] = 2 * p["hidden"]
+            else:
+                layers.append(Layer(p["name"], **common, reverse=p["direction"] == "reverse"))
+                sizes[p["name"]] = p["hidden"]
 
-        outputs = _parse_outputs(spec.get("outputs", [layers[-1].name]), sizes)
+        outputs = _parse_outputs(spec.get("outputs", [parsed[-1]["name"]]), sizes)
         return cls(name, dtype, input_size, tuple(layers), outputs)
 
 

@@ -33,6 +33,15 @@ class Sequence:
         """Pointer to step t."""
         return self.ptr + t * self.stride_t * self.itemsize
 
+    def reversed(self, steps: int) -> "Sequence":
+        """The same steps in reverse order (step t is step steps−1−t here): how a reverse
+        layer's kernels, which count their steps up, walk its sequences down."""
+        return Sequence(self.at(steps - 1), self.itemsize, -self.stride_t, self.stride_b)
+
+    def columns(self, first: int) -> "Sequence":
+        """The features from ``first`` on (a bidirectional layer's backward half)."""
+        return Sequence(self.ptr + first * self.itemsize, self.itemsize, self.stride_t, self.stride_b)
+
 
 def arguments(kernel: KernelSource, values: dict[str, int]) -> list[int]:
     """The kernel's arguments in its parameter order; a missing one is a bug in rnncc."""
@@ -54,6 +63,22 @@ def projection_strides(layout: str, B: int, GH: int, rows: int) -> tuple[int, in
     """Elements between steps, batch entries and gate columns of the projection buffer:
     Y [rows, G·H] for "xw", Yᵀ [G·H, rows] for "wx" (row = step·B + b)."""
     return (B * GH, GH, 1) if layout == "xw" else (B, 1, rows)
+
+
+def recurrent_projection(xproj: int, strides: tuple[int, int, int], steps: int,
+                         reverse: bool) -> tuple[int, tuple[int, int, int]]:
+    """(pointer, strides) of a chunk's projection (float32, its steps in time order) as its
+    recurrent kernel reads it: as is, or for a reverse layer from its last step down."""
+    if not reverse:
+        return xproj, strides
+    st, sb, sn = strides
+    return xproj + (steps - 1) * st * 4, (-st, sb, sn)
+
+
+def chunk_steps(t0: int, steps: int, S: int, reverse: bool) -> int:
+    """First step, in time order, of the chunk of ``steps`` steps that a layer starts at its
+    own step t0 (a reverse layer's step t is step S−1−t)."""
+    return S - t0 - steps if reverse else t0
 
 
 def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
@@ -102,6 +127,9 @@ class Residual:
 
     sources: tuple[Sequence, ...]
     out: Sequence
+
+    def reversed(self, steps: int) -> "Residual":
+        return Residual(tuple(s.reversed(steps) for s in self.sources), self.out.reversed(steps))
 
     def arguments(self, t: int) -> dict[str, int]:
         """The kernel's residual parameters, pointers at step t."""

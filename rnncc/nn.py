@@ -228,28 +228,29 @@ class _RecurrentTwin(torch.nn.Module):
                  device=None, dtype=None):
         super().__init__()
         name = f"rnncc.nn.{type(self).__name__}"
-        if bidirectional:
-            raise SpecError(f"{name}: bidirectional=True is not supported yet; expected False")
         if not 0.0 <= dropout <= 1.0:
             raise SpecError(f"{name}: dropout={dropout}, expected a probability in [0, 1]")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional, self.proj_size = False, 0
-        G, H = self._gates, hidden_size
+        self.bidirectional, self.proj_size = bool(bidirectional), 0
+        G, H, D = self._gates, hidden_size, 2 if bidirectional else 1
         kw = {"device": device, "dtype": dtype}
-        for k in range(num_layers):
-            fan_in = input_size if k == 0 else H
-            self.register_parameter(f"weight_ih_l{k}", torch.nn.Parameter(torch.empty(G * H, fan_in, **kw)))
-            self.register_parameter(f"weight_hh_l{k}", torch.nn.Parameter(torch.empty(G * H, H, **kw)))
+        # torch.nn's suffixes per layer and direction: _l0, _l0_reverse, _l1, ... (rnncc's
+        # layers l0, l0_reverse, l1, ..., in the order of h_n).
+        self._suffixes = tuple(f"l{k}{d}" for k in range(num_layers) for d in ("", "_reverse")[:D])
+        for suffix in self._suffixes:
+            fan_in = input_size if suffix.split("_")[0] == "l0" else D * H
+            self.register_parameter(f"weight_ih_{suffix}", torch.nn.Parameter(torch.empty(G * H, fan_in, **kw)))
+            self.register_parameter(f"weight_hh_{suffix}", torch.nn.Parameter(torch.empty(G * H, H, **kw)))
             if bias:
-                self.register_parameter(f"bias_ih_l{k}", torch.nn.Parameter(torch.empty(G * H, **kw)))
-                self.register_parameter(f"bias_hh_l{k}", torch.nn.Parameter(torch.empty(G * H, **kw)))
+                self.register_parameter(f"bias_ih_{suffix}", torch.nn.Parameter(torch.empty(G * H, **kw)))
+                self.register_parameter(f"bias_hh_{suffix}", torch.nn.Parameter(torch.empty(G * H, **kw)))
         self.reset_parameters()
         # The spec of each dtype the GPU runs, as the JSON text the custom op takes.
         self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self._spec("float32"))
-        self._weight_names = tuple((f"l{k}.{n}", f"{n}_l{k}") for k in range(num_layers)
+        self._weight_names = tuple((f"{suffix}.{n}", f"{n}_{suffix}") for suffix in self._suffixes
                                    for n in _parameter_kinds(bias))
 
     def flatten_parameters(self) -> None:
@@ -259,9 +260,9 @@ class _RecurrentTwin(torch.nn.Module):
 
     @property
     def all_weights(self) -> list[list[torch.nn.Parameter]]:
-        """The parameters per layer, as torch.nn's ``all_weights``."""
-        return [[getattr(self, f"{n}_l{k}") for n in _parameter_kinds(self.bias)]
-                for k in range(self.num_layers)]
+        """The parameters per layer and direction, as torch.nn's ``all_weights``."""
+        return [[getattr(self, f"{n}_{suffix}") for n in _parameter_kinds(self.bias)]
+                for suffix in self._suffixes]
 
     def reset_parameters(self) -> None:
         """torch.nn's initialisation: every parameter uniform in ±1/√hidden_size."""
@@ -277,6 +278,8 @@ class _RecurrentTwin(torch.nn.Module):
             s += ", bias=False"
         if self.batch_first:
             s += ", batch_first=True"
+        if self.bidirectional:
+            s += ", bidirectional=True"
         return s + self._extra()
 
     def _extra(self) -> str:
@@ -290,7 +293,9 @@ class _RecurrentTwin(torch.nn.Module):
             "name": f"rnncc_nn_{type(self).__name__.lower()}", "dtype": dtype,
             "input_size": self.input_size,
             "layers": [{"name": f"l{k}", "cell": self._cell(), "hidden_size": self.hidden_size,
-                        "bias": self.bias} for k in range(self.num_layers)]})
+                        "bias": self.bias}
+                       | ({"direction": "bidirectional"} if self.bidirectional else {})
+                       for k in range(self.num_layers)]})
 
     def _weights(self) -> dict[str, torch.Tensor]:
         """The parameters by rnncc's names (``l0.weight_ih`` …), not detached (the kernels
@@ -331,15 +336,15 @@ class _RecurrentTwin(torch.nn.Module):
             parts = hx if lstm else (hx,)
             if lstm and (not isinstance(hx, tuple) or len(hx) != 2):
                 raise RuntimeError(f"{name}: hx must be a tuple (h_0, c_0)")
-            want = (self.num_layers, self.hidden_size) if unbatched else \
-                (self.num_layers, B, self.hidden_size)
+            LD = len(self._suffixes)  # layers × directions, torch.nn's first dimension
+            want = (LD, self.hidden_size) if unbatched else (LD, B, self.hidden_size)
             for p in parts:
                 if tuple(p.shape) != want:
                     raise RuntimeError(f"{name}: initial state of shape {tuple(p.shape)}, "
                                        f"expected {want}")
             parts = [p.unsqueeze(1) if unbatched else p for p in parts]
-            for k in range(self.num_layers):
-                state[f"l{k}"] = tuple(p[k].contiguous() for p in parts) if lstm \
+            for k, layer in enumerate(self._suffixes):
+                state[layer] = tuple(p[k].contiguous() for p in parts) if lstm \
                     else parts[0][k].contiguous()
         spec = self._specs[dtype or "float32"]
         if x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling():
@@ -349,7 +354,7 @@ class _RecurrentTwin(torch.nn.Module):
             h_n, c_n = final if lstm else (final, None)
         else:
             outs, final = _run(spec, self._layout, self._weights(), x, state, self.batch_first)
-            layers = [final[f"l{k}"] for k in range(self.num_layers)]
+            layers = [final[layer] for layer in self._suffixes]
             if lstm:
                 h_n = torch.stack([h for h, _ in layers])
                 c_n = torch.stack([c for _, c in layers])
@@ -391,6 +396,8 @@ class _RecurrentTwin(torch.nn.Module):
         lengths, L_max steps in sequence in all (S and B are run-time arguments: nothing
         compiles). Not traceable by torch.compile (the chunks depend on the lengths).
         """
+        if self.bidirectional:
+            return self._forward_packed_by_length(packed, hx)
         lstm = self._cell() == "lstm"
         padded, lengths = pad_packed_sequence(packed)  # (S_max, B, I), the original order
         order = packed.sorted_indices
@@ -429,8 +436,40 @@ class _RecurrentTwin(torch.nn.Module):
         return (out, tuple(state)) if lstm else (out, state[0])
 
 
+    def _forward_packed_by_length(self, packed: PackedSequence, hx):
+        """A PackedSequence through a bidirectional module: the backward direction starts
+        at each sequence's own last step, so the sequences of each distinct length run as
+        one forward of exactly that length (as many forwards as distinct lengths)."""
+        lstm = self._cell() == "lstm"
+        padded, lengths = pad_packed_sequence(packed)  # (S_max, B, I), the caller's order
+        S, B = padded.shape[:2]
+        LD, H = len(self._suffixes), self.hidden_size
+        parts = [] if hx is None else (list(hx) if lstm and isinstance(hx, tuple) else [hx])
+        for p in parts:
+            if len(parts) != (2 if lstm else 1) or tuple(p.shape) != (LD, B, H):
+                raise RuntimeError(f"rnncc.nn.{type(self).__name__}: initial state of shape "
+                                   f"{[tuple(p.shape) for p in parts]}, expected "
+                                   f"{'(h_0, c_0), each ' if lstm else ''}{(LD, B, H)}")
+        y = padded.new_zeros(S, B, 2 * H)
+        final = [padded.new_zeros(LD, B, H) for _ in range(2 if lstm else 1)]
+        for length in sorted(set(lengths.tolist())):
+            rows = (lengths == length).nonzero().flatten().to(padded.device)
+            x = padded[:length, rows]
+            chunk_hx = None if not parts else (tuple(p[:, rows].contiguous() for p in parts) if lstm
+                                               else parts[0][:, rows].contiguous())
+            out, state = self.forward(x.transpose(0, 1) if self.batch_first else x, chunk_hx)
+            y[:length, rows] = out.transpose(0, 1) if self.batch_first else out
+            for f, got in zip(final, state if lstm else (state,)):
+                f[:, rows] = got
+        if packed.sorted_indices is not None:  # packed data runs longest first
+            y, lengths = y[:, packed.sorted_indices], lengths[packed.sorted_indices.cpu()]
+        data = pack_padded_sequence(y, lengths, enforce_sorted=True).data
+        out = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        return (out, tuple(final)) if lstm else (out, final[0])
+
+
 class LSTM(_RecurrentTwin):
-    """``torch.nn.LSTM`` run by rnncc (``proj_size`` and ``bidirectional`` not yet)."""
+    """``torch.nn.LSTM`` run by rnncc (``proj_size`` not yet)."""
 
     _gates = 4
 
@@ -444,7 +483,7 @@ class LSTM(_RecurrentTwin):
 
 
 class GRU(_RecurrentTwin):
-    """``torch.nn.GRU`` run by rnncc (``bidirectional`` not yet)."""
+    """``torch.nn.GRU`` run by rnncc."""
 
     _gates = 3
 
@@ -453,7 +492,7 @@ class GRU(_RecurrentTwin):
 
 
 class RNN(_RecurrentTwin):
-    """``torch.nn.RNN`` (tanh or relu) run by rnncc (``bidirectional`` not yet)."""
+    """``torch.nn.RNN`` (tanh or relu) run by rnncc."""
 
     def __init__(self, *args, nonlinearity: str = "tanh", **kwargs):
         if nonlinearity not in ("tanh", "relu"):
@@ -522,8 +561,6 @@ def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
     cls = _TWINS.get(type(module))
     if cls is None:
         return None, f"{type(module).__name__} is not an nn.LSTM, nn.GRU or nn.RNN"
-    if module.bidirectional:
-        return None, "bidirectional=True is not supported yet"
     if getattr(module, "proj_size", 0):
         return None, f"proj_size={module.proj_size} is not supported"
     p = module.weight_ih_l0
@@ -531,7 +568,8 @@ def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
         return None, f"parameters are {p.dtype}"
     kwargs = dict(input_size=module.input_size, hidden_size=module.hidden_size,
                   num_layers=module.num_layers, bias=module.bias, batch_first=module.batch_first,
-                  dropout=module.dropout, device=p.device, dtype=p.dtype)
+                  dropout=module.dropout, bidirectional=module.bidirectional, device=p.device,
+                  dtype=p.dtype)
     if cls is RNN:
         kwargs["nonlinearity"] = module.nonlinearity
     twin = cls(**kwargs)
@@ -540,7 +578,8 @@ def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
         param.requires_grad_(getattr(module, name).requires_grad)
     twin.train(module.training)
     what = (f"nn.{type(module).__name__}({module.input_size}, {module.hidden_size}, "
-            f"num_layers={module.num_layers}, {str(p.dtype).removeprefix('torch.')})")
+            f"num_layers={module.num_layers}{', bidirectional=True' if module.bidirectional else ''}, "
+            f"{str(p.dtype).removeprefix('torch.')})")
     return twin, what
 
 

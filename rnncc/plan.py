@@ -121,6 +121,10 @@ class LayerPlan:
     sources: tuple[Source, ...]
     is_output: bool              # its sequence is returned to the caller
     residual: bool = False       # its output is h + its input (ir.Layer.residual)
+    reverse: bool = False        # steps run from S−1 down to 0 (ir.Layer.reverse)
+    tensor: str = ""             # the tensor its h fills ("" = its name; ir.Layer.tensor)
+    column: int = 0              # from this feature of the tensor on
+    tensor_size: int = 0         # the tensor's features (0 = hidden_size; 2H bidirectional)
     precision: Decision | None = None
     layout: Decision | None = None
     gate_concat: Decision | None = None
@@ -133,6 +137,14 @@ class LayerPlan:
 
     def decisions(self) -> dict[str, Decision]:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, Decision)}
+
+    @property
+    def tensor_name(self) -> str:
+        return self.tensor or self.name
+
+    @property
+    def tensor_width(self) -> int:
+        return self.tensor_size or self.hidden_size
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,13 @@ class Stage:
     share: float           # of the GPU's SMs (or clusters) its recurrent kernel holds
     chunk_seconds: float   # predicted: one chunk's projection, steps and launch
     after: tuple[str, ...]  # layers whose chunk k this layer's chunk k reads
+    # Layers read in the other direction of time (a bidirectional layer's halves read by
+    # the next layer): its first chunk reads their last, so every chunk waits for all.
+    whole: tuple[str, ...] = ()
+
+    def chunk_after(self, k: int, chunks: int) -> tuple[tuple[str, int], ...]:
+        """The (layer, chunk) of other layers that this layer's chunk k waits for."""
+        return tuple((s, k) for s in self.after) + tuple((s, chunks - 1) for s in self.whole)
 
 
 @dataclass(frozen=True)
@@ -185,6 +204,7 @@ class Schedule:
         return {"kind": self.kind, "chunk": self.chunk,
                 "stages": [{"layer": s.layer, "stream": s.stream, "share": round(s.share, 3),
                             "chunk_us": round(s.chunk_seconds * 1e6, 1), "after": list(s.after)}
+                           | ({"whole": list(s.whole)} if s.whole else {})
                            for s in self.stages]}
 
 
@@ -225,7 +245,10 @@ class Plan:
                 "concat(" + ", ".join(s.name for s in l.sources) + ")"
             lines.append(f"layer {l.name}: {l.cell} H={l.hidden_size} I={l.input_size} "
                          f"bias={'yes' if l.bias else 'no'}, input = {srcs}"
-                         + (", output = h + input (residual)" if l.residual else ""))
+                         + (", output = h + input (residual)" if l.residual else "")
+                         + (", steps S−1 … 0 (reverse)" if l.reverse else "")
+                         + (f", h into {l.tensor_name}[..., {l.column}:{l.column + l.hidden_size}]"
+                            if l.tensor_width != l.hidden_size else ""))
             for key, d in l.decisions().items():
                 lines.append(f"  {key:<16} {_show(d.value):<28} {d.reason}"
                              + ("" if d.source == "model" else f"  [{d.source}]"))
@@ -242,7 +265,11 @@ class Plan:
                 lines.append(f"output {out.name}: {out.merge} of {', '.join(s.name for s in out.sources)}")
                 lines.append(f"  {'kernel':<16} {_show(out.kernel.value):<28} {out.kernel.reason}")
             else:
-                lines.append(f"output {out.name}: the sequence of layer {out.name}, no copy")
+                writers = [l.name for l in self.layers if l.tensor_name == out.name]
+                lines.append(f"output {out.name}: the sequence of layer {out.name}, no copy"
+                             if len(writers) == 1 else
+                             f"output {out.name}: the sequences of layers {' and '.join(writers)} "
+                             f"side by side ([S, B, {out.size}]), no copy")
         if self.schedule is not None:
             d = self.schedule
             lines.append(f"schedule: {d.value.kind}" + (f" chunk={d.value.chunk}" if d.value.pipelined else "")
@@ -255,6 +282,8 @@ class Plan:
                 where = "the caller's stream" if st.stream == 0 else f"side stream {st.stream}"
                 lag = (f", a chunk ({d.value.chunk} steps) behind {', '.join(st.after)}"
                        if d.value.pipelined and st.after else "")
+                lag += (f", after all of {', '.join(st.whole)} (the other way in time)"
+                        if d.value.pipelined and st.whole else "")
                 lines.append(f"  {st.layer:<16} {where}, {st.share:.2f} of the GPU, "
                              f"{st.chunk_seconds * 1e6:.0f} µs a chunk{lag}")
         if self.workspace is not None:

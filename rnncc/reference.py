@@ -6,7 +6,8 @@ Semantics are exactly PyTorch's (torch.nn.LSTM / GRU / RNN), written once here:
   GRU   r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr);  z = σ(... z rows ...)
         n = tanh(x W_inᵀ + b_in + r ⊙ (h W_hnᵀ + b_hn));  h' = (1 − z) n + z h
   RNN   h' = tanh or relu(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
-A residual layer's output is h + x (its final state is h's).
+A residual layer's output is h + x (its final state is h's). A reverse layer runs its
+steps from S−1 down to 0; a bidirectional layer's two halves fill its tensor's columns.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
     h = np.zeros((B, H)) if h0 is None else np.asarray(h0, dtype=np.float64)
     c = np.zeros((B, H)) if c0 is None else np.asarray(c0, dtype=np.float64)
     y = np.empty((S, B, H))
-    for t in range(S):
+    for t in (reversed(range(S)) if layer.reverse else range(S)):
         gi = x[t] @ w["weight_ih"].T + b_ih
         gh = h @ w["weight_hh"].T + b_hh
         if layer.cell == "lstm":
@@ -88,7 +89,10 @@ def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
                 h0 = state[layer.name]
         x_layer = merge(layer.input, tensors)
         y, h, c = run_layer(layer, weights, x_layer, h0, c0)
-        tensors[layer.name] = y + x_layer if layer.residual else y
+        out = y + x_layer if layer.residual else y
+        # A bidirectional layer's backward half (column H) follows its forward half.
+        tensors[layer.tensor_name] = np.concatenate([tensors[layer.tensor_name], out], -1) \
+            if layer.column else out
         final[layer.name] = (h, c) if layer.cell == "lstm" else h
     outputs = tuple(merge(o.merge, tensors) for o in model.outputs)
     return outputs, final

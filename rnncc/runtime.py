@@ -38,7 +38,7 @@ from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
 from .launch import BARRIER_WORDS, Sequence
-from .passes.schedule import Task
+from .passes.schedule import Task, queue_order
 from .passes.shapes import shape_class
 from .passes.workspace import part_name, pipelined, workspace_parts
 from .plan import Decision, Plan
@@ -122,7 +122,8 @@ class _LayerRun:
 
     layer: Any             # LayerPlan
     index: int             # in the model's layers (its status word, its slot in stacked states)
-    y: Sequence            # h of every step (for a residual layer, its own buffer)
+    y: Sequence            # h of every step (for a residual layer, its own buffer; for a
+                           # reverse layer, in its order of steps)
     residual: launch.Residual | None
     h0: tuple[int, int] | None
     c0: int
@@ -555,12 +556,15 @@ class CompiledModel:
         tensors: dict[str, Sequence] = {INPUT: sequence(x_view)}
         results: dict[str, Any] = {}
         for l in plan.layers:
+            if l.column:
+                continue  # a bidirectional layer's backward half fills its forward half's tensor
+            width = l.tensor_width
             if l.is_output:
-                arr, v = make(seq_shape(l.hidden_size))
-                results[l.name] = arr
-                tensors[l.name] = sequence(v)
+                arr, v = make(seq_shape(width))
+                results[l.tensor_name] = arr
+                tensors[l.tensor_name] = sequence(v)
             else:
-                tensors[l.name] = Sequence(ws[l.name], item, B * l.hidden_size, l.hidden_size)
+                tensors[l.tensor_name] = Sequence(ws[l.tensor_name], item, B * width, width)
 
         final_state: dict[str, Any] = {}
         if stacked:  # torch.nn's h_n (and c_n): [L, B, H], a slice per layer
@@ -581,12 +585,16 @@ class CompiledModel:
             if l.cell == "lstm":
                 c_arr, c_view = state_slot(c_all_view, l.name) if stacked else make((B, l.hidden_size))
             residual = None
+            out = tensors[l.tensor_name].columns(l.column)
             if l.residual:  # the layer's tensor is h + input; h goes to a buffer of the workspace
                 y = Sequence(ws[part_name(plan, "residual_h", l.name)], item, B * l.hidden_size,
                              l.hidden_size)
-                residual = launch.Residual(tuple(tensors[s.name] for s in l.sources), tensors[l.name])
+                residual = launch.Residual(tuple(tensors[s.name] for s in l.sources), out)
             else:
-                y = tensors[l.name]
+                y = out
+            if l.reverse:  # its kernels count steps up: every sequence it steps through, reversed
+                y = y.reversed(S)
+                residual = residual.reversed(S) if residual else None
             runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view))
         if pipelined(plan):
             self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps)
@@ -684,7 +692,8 @@ class CompiledModel:
                        stamps: _Stamps | None) -> None:
         """The layers as the pipelined schedule says: each on its stream (the caller's or a
         side stream forked from it), chunk by chunk; chunk k of a layer waits for chunk k
-        of the layers it reads on other streams; the caller's stream then waits for all."""
+        of the layers it reads on other streams (for the last chunk of those running the
+        other way in time); the caller's stream then waits for all."""
         schedule = variant.plan.schedule.value
         chunk = min(schedule.chunk, S)
         chunks = -(-S // chunk)
@@ -695,7 +704,8 @@ class CompiledModel:
         streams = [stream, *side]
         stage = {s.layer: s for s in schedule.stages}
         # The layers read by a layer on another stream: each of their chunks records an event.
-        read = {source for s in schedule.stages for source in s.after if stage[source].stream != s.stream}
+        read = {source for s in schedule.stages for source in (*s.after, *s.whole)
+                if stage[source].stream != s.stream}
         events = self._streams.take(1 + chunks * len(read) + len(side))
         try:
             fork, *rest = events
@@ -704,17 +714,15 @@ class CompiledModel:
             for s in side:
                 driver.stream_wait_event(s, fork)
             done: dict[tuple[str, int], int] = {}
-            for k in range(chunks):
-                for r in runs:
-                    name = r.layer.name
-                    on = streams[stage[name].stream]
-                    for source in stage[name].after:
-                        if stage[source].stream != stage[name].stream:
-                            driver.stream_wait_event(on, done[(source, k)])
-                    runners[name](k * chunk, on)
-                    if name in read:
-                        done[(name, k)] = event = next(free)
-                        driver.event_record(event, on)
+            for name, k in queue_order(schedule.stages, chunks):
+                on = streams[stage[name].stream]
+                for source, j in stage[name].chunk_after(k, chunks):
+                    if stage[source].stream != stage[name].stream:
+                        driver.stream_wait_event(on, done[(source, j)])
+                runners[name](k * chunk, on)
+                if name in read:
+                    done[(name, k)] = event = next(free)
+                    driver.event_record(event, on)
             for s in side:
                 event = next(free)
                 driver.event_record(event, s)
@@ -770,14 +778,17 @@ class CompiledModel:
                     "would hang). Compile with persistence='none' or for this device (target='device').")
 
         def run_chunk(t0: int, stream: int) -> None:
+            """Steps t0 … t0+steps−1 of the layer's own (for a reverse layer, reversed) time."""
             steps = min(steps_per_chunk, S - t0)
             start = stamps.mark(stream) if stamps else 0
-            self._project(variant, l, tensors, t0, steps, B, xproj, stream, weights, ws, library)
-            strides = launch.projection_strides(l.layout.value, B, GH, steps * B)
+            self._project(variant, l, tensors, launch.chunk_steps(t0, steps, S, l.reverse), steps, B,
+                          xproj, stream, weights, ws, library)
+            xproj_at, strides = launch.recurrent_projection(
+                xproj, launch.projection_strides(l.layout.value, B, GH, steps * B), steps, l.reverse)
             if mode != "none":
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
-                    xproj=xproj, xproj_strides=strides, weights=weights, barrier=barrier,
+                    xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
                     status=status, spin_timeout_ns=spin_ns, residual=residual)
                 self._launch(step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
@@ -791,7 +802,7 @@ class CompiledModel:
                             products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, library)
                     args = launch.step_arguments(
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
-                        xproj=xproj, xproj_strides=strides, weights=weights, step_product=product,
+                        xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
                         residual=residual)
                     self._launch(step_k, step_grid, args, stream)
             if stamps:

@@ -70,12 +70,15 @@ class ModelBuilder:
 
     def layer(self, name: str, cell: str, hidden_size: int, *, bias: bool = True,
               input: "str | Sum | Concat | None" = None,
-              residual: bool = False) -> "ModelBuilder":
-        """A layer; ``residual``: its output is h + its input (equal sizes)."""
+              residual: bool = False, direction: str = "forward") -> "ModelBuilder":
+        """A layer; ``residual``: its output is h + its input (equal sizes); ``direction``:
+        forward, reverse (last step first) or bidirectional (output [forward, backward])."""
         entry: dict[str, Any] = {"name": name, "cell": cell, "hidden_size": hidden_size,
                                  "bias": bias}
         if residual:
             entry["residual"] = residual
+        if direction != "forward":
+            entry["direction"] = direction
         if input is not None:
             entry["input"] = input.to_spec() if isinstance(input, (Sum, Concat)) else input
         self._layers.append(entry)

@@ -80,7 +80,8 @@ def check(model: Model, state_dict: Mapping[str, Any], strict: bool = True) -> d
 def from_torch(module: Any) -> tuple[Model, dict[str, np.ndarray]]:
     """Spec and weights of a ``torch.nn.LSTM``, ``GRU`` or ``RNN`` (any ``num_layers``).
 
-    Layers are named ``l0``, ``l1``… like PyTorch's ``_l0`` suffixes. Dropout between
+    Layers are named ``l0``, ``l1``… like PyTorch's ``_l0`` suffixes (a bidirectional
+    module's backward halves ``l0_reverse``…, like ``_l0_reverse``). Dropout between
     layers is a training feature and is ignored (rnncc runs inference).
     """
     import torch
@@ -92,9 +93,6 @@ def from_torch(module: Any) -> tuple[Model, dict[str, np.ndarray]]:
     if cell is None:
         raise SpecError(f"from_torch: got {type(module).__name__}, expected torch.nn.LSTM, "
                         "torch.nn.GRU or torch.nn.RNN")
-    if module.bidirectional:
-        raise SpecError("from_torch: bidirectional=True is not supported yet; "
-                        "expected a unidirectional module")
     if getattr(module, "proj_size", 0):
         raise SpecError(f"from_torch: proj_size={module.proj_size} is not supported; expected 0")
     dtype = {torch.float32: "float32", torch.float16: "float16",
@@ -102,15 +100,14 @@ def from_torch(module: Any) -> tuple[Model, dict[str, np.ndarray]]:
     if dtype is None:
         raise SpecError(f"from_torch: parameters are {module.weight_ih_l0.dtype}, expected "
                         "float32, float16 or bfloat16")
+    direction = {"direction": "bidirectional"} if module.bidirectional else {}
     layers = [{"name": f"l{i}", "cell": cell, "hidden_size": module.hidden_size,
-               "bias": bool(module.bias)} for i in range(module.num_layers)]
+               "bias": bool(module.bias)} | direction for i in range(module.num_layers)]
     model = Model.from_dict({"name": f"torch_{cell}", "dtype": dtype,
                              "input_size": module.input_size, "layers": layers})
     params = dict(module.named_parameters())
-    state = {}
-    for i in range(module.num_layers):
-        for k in shapes(model.layers[i]):
-            state[f"l{i}.{k}"] = params[f"{k}_l{i}"]
+    # rnncc's l0 and l0_reverse are torch's _l0 and _l0_reverse suffixes.
+    state = {f"{l.name}.{k}": params[f"{k}_{l.name}"] for l in model.layers for k in shapes(l)}
     return model, check(model, state)
 
 
@@ -165,14 +162,16 @@ def to_torch(model: Model, weights: Mapping[str, np.ndarray]):
     import torch
 
     first = model.layers[0]
-    plain = all(l.cell == first.cell and l.hidden_size == first.hidden_size
-                and l.bias == first.bias and not l.residual and l.input.sources == ((model.layers[i - 1].name,)
-                                                                  if i else ("input",))
-                for i, l in enumerate(model.layers))
-    if not plain or len(model.outputs) != 1 or model.outputs[0].name != model.layers[-1].name:
+    bidirectional = model.direction(first) == "bidirectional"
+    tensors = [l for l in model.layers if l.tensor_name == l.name]  # one per spec layer
+    plain = all(l.cell == first.cell and l.hidden_size == first.hidden_size and l.bias == first.bias
+                and not l.residual and model.direction(l) == ("bidirectional" if bidirectional else "forward")
+                and l.input.sources == ((tensors[i - 1].name,) if i else ("input",))
+                for i, l in enumerate(tensors))
+    if not plain or len(model.outputs) != 1 or model.outputs[0].name != tensors[-1].name:
         return None
     kwargs = dict(input_size=model.input_size, hidden_size=first.hidden_size,
-                  num_layers=len(model.layers), bias=first.bias)
+                  num_layers=len(tensors), bias=first.bias, bidirectional=bidirectional)
     if first.cell == "lstm":
         module = torch.nn.LSTM(**kwargs)
     elif first.cell == "gru":
@@ -180,8 +179,10 @@ def to_torch(model: Model, weights: Mapping[str, np.ndarray]):
     else:
         module = torch.nn.RNN(nonlinearity=first.cell.removeprefix("rnn_"), **kwargs)
     with torch.no_grad():
-        for i, layer in enumerate(model.layers):
+        for layer in model.layers:  # torch's suffix _l{i}[_reverse] of the i-th spec layer
+            suffix = f"l{tensors.index(model.layer(layer.tensor_name))}" + \
+                ("_reverse" if layer.tensor_name != layer.name else "")
             for k in shapes(layer):
-                getattr(module, f"{k}_l{i}").copy_(torch.from_numpy(
+                getattr(module, f"{k}_{suffix}").copy_(torch.from_numpy(
                     np.asarray(weights[f"{layer.name}.{k}"], np.float32)))
     return module

@@ -86,7 +86,7 @@ def packed_mismatch(torch):
         return max_relative_error(a.detach().double().cpu().numpy(), b.detach().double().cpu().numpy())
 
     def mismatch(theirs, ours, device, dtype) -> float:
-        L, H, I = theirs.num_layers, theirs.hidden_size, theirs.input_size
+        L, H, I = theirs.num_layers * (2 if theirs.bidirectional else 1), theirs.hidden_size, theirs.input_size
         worst = 0.0
         for lengths, enforce_sorted in (([7, 3, 7, 1, 2, 5], False), ([9, 9, 4, 2], True)):
             B, S = len(lengths), max(lengths)

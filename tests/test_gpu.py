@@ -336,6 +336,54 @@ def test_gnmt_encoder_with_residual_layers(gpu, name):
                     seed=5)
 
 
+# Bidirectional and reverse layers: a bidirectional layer of each cell, a reverse residual
+# layer reading its [S, B, 2H] tensor, and a bidirectional layer on a concat of both; the
+# outputs include a bidirectional layer's tensor, written in place by its halves, and a sum.
+def bidirectional_spec(cell: str, dtype: str = "float32") -> dict:
+    return {"name": f"bi_{cell}", "dtype": dtype, "input_size": 19,
+            "layers": [
+                {"name": "a", "cell": cell, "hidden_size": 33, "direction": "bidirectional"},
+                {"name": "b", "cell": "gru", "hidden_size": 66, "direction": "reverse", "residual": True},
+                {"name": "c", "cell": "lstm", "hidden_size": 16, "direction": "bidirectional",
+                 "input": {"concat": ["a", "b"]}}],
+            "outputs": ["c", "a", {"name": "ab", "sum": ["a", "b"]}]}
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("persistence", [None, "none", "grid", "cluster"])
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_bidirectional_and_reverse_layers(gpu, cell, persistence, schedule):
+    """Every persistence, one after another or each layer on its stream (the halves at
+    once, the next layer after both), from initial states, batch-first."""
+    m, _, _ = run_and_compare(bidirectional_spec(cell), 37, 5, seed=len(cell), with_state=True,
+                              batch_first=True, persistence=persistence, schedule=schedule)
+    assert m.plan.schedule.value.kind == schedule
+    assert [l.reverse for l in m.plan.layers] == [False, True, True, False, True]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("seq,batch", [(1, 64), (7, 3), (256, 8)])
+def test_bidirectional_as_planned(gpu, dtype, seq, batch):
+    """Half precision and float32 as the planner picks for the shape (tensor cores,
+    cuBLASLt projections, chunks of the pipelined schedule)."""
+    run_and_compare(bidirectional_spec("lstm", dtype), seq, batch, seed=seq + batch, with_state=seq == 7,
+                    seq_len=seq, batch=batch)
+
+
+@pytest.mark.parametrize("gemm", ["cublas", "rnncc"])
+@pytest.mark.parametrize("persistence", ["none", "cluster"])
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_reverse_layers_in_chunks(gpu, gemm, persistence, schedule):
+    """A reverse layer in chunks: each chunk's projection (cuBLASLt's or rnncc's) of its
+    steps in time order, read from the chunk's last step; cuBLASLt step products of h read
+    downwards. Sequential in chunks of the forced unroll (16, 16, 9), or pipelined."""
+    m, _, _ = run_and_compare(bidirectional_spec("gru", "float16"), 41, 6, seed=9, with_state=True,
+                              gemm=gemm, persistence=persistence, schedule=schedule, unroll=16,
+                              seq_len=41, batch=6)
+    chunk = {l.unroll.value for l in m.plan.layers}
+    assert len(chunk) == 1 and chunk.pop() < 41
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("layout", ["xw", "wx"])
 def test_stacked_on_tensor_cores(gpu, dtype, layout):
@@ -511,18 +559,20 @@ def test_persistent_refused_when_not_co_resident(gpu):
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype):
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype, bidirectional):
     import rnncc.nn as rnn
 
     torch.manual_seed(3)
     tdt = getattr(torch, dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(cell, torch.nn.RNN)
     kw = {"nonlinearity": cell.removeprefix("rnn_")} if cell.startswith("rnn") else {}
-    theirs = cls(40, 48, num_layers=2, batch_first=True, **kw).to("cuda", tdt).eval()
+    theirs = cls(40, 48, num_layers=2, batch_first=True, bidirectional=bidirectional,
+                 **kw).to("cuda", tdt).eval()
     ours, what = rnn.twin_of(theirs)
     assert ours is not None, what
     x = torch.randn(5, 37, 40, device="cuda", dtype=tdt)
-    h0 = torch.randn(2, 5, 48, device="cuda", dtype=tdt)
+    h0 = torch.randn(4 if bidirectional else 2, 5, 48, device="cuda", dtype=tdt)
     hx = (h0, torch.randn_like(h0)) if cell == "lstm" else h0
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     with torch.inference_mode():
@@ -537,14 +587,16 @@ def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_packed_sequences_on_gpu(gpu, torch, cell, dtype, packed_mismatch):
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_packed_sequences_on_gpu(gpu, torch, cell, dtype, bidirectional, packed_mismatch):
     """PackedSequence input on the GPU: chunks between distinct lengths, each a forward
-    of the compiled kernels from the previous chunk's state."""
+    of the compiled kernels from the previous chunk's state (bidirectional: a forward per
+    distinct length)."""
     import rnncc.nn as rnn
 
     torch.manual_seed(12)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell]
-    theirs = cls(24, 40, num_layers=2).to("cuda", getattr(torch, dtype)).eval()
+    theirs = cls(24, 40, num_layers=2, bidirectional=bidirectional).to("cuda", getattr(torch, dtype)).eval()
     ours, _ = rnn.twin_of(theirs)
     torch.backends.cudnn.allow_tf32 = False
     tol = 2 * tolerance(dtype, "tensor" if dtype != "float32" else "exact")  # both approximate

@@ -28,11 +28,13 @@ def rel(a, b) -> float:
 
 
 @pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
-@pytest.mark.parametrize("num_layers,bias,batch_first", [(1, True, False), (3, False, True)])
-def test_twin_matches_torch(torch_cls, rnncc_cls, kw, num_layers, bias, batch_first):
+@pytest.mark.parametrize("num_layers,bias,batch_first,bidirectional",
+                         [(1, True, False, False), (3, False, True, False), (1, True, True, True),
+                          (2, False, False, True)])
+def test_twin_matches_torch(torch_cls, rnncc_cls, kw, num_layers, bias, batch_first, bidirectional):
     torch.manual_seed(num_layers)
     args = dict(input_size=11, hidden_size=17, num_layers=num_layers, bias=bias,
-                batch_first=batch_first, **kw)
+                batch_first=batch_first, bidirectional=bidirectional, **kw)
     ours, theirs = rnncc_cls(**args), torch_cls(**args)
     # Same parameter names and shapes: a torch.nn checkpoint loads unchanged, both ways.
     assert {k: v.shape for k, v in ours.state_dict().items()} == \
@@ -41,8 +43,9 @@ def test_twin_matches_torch(torch_cls, rnncc_cls, kw, num_layers, bias, batch_fi
     theirs.load_state_dict(ours.state_dict())
     x = torch.randn(4, 9, 11)  # (B, S, I) or (S, B, I)
     B = x.shape[0] if batch_first else x.shape[1]
-    h0 = torch.randn(num_layers, B, 17)
-    hx = (h0, torch.randn(num_layers, B, 17)) if torch_cls is torch.nn.LSTM else h0
+    LD = num_layers * (2 if bidirectional else 1)
+    h0 = torch.randn(LD, B, 17)
+    hx = (h0, torch.randn(LD, B, 17)) if torch_cls is torch.nn.LSTM else h0
     with torch.no_grad():
         for args_ in ((x,), (x, hx), (x[0] if batch_first else x[:, 0],)):  # last: unbatched
             want, got = theirs(*args_), ours(*args_)
@@ -63,8 +66,6 @@ def test_float64_inputs_stay_float64():
 
 
 def test_unsupported_arguments_are_refused():
-    with pytest.raises(rnncc.SpecError, match="bidirectional=True is not supported"):
-        rnn.GRU(4, 4, bidirectional=True)
     with pytest.raises(rnncc.SpecError, match="proj_size=2 is not supported"):
         rnn.LSTM(4, 4, proj_size=2)
     with pytest.raises(rnncc.SpecError, match="nonlinearity='gelu'"):
@@ -90,14 +91,16 @@ class Nested(torch.nn.Module):
         self.embed = torch.nn.Embedding(50, 8)
         self.encoder = torch.nn.Sequential(torch.nn.LSTM(8, 16, num_layers=2, batch_first=True))
         self.heads = torch.nn.ModuleDict({"gru": torch.nn.GRU(16, 12, batch_first=True),
-                                          "bi": torch.nn.GRU(16, 12, batch_first=True, bidirectional=True)})
+                                          "bi": torch.nn.GRU(16, 6, batch_first=True, bidirectional=True),
+                                          "lstmp": torch.nn.LSTM(16, 8, batch_first=True, proj_size=4)})
         self.out = torch.nn.Linear(12, 3)
 
     def forward(self, tokens):
         h, _ = self.encoder[0](self.embed(tokens))
         g, _ = self.heads["gru"](h)
         b, _ = self.heads["bi"](h)
-        return self.out(g) + b[..., :12].sum()
+        p, _ = self.heads["lstmp"](h)
+        return self.out(g) + self.out(b) + p.sum()
 
 
 def test_optimize_replaces_what_it_can_and_says_why_not(capsys):
@@ -110,9 +113,11 @@ def test_optimize_replaces_what_it_can_and_says_why_not(capsys):
     assert same is model
     out = capsys.readouterr().out
     assert "replaced encoder.0: nn.LSTM(8, 16, num_layers=2, float32) → rnncc.nn.LSTM" in out
-    assert "replaced heads.gru" in out and "skipped heads.bi: bidirectional=True is not supported yet" in out
+    assert "replaced heads.gru" in out and "skipped heads.lstmp: proj_size=4 is not supported" in out
+    assert "replaced heads.bi: nn.GRU(16, 6, num_layers=1, bidirectional=True, float32)" in out
     assert isinstance(model.encoder[0], rnn.LSTM) and isinstance(model.heads["gru"], rnn.GRU)
-    assert type(model.heads["bi"]) is torch.nn.GRU and type(model.embed) is torch.nn.Embedding
+    assert isinstance(model.heads["bi"], rnn.GRU) and model.heads["bi"].bidirectional
+    assert type(model.heads["lstmp"]) is torch.nn.LSTM and type(model.embed) is torch.nn.Embedding
     with torch.no_grad():
         assert rel(model(tokens), want) <= TOL
     lone = rnncc.optimize(torch.nn.RNN(3, 4), verbose=False)
@@ -174,21 +179,24 @@ def test_the_cuda_forward_traces_into_one_graph(rnncc_tagger):
 
 
 @pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
-@pytest.mark.parametrize("batch_first", [False, True])
-def test_packed_sequences_match_torch(torch_cls, rnncc_cls, kw, batch_first, packed_mismatch):
+@pytest.mark.parametrize("batch_first,bidirectional", [(False, False), (True, False), (True, True)])
+def test_packed_sequences_match_torch(torch_cls, rnncc_cls, kw, batch_first, bidirectional,
+                                      packed_mismatch):
     """A PackedSequence (sequences of different lengths) gives torch.nn's outputs and each
-    sequence's final state at its own last step."""
+    sequence's final state at its own last step (bidirectional: the backward direction
+    starts at each sequence's own end)."""
     torch.manual_seed(11)
-    theirs = torch_cls(5, 8, num_layers=2, batch_first=batch_first, **kw)
+    theirs = torch_cls(5, 8, num_layers=2, batch_first=batch_first, bidirectional=bidirectional, **kw)
     ours, _ = rnn.twin_of(theirs)
     assert packed_mismatch(theirs, ours, "cpu", torch.float32) <= TOL
 
 
 @pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
-def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw):
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw, bidirectional):
     """What code written for torch.nn calls besides forward: flatten_parameters (often in
-    forward), all_weights, proj_size."""
-    theirs = torch_cls(3, 4, num_layers=2, **kw)
+    forward), all_weights, proj_size, the repr."""
+    theirs = torch_cls(3, 4, num_layers=2, bidirectional=bidirectional, **kw)
     ours, _ = rnn.twin_of(theirs)
     ours.flatten_parameters()
     assert ours.proj_size == theirs.proj_size == 0
@@ -196,3 +204,4 @@ def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw):
         [[w.shape for w in layer] for layer in theirs.all_weights]
     assert all(torch.equal(a, b) for la, lb in zip(ours.all_weights, theirs.all_weights)
                for a, b in zip(la, lb))
+    assert ("bidirectional=True" in repr(ours)) == ("bidirectional=True" in repr(theirs)) == bidirectional

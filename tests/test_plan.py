@@ -714,6 +714,57 @@ def test_predicted_timeline_respects_streams_and_inputs():
     assert max(t.end for t in shared) == pytest.approx(2.0)  # all of it each: taking turns
 
 
+def bidirectional(L, H, dtype="float16"):
+    return {"name": f"bi{L}", "dtype": dtype, "input_size": H,
+            "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": H, "direction": "bidirectional"}
+                       for i in range(L)]}
+
+
+def test_bidirectional_halves_run_at_once_and_the_next_layer_waits_for_both():
+    """A bidirectional layer's halves do not read each other: where each holds part of the
+    GPU (clusters of 16 at fp16 H=512 B=8) they run side by side, one chunk of the whole
+    sequence each; the next layer's forward half reads the forward half chunk by chunk
+    but the backward half whole (its first step needs the backward half's last)."""
+    from rnncc.passes.schedule import queue_order, timeline
+
+    plan = plan_of(bidirectional(2, 512), batch=8)
+    d = plan.schedule
+    assert d.value.pipelined and d.value.chunk == 256 and "side by side" in d.reason
+    assert d.alternatives["sequential"] > 1.8 * d.alternatives["pipelined C=256"]
+    stages = {s.layer: s for s in d.value.stages}
+    assert (stages["l1"].after, stages["l1"].whole) == (("l0",), ("l0_reverse",))
+    assert (stages["l1_reverse"].after, stages["l1_reverse"].whole) == (("l0_reverse",), ("l0",))
+    assert stages["l1"].chunk_after(0, 4) == (("l0", 0), ("l0_reverse", 3))
+    order = queue_order(d.value.stages, 4)
+    assert order.index(("l0_reverse", 3)) < order.index(("l1", 0))
+    assert order[:2] == [("l0", 0), ("l0_reverse", 0)]
+    tasks = {(t.layer, t.chunk): t for t in timeline(plan, d.value, 256, get("h100"))}
+    assert tasks[("l0", 0)].start == tasks[("l0_reverse", 0)].start == 0.0
+    assert tasks[("l1", 0)].start >= max(tasks[("l0", 0)].end, tasks[("l0_reverse", 0)].end)
+    # Grid kernels on 128 of 132 SMs: the halves take turns, one after another.
+    assert not plan_of(bidirectional(1, 1024), batch=8).schedule.value.pipelined
+    # The workspace holds one [S, B, 2H] tensor for the inner bidirectional layer.
+    from rnncc.passes.workspace import sequence_parts
+    assert sequence_parts(plan, 256, 8) == [("l0", 256 * 8 * 1024 * 2)]
+
+
+def test_reverse_layers_walk_their_sequences_down():
+    """Launch arguments of a reverse layer: its kernels count steps up through sequences
+    presented from the last step down (negative time strides), its chunk's projection
+    computed in time order and read from the chunk's last step."""
+    from rnncc import launch
+
+    y = launch.Sequence(1000, 2, 8 * 64, 64)
+    r = y.reversed(10)
+    assert r.at(0) == y.at(9) and r.at(9) == y.at(0) and r.stride_b == y.stride_b
+    assert r.reversed(10) == y and y.columns(32).at(3) == y.at(3) + 64
+    assert launch.chunk_steps(0, 4, 10, True) == 6 and launch.chunk_steps(8, 2, 10, True) == 0
+    assert launch.chunk_steps(8, 2, 10, False) == 8
+    ptr, strides = launch.recurrent_projection(5000, (8 * 48, 48, 1), 4, True)
+    assert ptr == 5000 + 3 * 8 * 48 * 4 and strides == (-8 * 48, 48, 1)
+    assert launch.recurrent_projection(5000, (8, 1, 32), 4, False) == (5000, (8, 1, 32))
+
+
 STACKED_SPEC = {
     "name": "dag", "input_size": 19,
     "layers": [

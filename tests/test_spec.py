@@ -58,6 +58,10 @@ def test_graph_is_a_frozen_dag_with_merge_nodes():
     ({"residual": "yes"}, r"layer 'a', field 'residual': got 'yes', expected true or false"),
     ({"residual": True}, r"layer 'a', field 'residual': the output h \+ input needs the input size "
                          r"\(8\) equal to hidden_size \(16\)"),
+    ({"direction": "backward"}, r"layer 'a', field 'direction': got 'backward', expected one of "
+                                r"forward, reverse, bidirectional"),
+    ({"direction": "bidirectional", "hidden_size": 8, "residual": True},
+     r"layer 'a', field 'residual': not supported with direction: bidirectional"),
 ])
 def test_layer_errors(bad, match):
     first = {"name": "a", "cell": "lstm", "hidden_size": 16} | bad
@@ -204,3 +208,31 @@ def test_residual_layers_round_trip_and_build():
     b = ModelBuilder("m", input_size=32)
     b.layer("a", "lstm", 32, residual=True).layer("b", "gru", 32)
     assert b.build().layers == m.layers
+
+
+def test_bidirectional_and_reverse_layers():
+    """A bidirectional layer is two layers of the IR (l, l_reverse) filling one tensor l of
+    2H features, which later layers and outputs read; the spec round-trips."""
+    m = rnncc.load(spec(input_size=8, layers=[
+        {"name": "a", "cell": "lstm", "hidden_size": 16, "direction": "bidirectional"},
+        {"name": "b", "cell": "gru", "hidden_size": 4, "direction": "reverse"},
+        {"name": "c", "cell": "gru", "hidden_size": 4, "input": {"concat": ["a", "b"]}}],
+        outputs=["a", "c"]))
+    assert [(l.name, l.reverse, l.tensor_name, l.column) for l in m.layers] == [
+        ("a", False, "a", 0), ("a_reverse", True, "a", 16), ("b", True, "b", 0), ("c", False, "c", 0)]
+    assert m.size_of("a") == 32 and m.layers[2].input_size == 32 and m.layers[3].input_size == 36
+    assert [o.size for o in m.outputs] == [32, 4] and m.outputs[0].is_layer
+    assert m.direction(m.layers[1]) == "bidirectional" and m.direction(m.layers[2]) == "reverse"
+    d = m.to_dict()
+    assert [l.get("direction") for l in d["layers"]] == ["bidirectional", "reverse", None]
+    assert rnncc.ir.Model.from_dict(d) == m
+    b = ModelBuilder("m", input_size=8)
+    b.layer("a", "lstm", 16, direction="bidirectional").layer("b", "gru", 4, direction="reverse")
+    b.layer("c", "gru", 4, input=Concat("a", "b")).output("a").output("c")
+    assert b.build() == m
+    with pytest.raises(SpecError, match=r"'a_reverse' is the backward half of 'a', not a tensor"):
+        rnncc.load(spec(layers=[{"name": "a", "cell": "lstm", "hidden_size": 4, "direction": "bidirectional"},
+                                {"name": "b", "cell": "lstm", "hidden_size": 4, "input": "a_reverse"}]))
+    with pytest.raises(SpecError, match=r"layer 'a_reverse', field 'name': taken by the backward half"):
+        rnncc.load(spec(layers=[{"name": "a", "cell": "lstm", "hidden_size": 4, "direction": "bidirectional"},
+                                {"name": "a_reverse", "cell": "lstm", "hidden_size": 4}]))

@@ -64,19 +64,19 @@ def test_from_torch_names_and_rejections():
     model, w = rnncc.from_torch(torch.nn.GRU(4, 8, num_layers=2, bias=False))
     assert [l.name for l in model.layers] == ["l0", "l1"] and model.layers[1].input_size == 8
     assert set(w) == {"l0.weight_ih", "l0.weight_hh", "l1.weight_ih", "l1.weight_hh"}
-    with pytest.raises(rnncc.SpecError, match="bidirectional=True is not supported"):
-        rnncc.from_torch(torch.nn.LSTM(4, 8, bidirectional=True))
     with pytest.raises(rnncc.SpecError, match="proj_size=2 is not supported"):
         rnncc.from_torch(torch.nn.LSTM(4, 8, proj_size=2))
     with pytest.raises(rnncc.SpecError, match="expected torch.nn.LSTM"):
         rnncc.from_torch(torch.nn.Linear(4, 8))
 
 
-def test_to_torch_round_trip():
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_to_torch_round_trip(bidirectional):
     torch = pytest.importorskip("torch")
-    mod = torch.nn.LSTM(4, 8, num_layers=2)
+    mod = torch.nn.LSTM(4, 8, num_layers=2, bidirectional=bidirectional)
     model, w = rnncc.from_torch(mod)
     back = weights.to_torch(model, w)
+    assert back.bidirectional == bidirectional
     for k, v in mod.state_dict().items():
         assert torch.equal(back.state_dict()[k], v)
     assert weights.to_torch(rnncc.load(SPEC), weights.init(rnncc.load(SPEC))) is None  # mixed cells
@@ -89,3 +89,35 @@ def test_bfloat16_storage_rounds_to_nearest_even():
     assert back[2] == 1.015625
     assert abs(back[3] + 3.140625) < 1e-6
     np.testing.assert_array_equal(round_to(v, "float16"), v.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
+def test_bidirectional_reference_equals_torch(cell):
+    """A bidirectional stack from torch.nn: rnncc's layers l0, l0_reverse, l1, l1_reverse
+    (torch's weight suffixes), outputs [forward, backward] and final states in torch's
+    order, from given initial states, in float64."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    kinds = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
+    kw = dict(num_layers=2, bidirectional=True)
+    mod = (kinds[cell](5, 6, **kw) if cell in kinds
+           else torch.nn.RNN(5, 6, nonlinearity=cell.removeprefix("rnn_"), **kw))
+    model, w = rnncc.from_torch(mod)
+    assert [l.name for l in model.layers] == ["l0", "l0_reverse", "l1", "l1_reverse"]
+    assert [l.reverse for l in model.layers] == [False, True, False, True]
+    assert model.layers[2].input_size == 12 and model.outputs[0].size == 12
+    mod = mod.double()
+    x = torch.randn(7, 3, 5, dtype=torch.float64)
+    h0 = torch.randn(4, 3, 6, dtype=torch.float64)
+    c0 = torch.randn(4, 3, 6, dtype=torch.float64)
+    hx = (h0, c0) if cell == "lstm" else h0
+    state = {l.name: ((h0[i].numpy(), c0[i].numpy()) if cell == "lstm" else h0[i].numpy())
+             for i, l in enumerate(model.layers)}
+    with torch.no_grad():
+        y, st = mod(x, hx)
+    (got,), final = reference.run(model, w, x.numpy(), state)
+    np.testing.assert_allclose(got, y.numpy(), atol=1e-6)  # w is float32: same values
+    h_n = st[0] if cell == "lstm" else st
+    for i, l in enumerate(model.layers):
+        h = final[l.name][0] if cell == "lstm" else final[l.name]
+        np.testing.assert_allclose(h, h_n[i].numpy(), atol=1e-6)

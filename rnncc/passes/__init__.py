@@ -41,8 +41,9 @@ def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:
     layers = tuple(
         LayerPlan(name=l.name, cell=l.cell, gates=l.gates, hidden_size=l.hidden_size,
                   input_size=l.input_size, bias=l.bias, merge=l.input.mode,
-                  sources=sources(l.input), is_output=l.name in outputs,
-                  residual=l.residual)
+                  sources=sources(l.input), is_output=l.tensor_name in outputs,
+                  residual=l.residual, reverse=l.reverse, tensor=l.tensor, column=l.column,
+                  tensor_size=model.size_of(l.tensor_name))
         for l in model.layers)
     outs = tuple(OutputPlan(o.name, o.size, o.merge.mode, sources(o.merge))
                  for o in model.outputs)

@@ -7,7 +7,10 @@ kernel over those steps) starts once chunk k of every layer it reads is done, so
 l+1 runs a chunk behind layer l, both at once. That pays where a layer's recurrent kernel
 holds only part of the GPU (a cluster of 16 SMs for fp16 LSTM H=512 at B=8: 8 layers fit
 side by side); where each holds every SM (a grid kernel of 128 blocks) the layers would
-only take turns, and each chunk costs a launch and a reload of W_hh.
+only take turns, and each chunk costs a launch and a reload of W_hh. A layer that reads
+one running the other way in time (the next layer after a bidirectional one) needs its
+last chunk first, so it waits for all of it; with one chunk (C = S), layers that do not
+read each other, such as a bidirectional layer's two halves, still run at once.
 
 The cost model is a small simulation, pure and cheap (a task per layer and chunk):
 each task takes its time alone (the projection of C·B rows as geometry predicts it, C
@@ -29,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..dtypes import DTYPES
+from ..errors import PlanError
 from ..plan import Decision, Schedule, Stage
 from ..tiles import Persistent
 from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once
@@ -144,28 +148,53 @@ def simulate(work: dict[tuple[str, int], float], share: dict[str, float],
     return sorted((Task(k[0], k[1], start[k], end[k]) for k in work), key=lambda t: (t.start, t.layer))
 
 
-def layer_sources(l, names: set[str]) -> tuple[str, ...]:
-    """The layers (not the model input) whose sequences layer l reads."""
-    return tuple(s.name for s in l.sources if s.name in names)
+def layer_sources(l, layers) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The layers whose sequences layer l reads (the writers of its sources but the model
+    input): (those running in its direction of time, those running in the other)."""
+    writers = [w for s in l.sources for w in layers if w.tensor_name == s.name]
+    return (tuple(w.name for w in writers if w.reverse == l.reverse),
+            tuple(w.name for w in writers if w.reverse != l.reverse))
+
+
+def queue_order(stages, chunks: int) -> list[tuple[str, int]]:
+    """The order the host queues the (layer, chunk) tasks of a pipelined call: in rounds
+    over the layers, each queueing its next chunk once the chunks it waits for are
+    queued (chunk k of every layer before chunk k+1 where all run one way in time)."""
+    queued: set[tuple[str, int]] = set()
+    order: list[tuple[str, int]] = []
+    next_chunk = {s.layer: 0 for s in stages}
+    while len(order) < chunks * len(stages):
+        before = len(order)
+        for s in stages:
+            k = next_chunk[s.layer]
+            if k < chunks and all(d in queued for d in s.chunk_after(k, chunks)):
+                order.append((s.layer, k))
+                queued.add((s.layer, k))
+                next_chunk[s.layer] = k + 1
+        if len(order) == before:
+            raise PlanError(f"schedule: no chunk can be queued next ({next_chunk} chunks queued "
+                            "per layer): the layers wait for each other in a cycle, a bug in rnncc")
+    return order
 
 
 def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
     """The predicted timeline of a call of ``seq_len`` steps at the planned batch: per
     layer and chunk, when it starts and ends."""
     itemsize = DTYPES[plan.dtype].itemsize
-    names = {l.name for l in plan.layers}
     work, after, share = {}, {}, {}
     previous: tuple[str, int] | None = None
     for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)  # a pipelined plan's unroll is its chunk
-        share[l.name] = schedule.stage(l.name).share if schedule.pipelined else 1.0
+        chunks = -(-seq_len // chunk)
+        stage = schedule.stage(l.name)
+        share[l.name] = stage.share if schedule.pipelined else 1.0
         projection_s = projection_seconds_of(l.projection_tile)
         for k, t0 in enumerate(range(0, seq_len, chunk)):
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
             work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target)
             if schedule.pipelined:
-                after[key] = ((l.name, k - 1),) * (k > 0) + tuple((s, k) for s in layer_sources(l, names))
+                after[key] = ((l.name, k - 1),) * (k > 0) + stage.chunk_after(k, chunks)
             else:  # one stream: every task after the one queued before it
                 after[key] = (previous,) if previous else ()
             previous = key
@@ -208,11 +237,10 @@ def stages(plan, target, own_streams: bool) -> tuple[Stage, ...]:
     inputs."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
-    names = {l.name for l in plan.layers}
     return tuple(Stage(l.name, i if own_streams else 0, share_of(l, o.batch, target),
                        chunk_seconds(l, min(l.unroll.value, o.seq_len),
                                      projection_seconds_of(l.projection_tile), itemsize, target),
-                       layer_sources(l, names))
+                       *layer_sources(l, plan.layers))
                  for i, l in enumerate(plan.layers))
 
 
@@ -222,9 +250,10 @@ def plan_schedule(model, plan, target):
     predicted = {"sequential": predicted_seconds(plan, sequential, o.seq_len, target)}
     pipelines = {}
     if len(plan.layers) > 1 and o.schedule != "sequential":
-        # Chunks shorter than the sequence (one chunk would only run the layers in turn),
-        # or the whole sequence where the user asks for a pipeline of a short one.
-        chunks = [c for c in CHUNKS if c < o.seq_len] or ([o.seq_len] if o.schedule else [])
+        # Chunks shorter than the sequence, and the whole sequence as one chunk: layers
+        # that do not read each other (a bidirectional layer's halves) then run at once.
+        # A forced unroll is the chunk (steps per projection and recurrent launch).
+        chunks = [min(o.unroll, o.seq_len)] if o.unroll else [c for c in CHUNKS if c < o.seq_len] + [o.seq_len]
         for chunk in chunks:
             chunked, schedule = pipelined_plan(plan, chunk, target)
             name = f"pipelined C={chunk}"
@@ -232,8 +261,7 @@ def plan_schedule(model, plan, target):
             predicted[name] = predicted_seconds(chunked, schedule, o.seq_len, target)
     seq_s = predicted["sequential"]
     if not pipelines:
-        why = ("one layer" if len(plan.layers) == 1 else
-               "forced by the user" if o.schedule else f"one chunk of ≤ {CHUNKS[0]} steps") + \
+        why = ("one layer" if len(plan.layers) == 1 else "forced by the user") + \
             f"; predicted {seq_s * 1e6:.0f} µs"
         return replace(plan, schedule=Decision(sequential, why, "user" if o.schedule else "model", predicted))
     best = min(pipelines, key=lambda k: predicted[k])
@@ -242,8 +270,11 @@ def plan_schedule(model, plan, target):
     side_by_side = (f"the {len(schedule.stages)} layers' recurrent kernels hold {shares:.2f} of the GPU "
                     f"together ({', '.join(f'{s.layer} {s.share:.2f}' for s in schedule.stages)})")
     if o.schedule == "pipelined" or predicted[best] < PIPELINE_MARGIN * seq_s:
+        how = ("the whole sequence at once, layers that do not read each other side by side"
+               if schedule.chunk >= o.seq_len else
+               f"in chunks of {schedule.chunk} steps, a chunk behind the layers it reads")
         why = (f"{'forced by the user; ' if o.schedule else ''}{side_by_side}; each layer on its own "
-               f"stream in chunks of {schedule.chunk} steps, a chunk behind the layers it reads: "
+               f"stream, {how}: "
                f"predicted {predicted[best] * 1e6:.0f} µs vs {seq_s * 1e6:.0f} µs one after another")
         return replace(chunked, schedule=Decision(schedule, why, "user" if o.schedule else "model", predicted))
     why = (f"{side_by_side}; pipelined in chunks of {schedule.chunk} predicted "

@@ -50,9 +50,11 @@ def shared_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
 
 
 def sequence_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
-    """The sequence of each layer that is not a model output, by its name."""
+    """The sequence of each layer that is not a model output, by its tensor's name (a
+    bidirectional layer's two halves fill one, [S, B, 2H])."""
     itemsize = DTYPES[plan.dtype].itemsize
-    return [(l.name, seq_len * batch * l.hidden_size * itemsize) for l in plan.layers if not l.is_output]
+    return [(l.tensor_name, seq_len * batch * l.tensor_width * itemsize) for l in plan.layers
+            if not l.is_output and l.column == 0]
 
 
 def workspace_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
