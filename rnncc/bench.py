@@ -35,6 +35,9 @@ class Config:
     model: str | None = None
     # Each layer both ways (nn.LSTM(bidirectional=True)): output [forward, backward].
     bidirectional: bool = False
+    # A PackedSequence of B sequences, lengths uniform in [1, seq_len] (seed 0), through
+    # the rnncc.nn twin against nn.LSTM on the same PackedSequence.
+    packed: bool = False
 
     @property
     def math(self) -> str:
@@ -49,6 +52,7 @@ class Config:
     def label(self) -> str:
         cell = ("bi" if self.bidirectional else "") + self.cell
         what = self.model or (f"{self.layers}×{cell}" if self.layers > 1 else cell)
+        what += " packed" if self.packed else ""
         return f"{what} {self.kind} H={self.hidden} B={self.batch}" + \
             (f" S={self.seq_len}" if self.seq_len != S else "")
 
@@ -67,6 +71,7 @@ def issue_configs(cells=("lstm", "gru")) -> list[Config]:
         out.append(Config("lstm", "float16", 1024, 64, seq_len=128))
         out += stack_configs()
         out.append(Config("lstm", "float16", 512, 8, layers=2, bidirectional=True))
+        out.append(Config("lstm", "float16", 512, 64, packed=True))
     return out
 
 
@@ -92,6 +97,8 @@ def target_speedup(cfg: Config) -> float:
         return 2.0
     if cfg.bidirectional:
         return 3.0
+    if cfg.packed:
+        return 2.0
     if cfg.layers > 1:
         return 8.0
     if cfg.dtype == "float16" and cfg.batch == 8:
@@ -122,6 +129,9 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
     import torch
 
     import rnncc
+
+    if cfg.packed:
+        return run_packed_config(cfg, warmup, repeats)
 
     torch.manual_seed(0)
     tf32 = cfg.kind == "float32 tf32"
@@ -190,6 +200,55 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "compile_s": compile_s}
 
 
+def run_packed_config(cfg: Config, warmup: int, repeats: int) -> dict:
+    """A PackedSequence through nn.LSTM (cuDNN's packed path) and through its rnncc.nn twin
+    (the compiled kernels; a compiled model takes padded tensors, so the twin is rnncc
+    here): ``rnncc_ms`` and ``twin_ms`` are the twin's time. Per-step fields divide by the
+    longest sequence. Graph captures are tried; the twin's packed path reads the lengths
+    on the host and cannot be captured (recorded as the reason)."""
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    import rnncc.nn
+
+    torch.manual_seed(0)
+    tdt = getattr(torch, cfg.dtype)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers,
+                 bidirectional=cfg.bidirectional).to("cuda", tdt).eval()
+    lengths = torch.randint(1, cfg.seq_len + 1, (cfg.batch,), generator=torch.Generator().manual_seed(0))
+    inputs = [pack_padded_sequence(torch.randn(int(lengths.max()), cfg.batch, cfg.hidden, device="cuda",
+                                               dtype=tdt), lengths, enforce_sorted=False)
+              for _ in range(3)]
+    start = time.perf_counter()
+    twin, _ = rnncc.nn.twin_of(module)
+    twin.requires_grad_(False)
+    with torch.no_grad():
+        ours = pad_packed_sequence(twin(inputs[0])[0])[0]
+        compile_s = time.perf_counter() - start
+        theirs = pad_packed_sequence(module(inputs[0])[0])[0]
+        error = max_relative_error(ours.float().cpu().numpy(), theirs.float().cpu().numpy())
+        agree = error <= 2 * tolerance(cfg.dtype, cfg.math)
+        turn = iter(range(10**9))
+        timed = time_interleaved({"twin": lambda: twin(inputs[next(turn) % 3]),
+                                  "cudnn": lambda: module(inputs[next(turn) % 3])},
+                                 warmup, repeats, settle=1)
+        graphs = graph_baselines(module, twin, inputs[0], warmup, repeats)
+    t_ours, t_theirs = timed["twin"], timed["cudnn"]
+    steps = int(lengths.max())
+    return {**asdict(cfg), "precision": cfg.math, "kind": cfg.kind, "agree": agree,
+            "max_relative_error_vs_cudnn": error, "lengths": lengths.tolist(),
+            "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
+            "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
+            "speedup": t_theirs.median_ms / t_ours.median_ms,
+            "twin_ms": t_ours.median_ms, "twin_over_rnncc": 1.0, **graphs,
+            "rnncc_us_per_step": t_ours.per_step_us(steps), "cudnn_us_per_step": t_theirs.per_step_us(steps),
+            "target_speedup": target_speedup(cfg), "persistence": "per length",
+            "layout": None, "math": cfg.math, "tf32": False,
+            "schedule": f"{len(set(lengths.tolist()))} forwards, one per distinct length",
+            "compile_s": compile_s}
+
+
 def gnmt_loop(hidden: int, layers: int):
     """GNMT's encoder as a torch user writes it: one-layer nn.LSTM calls, the output of each
     layer from the third on plus its input. Returns (output, None) like nn.LSTM's call."""
@@ -244,7 +303,8 @@ def table(results: list[dict]) -> str:
 def network(r: dict) -> str:
     """A row's network in words: the cell, "4×lstm" for a stack, or the named model."""
     layers, cell = r.get("layers", 1), ("bi" if r.get("bidirectional") else "") + r["cell"]
-    return r.get("model") or (f"{layers}×{cell}" if layers > 1 else cell)
+    return (r.get("model") or (f"{layers}×{cell}" if layers > 1 else cell)) + \
+        (" packed" if r.get("packed") else "")
 
 
 def _ratio(value: float | None) -> str:
@@ -253,12 +313,14 @@ def _ratio(value: float | None) -> str:
 
 def plot(results: list[dict], path: Path) -> None:
     """µs per step against H, one panel per (cell, dtype or float32 tf32), one colour per
-    batch size: rnncc solid, cuDNN dashed; one-layer rows only (stacks are in the table)."""
+    batch size: rnncc solid, cuDNN dashed; plain one-layer rows only (stacks, bidirectional
+    and packed rows are in the table)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = [r for r in results if r.get("layers", 1) == 1]
+    results = [r for r in results if r.get("layers", 1) == 1 and not r.get("bidirectional")
+               and not r.get("packed")]
 
     cells = sorted({r["cell"] for r in results})
     dtypes = [d for d in ("float32", "float32 tf32", "float16", "bfloat16")
