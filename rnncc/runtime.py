@@ -500,13 +500,9 @@ class CompiledModel:
                                 if l.persistence.value.mode == "grid")
             # cuBLASLt's scratch in the same block: one allocation a call, not two; a
             # layer's own where layers run at once.
-            if not variant.uses_library:
-                library = []
-            elif pipelined(variant.plan):
-                library = [(part_name(variant.plan, "library", l.name), cublaslt.LAYER_WORKSPACE_BYTES)
-                           for l in variant.plan.layers if _uses_library(l)]
-            else:
-                library = [("library", cublaslt.WORKSPACE_BYTES)]
+            # (part_name names one part for all layers where they run one after another)
+            library = [(name, _scratch(variant.plan)) for name in dict.fromkeys(
+                part_name(variant.plan, "library", l.name) for l in variant.plan.layers if _uses_library(l))]
             parts = workspace_parts(variant.plan, S, B) + \
                 [("barriers", 4 * BARRIER_WORDS * len(grid_layers))] + library
             if len(self._layouts) >= 256:
