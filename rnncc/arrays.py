@@ -98,6 +98,33 @@ def host_array(x: Any, what: str, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(to_storage(a, dtype) if dtype == "bfloat16" else a)
 
 
+def host_lengths(lengths: Any, S: int, B: int) -> np.ndarray:
+    """The length of each batch row as int32 on the host, checked: B integers in [0, S]
+    (a list, a NumPy array or a CPU tensor; torch keeps a PackedSequence's lengths on the
+    CPU too, and the check needs them there)."""
+    if kind_of_or_none(lengths) in ("torch", "cupy", "gpuarray", "cai"):
+        raise RuntimeCheckError("lengths: on the device, expected them on the host (a list, a "
+                                "NumPy array or a CPU tensor), as torch keeps a PackedSequence's")
+    if kind_of_or_none(lengths) == "torch-cpu":
+        lengths = lengths.numpy()
+    a = np.asarray(lengths)
+    if a.shape != (B,) or not (a.dtype.kind in "iu" or a.size == 0):
+        raise RuntimeCheckError(f"lengths: shape {a.shape}, dtype {a.dtype}, expected {B} integers "
+                                "(one per batch row)")
+    if a.size and (a.min() < 0 or a.max() > S):
+        raise RuntimeCheckError(f"lengths: values from {a.min()} to {a.max()}, expected each in "
+                                f"[0, {S}] (S, the input's steps)")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def kind_of_or_none(x: Any) -> str | None:
+    """kind_of for what may also be a plain Python value (None then)."""
+    try:
+        return kind_of(x)
+    except RuntimeCheckError:
+        return None
+
+
 def stream_of(x: Any, kind: str) -> int:
     """The raw CUstream the caller's work on x is ordered on: PyTorch's current stream of
     x's device, CuPy's current stream, else the legacy default stream (0)."""

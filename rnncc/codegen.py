@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import jinja2
@@ -104,9 +104,9 @@ def projection_params(l: LayerPlan) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def step_params(l: LayerPlan, library_product: bool = False) -> tuple[Param, ...]:
+def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = False) -> tuple[Param, ...]:
     """Parameters of the step kernel, or with ``library_product`` of the cell kernel that
-    follows cuBLASLt's product (hw instead of W_hhᵀ)."""
+    follows cuBLASLt's product (hw instead of W_hhᵀ); with ``lengths``, length_params."""
     G, H = l.gates, l.hidden_size
     product = (_ptr("step_product", "float", f"[B, {G}·{H}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
                if library_product else
@@ -128,7 +128,15 @@ def step_params(l: LayerPlan, library_product: bool = False) -> tuple[Param, ...
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))
-    return tuple(params + residual_params(l, per_step=True))
+    return tuple(params + residual_params(l, per_step=True) + (length_params() if lengths else []))
+
+
+def length_params() -> list[Param]:
+    """The parameters of a recurrent kernel compiled for sequences of different lengths:
+    row b keeps its state at the times t ≥ lengths[b] (cells.unit_update)."""
+    return [_ptr("lengths", "int", "[B] steps of each batch row; from time lengths[b] on, the row keeps its h and c"),
+            _i32("length_time", "the time (in the whole sequence) of this launch's step 0"),
+            _i32("length_dir", "1, or -1 for a reverse layer: step j is time length_time + length_dir·j")]
 
 
 def residual_params(l: LayerPlan, per_step: bool) -> list[Param]:
@@ -151,7 +159,7 @@ def residual_params(l: LayerPlan, per_step: bool) -> list[Param]:
         _i64("residual_out_stride_b", "residual_out: elements between batch entries")]
 
 
-def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
+def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
               _i64("h0_stride_b", "h0: elements between batch entries"),
@@ -184,7 +192,7 @@ def persistent_params(l: LayerPlan, barrier: bool) -> tuple[Param, ...]:
                                           "(1 grid barrier, 2 cluster exchange)", const=False),
                _i64("spin_timeout_ns", "bound of every spin-wait in ns (0: give up at once, "
                                        "a debug knob); unused where the kernel has no spin-wait")]
-    return tuple(params + residual_params(l, per_step=False))
+    return tuple(params + residual_params(l, per_step=False) + (length_params() if lengths else []))
 
 
 def merge_params(sources, size: int) -> tuple[Param, ...]:
@@ -193,6 +201,14 @@ def merge_params(sources, size: int) -> tuple[Param, ...]:
         _i64("out_stride_t", "out: elements between time steps"),
         _i64("out_stride_b", "out: elements between batch entries"),
         _i32("seq_len", "S (steps in this launch)"), _i32("batch", "B")])
+
+
+def mask_params() -> tuple[Param, ...]:
+    return (_ptr("out", "T", "[S, B, F] an output, zeroed at t ≥ lengths[b]", const=False),
+            _i64("out_stride_t", "out: elements between time steps"),
+            _i64("out_stride_b", "out: elements between batch entries"),
+            _i32("seq_len", "S"), _i32("batch", "B"), _i32("features", "F"),
+            _ptr("lengths", "int", "[B] steps of each batch row"))
 
 
 MERGE_THREADS = 256
@@ -263,6 +279,15 @@ def _common(plan: Plan, l: LayerPlan) -> dict:
                 sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge)
 
 
+def _lengths_step(lengths: bool, per_step: bool) -> str | None:
+    """For cells.unit_update in kernels compiled for lengths: the launch's step index
+    ("0" in per-step kernels, launched at their step; "t" in persistent ones); None
+    without lengths."""
+    if not lengths:
+        return None
+    return "0" if per_step else "t"
+
+
 def _residual_step(l: LayerPlan, per_step: bool) -> str | None:
     """For cells.unit_update, which writes a residual layer's h + input: the step its
     pointers are offset by ("0" in per-step kernels, which get them at their step); None
@@ -304,14 +329,18 @@ def _fma_block(tile: StepTile | PersistentTile | ClusterTile) -> tuple[int, int,
             tile.batch_per_block // tile.batch_per_thread, tile.k_split)
 
 
-def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource:
+def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
+                     lengths: bool = False) -> KernelSource:
     """Layer l's recurrent kernel (step, cell, grid- or cluster-persistent), run by
-    ``users`` (default: l alone)."""
+    ``users`` (default: l alone); with ``lengths``, the variant for sequences of different
+    lengths (length_params)."""
     users = users or (l.name,)
     env = environment()
     common = _common(plan, l)
     mode = l.persistence.value.mode
-    readable = f"{l.cell}_h{l.hidden_size}{'_residual' if l.residual else ''}_{_SHORT_DTYPE[plan.dtype]}"
+    readable = f"{l.cell}_h{l.hidden_size}{'_residual' if l.residual else ''}" \
+               f"{'_lengths' if lengths else ''}_{_SHORT_DTYPE[plan.dtype]}"
+    what_lengths = ", sequences of different lengths" if lengths else ""
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
         persistent = l.persistence.value
@@ -324,36 +353,39 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> K
         template = f"{family}{form}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
         keys = RECURRENT_DECISIONS
-        params = persistent_params(l, barrier=mode == "grid")
+        params = persistent_params(l, barrier=mode == "grid", lengths=lengths)
         source = env.get_template(template).render(
-            kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
+            kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
-            shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False), **common)
+            shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False),
+            lengths_step=_lengths_step(lengths, per_step=False), **common)
         # The lanes form lays its threads out itself (the K split's lanes adjacent).
         block = (persistent.threads, 1, 1) if tensor or lanes else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
     elif l.persistence.value.math == "cublas":
         family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \
             CELL_DECISIONS
-        params = step_params(l, library_product=True)
+        params = step_params(l, library_product=True, lengths=lengths)
         source = env.get_template("recurrent_step_cell.cu.j2").render(
-            kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
+            kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
-            residual_step=_residual_step(l, per_step=True), **common)
+            residual_step=_residual_step(l, per_step=True),
+            lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
-        params = step_params(l)
+        params = step_params(l, lengths=lengths)
         tile = l.step_tile.value
         source = env.get_template("recurrent_step.cu.j2").render(
-            kernel=_code_header(_code_what(l) + what, plan.dtype, _values(l, keys)),
+            kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
-            async_copy=tile.async_copy, residual_step=_residual_step(l, per_step=True), **common)
+            async_copy=tile.async_copy, residual_step=_residual_step(l, per_step=True),
+            lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
     return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,
-                        header=_model_header(plan, _layers_what(l, users) + what,
+                        header=_model_header(plan, _layers_what(l, users) + what + what_lengths,
                                              _reasons(l, keys)))
 
 
@@ -389,11 +421,27 @@ def render_summed_input(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -
                         users=users, header=header)
 
 
-def render(plan: Plan) -> tuple[KernelSource, ...]:
-    """Every kernel of the model, in the order of first use. Kernels are named by their
-    code, so layers whose code is equal (a stack of equal layers) share one, whose
-    ``users`` (and model header) lists them all."""
-    renderers = (render_summed_input, render_projection, render_recurrent)
+def render_mask(plan: Plan) -> KernelSource:
+    """The kernel that zeroes the outputs past each row's length (calls with lengths)."""
+    params = mask_params()
+    source = environment().get_template("mask.cu.j2").render(
+        kernel=_code_header("outputs zeroed past each sequence's length", plan.dtype, ["kernel: mask"]),
+        entry=_ENTRY, params=params, dtype=plan.dtype, threads=MERGE_THREADS)
+    name, entry, source = _identify(f"mask_{_SHORT_DTYPE[plan.dtype]}", source)
+    outputs = tuple(o.name for o in plan.outputs)
+    return KernelSource(name, "mask", outputs[0], entry, source, params, (MERGE_THREADS, 1, 1),
+                        users=outputs, header=_model_header(
+                            plan, f"outputs {', '.join(outputs)} past each sequence's length",
+                            ["kernel: mask -- a call with lengths pads its outputs with zeros"]))
+
+
+def render(plan: Plan, lengths: bool = False) -> tuple[KernelSource, ...]:
+    """Every kernel of the model, in the order of first use; with ``lengths``, those that
+    a call with sequences of different lengths runs (recurrent kernels that keep an ended
+    row's state, and the mask of the outputs). Kernels are named by their code, so layers
+    whose code is equal (a stack of equal layers) share one, whose ``users`` (and model
+    header) lists them all."""
+    renderers = (render_summed_input, render_projection, partial(render_recurrent, lengths=lengths))
     first: dict[str, tuple[LayerPlan, KernelSource, object]] = {}
     users: dict[str, list[str]] = {}
     for l in plan.layers:
@@ -419,6 +467,8 @@ def render(plan: Plan) -> tuple[KernelSource, ...]:
         else:
             kernels[same] = replace(kernels[same], users=kernels[same].users + (o.name,),
                                     header=kernels[same].header.rstrip("\n") + "\n" + k.header)
+    if lengths:
+        kernels.append(render_mask(plan))
     return tuple(kernels)
 
 

@@ -314,6 +314,15 @@ def copy_rows(dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, ro
     _check(_lib().cuMemcpy2DAsync_v2(ctypes.byref(c), ctypes.c_void_p(stream)), "copying h_n")
 
 
+def copy_to_device(dst: int, host, stream: int) -> None:
+    """Copy a contiguous NumPy array to device memory ``dst``, ordered on ``stream``. From
+    pageable memory the call returns once the array has been staged, so the caller may
+    let it go at once."""
+    _check(_lib().cuMemcpyHtoDAsync_v2(ctypes.c_uint64(dst), ctypes.c_void_p(host.ctypes.data),
+                                       ctypes.c_size_t(host.nbytes), ctypes.c_void_p(stream)),
+           f"copying {host.nbytes} B to the device")
+
+
 # ---- memory ordered on the caller's stream ---------------------------------------------
 
 def alloc_async(nbytes: int, stream: int) -> int:

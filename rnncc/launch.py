@@ -138,13 +138,24 @@ class Residual:
             "residual_out_stride_b": self.out.stride_b}
 
 
+def length_arguments(l: LayerPlan, t: int, S: int, lengths: int) -> dict[str, int]:
+    """The length parameters of a launch whose step 0 is the layer's own step t: the time
+    of that step in the whole sequence (a reverse layer's step t is time S−1−t) and the
+    direction its steps go; none where the call has no lengths (``lengths`` 0)."""
+    if not lengths:
+        return {}
+    return {"lengths": lengths, "length_time": S - 1 - t if l.reverse else t,
+            "length_dir": -1 if l.reverse else 1}
+
+
 def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y: Sequence,
                          h0: tuple[int, int] | None, c0: int, c_out: int, cell: int,
                          xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
                          barrier: int, status: int, spin_timeout_ns: int,
-                         residual: Residual | None = None) -> dict[str, int]:
+                         residual: Residual | None = None, lengths: int = 0) -> dict[str, int]:
     """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1;
-    y is the layer's h (for a residual layer not its output, which ``residual`` holds)."""
+    y is the layer's h (for a residual layer not its output, which ``residual`` holds);
+    ``lengths``: the device array of each row's length (0: the call has none)."""
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
@@ -158,13 +169,14 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                  "first_chunk": int(t0 == 0)}
     if residual is not None:
         args |= residual.arguments(t0)
-    return args
+    return args | length_arguments(l, t0, S, lengths)
 
 
 def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                    h0: tuple[int, int] | None, c0: int, c_out: int, cell: int, xproj: int,
                    xproj_strides: tuple[int, int, int], weights: dict[str, int],
-                   step_product: int, residual: Residual | None = None) -> dict[str, int]:
+                   step_product: int, residual: Residual | None = None,
+                   lengths: int = 0) -> dict[str, int]:
     """Arguments of the step kernel for step t, the j-th of its projection chunk."""
     h_prev, h_sb = previous_h(t, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
@@ -177,7 +189,7 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                  "first_step": int(t == 0)}
     if residual is not None:
         args |= residual.arguments(t)
-    return args
+    return args | length_arguments(l, t, S, lengths)
 
 
 def projection_arguments(l: LayerPlan, *, t0: int, rows: int, B: int,
@@ -197,3 +209,9 @@ def merge_arguments(out: Sequence, sources: list[Sequence], S: int, B: int,
     """The merge of steps t0 .. t0+S-1 of the sources into out (its step 0 onward)."""
     return {"out": out.ptr, "out_stride_t": out.stride_t, "out_stride_b": out.stride_b,
             "seq_len": S, "batch": B} | source_arguments(sources, t0)
+
+
+def mask_arguments(out: Sequence, S: int, B: int, features: int, lengths: int) -> dict[str, int]:
+    """The mask of output ``out`` [S, B, features]: zero at the steps t ≥ lengths[b]."""
+    return {"out": out.ptr, "out_stride_t": out.stride_t, "out_stride_b": out.stride_b,
+            "seq_len": S, "batch": B, "features": features, "lengths": lengths}

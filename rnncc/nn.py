@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import torch
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence
 
 from . import reference
 from .compiler import compile as compile_model
@@ -99,9 +99,13 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
 
 
 def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
-         state: dict, batch_first: bool):
+         state: dict, batch_first: bool, lengths: torch.Tensor | None = None):
     """(outputs tuple, final state dict of torch tensors) of the model ``spec`` (JSON) on x:
-    on CUDA through the custom op rnncc::forward, on the CPU by the reference executor."""
+    on CUDA through the custom op rnncc::forward, on the CPU by the reference executor.
+    ``lengths`` (a CPU tensor [B]): sequences of different lengths, run eagerly (their
+    callers, packed sequences, have shapes that depend on the data anyway)."""
+    if x.is_cuda and lengths is not None:
+        return _runner_of(spec).gpu(_model_of(spec), weights, x, state, batch_first, lengths=lengths)
     if x.is_cuda:
         return _run_gpu(spec, layout, weights, x, state, batch_first)
     model = _model_of(spec)
@@ -111,7 +115,8 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
     xs = _numpy64(x.transpose(0, 1) if batch_first else x)
     st = {k: tuple(_numpy64(p) for p in v) if isinstance(v, tuple) else _numpy64(v)
           for k, v in state.items()}
-    outs, final = reference.run(model, {k: _numpy64(w) for k, w in weights.items()}, xs, st)
+    outs, final = reference.run(model, {k: _numpy64(w) for k, w in weights.items()}, xs, st,
+                                None if lengths is None else lengths.numpy())
 
     def back(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a).to(x.dtype)
@@ -151,12 +156,13 @@ class _Runner:
         return entry[0]
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
-            state: dict, batch_first: bool, stacked_state: bool = False):
+            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None):
         """(outputs tuple, final state) of the model on CUDA tensor x: the state as a dict
-        per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n))."""
+        per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n)); ``lengths``
+        as the compiled model takes them."""
         y, final = self.compiled_for(model, weights, x)(
             x.contiguous() if x.stride(-1) != 1 else x, state or None,
-            batch_first=batch_first, stacked_state=stacked_state)
+            batch_first=batch_first, stacked_state=stacked_state, lengths=lengths)
         return (y if isinstance(y, tuple) else (y,)), final
 
 
@@ -312,6 +318,12 @@ class _RecurrentTwin(torch.nn.Module):
                 return out
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, hx)
+        return self._forward_tensor(input, hx, self.batch_first)
+
+    def _forward_tensor(self, input: torch.Tensor, hx, batch_first: bool,
+                        lengths: torch.Tensor | None = None):
+        """forward on a tensor, checked; ``lengths`` (a CPU tensor [B]) runs sequences of
+        different lengths (time-major input, from a PackedSequence)."""
         name = f"rnncc.nn.{type(self).__name__}"
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
@@ -327,10 +339,10 @@ class _RecurrentTwin(torch.nn.Module):
         unbatched = input.dim() == 2
         if input.dim() not in (2, 3) or input.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input of shape {tuple(input.shape)}, expected "
-                               f"(S, B, {self.input_size}){' batch first' if self.batch_first else ''}"
+                               f"(S, B, {self.input_size}){' batch first' if batch_first else ''}"
                                f" or unbatched (S, {self.input_size})")
-        x = input.unsqueeze(0 if self.batch_first else 1) if unbatched else input
-        B = x.shape[0 if self.batch_first else 1]
+        x = input.unsqueeze(0 if batch_first else 1) if unbatched else input
+        B = x.shape[0 if batch_first else 1]
         state = {}
         if hx is not None:
             parts = hx if lstm else (hx,)
@@ -350,10 +362,11 @@ class _RecurrentTwin(torch.nn.Module):
         if x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling():
             # Eager: the compiled model writes torch.nn's h_n (c_n) [L, B, H] in place.
             outs, final = _runner_of(spec).gpu(_model_of(spec), self._weights(), x, state,
-                                               self.batch_first, stacked_state=True)
+                                               batch_first, stacked_state=True, lengths=lengths)
             h_n, c_n = final if lstm else (final, None)
         else:
-            outs, final = _run(spec, self._layout, self._weights(), x, state, self.batch_first)
+            outs, final = _run(spec, self._layout, self._weights(), x, state, batch_first,
+                               lengths=lengths)
             layers = [final[layer] for layer in self._suffixes]
             if lstm:
                 h_n = torch.stack([h for h, _ in layers])
@@ -362,7 +375,7 @@ class _RecurrentTwin(torch.nn.Module):
                 h_n = torch.stack(layers)
         y = outs[0]
         if unbatched:
-            y = y.squeeze(0 if self.batch_first else 1)
+            y = y.squeeze(0 if batch_first else 1)
             h_n = h_n.squeeze(1)
             c_n = c_n.squeeze(1) if lstm else None
         return (y, (h_n, c_n)) if lstm else (y, h_n)
@@ -387,85 +400,34 @@ class _RecurrentTwin(torch.nn.Module):
         return y, final
 
     def _forward_packed(self, packed: PackedSequence, hx):
-        """A PackedSequence (sequences of different lengths) as torch.nn runs it: each
-        sequence's outputs up to its length, and its h_n/c_n at its last step.
+        """A PackedSequence (sequences of different lengths) in one call, as torch.nn runs
+        it: each sequence's outputs up to its length, h_n/c_n at its last step (for the
+        backward direction, at its first), hx and h_n in the caller's order of sequences.
 
-        In time chunks between consecutive distinct lengths: sorted longest first, the
-        sequences still running at a chunk are a prefix of the batch, and that prefix runs
-        the chunk from the previous chunk's final state. As many forwards as distinct
-        lengths, L_max steps in sequence in all (S and B are run-time arguments: nothing
-        compiles). Not traceable by torch.compile (the chunks depend on the lengths).
+        The packed data runs longest first; padded into [S_max, B, I] in that order, with
+        each row's length, the kernels stop each row at its own length (a row that has
+        ended keeps its state; a reverse layer's row starts at its own end) and the outputs
+        past it are zero. Not traceable by torch.compile (shapes depend on the lengths).
         """
-        if self.bidirectional:
-            return self._forward_packed_by_length(packed, hx)
-        lstm = self._cell() == "lstm"
-        padded, lengths = pad_packed_sequence(packed)  # (S_max, B, I), the original order
-        order = packed.sorted_indices
-        if order is not None:
-            padded, lengths = padded[:, order], lengths[order.cpu()]
-        S, B = padded.shape[:2]
-        L, H = self.num_layers, self.hidden_size
-        if hx is None:
-            zeros = padded.new_zeros(L, B, H)
-            state = [zeros, zeros.clone()] if lstm else [zeros]
-        else:
-            parts = list(hx) if lstm and isinstance(hx, tuple) else [hx]
-            for p in parts:
-                if len(parts) != (2 if lstm else 1) or tuple(p.shape) != (L, B, H):
-                    raise RuntimeError(f"rnncc.nn.{type(self).__name__}: initial state of shape "
-                                       f"{[tuple(p.shape) for p in parts]}, expected "
-                                       f"{'(h_0, c_0), each ' if lstm else ''}{(L, B, H)}")
-            # Copies in the sorted order, written chunk by chunk below.
-            state = [p.clone() if order is None else p[:, order] for p in parts]
-        y = padded.new_zeros(S, B, H)
-        ends = sorted(set(lengths.tolist()))
-        start = 0
-        for end in ends:
-            active = int((lengths > start).sum())  # a prefix: sorted longest first
-            x = padded[start:end, :active]
-            chunk_hx = tuple(p[:, :active] for p in state) if lstm else state[0][:, :active]
-            out, final = self.forward(x.transpose(0, 1) if self.batch_first else x, chunk_hx)
-            y[start:end, :active] = out.transpose(0, 1) if self.batch_first else out
-            for p, f in zip(state, final if lstm else (final,)):
-                p[:, :active] = f
-            start = end
-        data = pack_padded_sequence(y, lengths, enforce_sorted=True).data
-        out = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        batch_sizes = packed.batch_sizes  # on the CPU: rows still running at each step
+        S, B = len(batch_sizes), int(batch_sizes[0])
+        running = torch.arange(B) < batch_sizes[:, None]  # [S, B]
+        lengths = running.sum(0)
+        # The packed rows' places in the padded [S·B] rows, in packed order (time-major),
+        # worked out on the host: a boolean mask on the device would wait for the GPU.
+        rows = running.flatten().nonzero().flatten().to(packed.data.device, non_blocking=True)
+        padded = packed.data.new_zeros(S * B, packed.data.shape[-1]) \
+            .index_copy_(0, rows, packed.data).view(S, B, -1)
+        if hx is not None and packed.sorted_indices is not None:  # torch.nn's permute_hidden
+            hx = tuple(p.index_select(1, packed.sorted_indices) for p in hx) if isinstance(hx, tuple) \
+                else hx.index_select(1, packed.sorted_indices)
+        y, state = self._forward_tensor(padded, hx, False, lengths)
+        out = PackedSequence(y.reshape(S * B, -1).index_select(0, rows), batch_sizes,
+                             packed.sorted_indices, packed.unsorted_indices)
         if packed.unsorted_indices is not None:
-            state = [p[:, packed.unsorted_indices] for p in state]
-        return (out, tuple(state)) if lstm else (out, state[0])
-
-
-    def _forward_packed_by_length(self, packed: PackedSequence, hx):
-        """A PackedSequence through a bidirectional module: the backward direction starts
-        at each sequence's own last step, so the sequences of each distinct length run as
-        one forward of exactly that length (as many forwards as distinct lengths)."""
-        lstm = self._cell() == "lstm"
-        padded, lengths = pad_packed_sequence(packed)  # (S_max, B, I), the caller's order
-        S, B = padded.shape[:2]
-        LD, H = len(self._suffixes), self.hidden_size
-        parts = [] if hx is None else (list(hx) if lstm and isinstance(hx, tuple) else [hx])
-        for p in parts:
-            if len(parts) != (2 if lstm else 1) or tuple(p.shape) != (LD, B, H):
-                raise RuntimeError(f"rnncc.nn.{type(self).__name__}: initial state of shape "
-                                   f"{[tuple(p.shape) for p in parts]}, expected "
-                                   f"{'(h_0, c_0), each ' if lstm else ''}{(LD, B, H)}")
-        y = padded.new_zeros(S, B, 2 * H)
-        final = [padded.new_zeros(LD, B, H) for _ in range(2 if lstm else 1)]
-        for length in sorted(set(lengths.tolist())):
-            rows = (lengths == length).nonzero().flatten().to(padded.device)
-            x = padded[:length, rows]
-            chunk_hx = None if not parts else (tuple(p[:, rows].contiguous() for p in parts) if lstm
-                                               else parts[0][:, rows].contiguous())
-            out, state = self.forward(x.transpose(0, 1) if self.batch_first else x, chunk_hx)
-            y[:length, rows] = out.transpose(0, 1) if self.batch_first else out
-            for f, got in zip(final, state if lstm else (state,)):
-                f[:, rows] = got
-        if packed.sorted_indices is not None:  # packed data runs longest first
-            y, lengths = y[:, packed.sorted_indices], lengths[packed.sorted_indices.cpu()]
-        data = pack_padded_sequence(y, lengths, enforce_sorted=True).data
-        out = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
-        return (out, tuple(final)) if lstm else (out, final[0])
+            state = tuple(p.index_select(1, packed.unsorted_indices) for p in state) \
+                if isinstance(state, tuple) else state.index_select(1, packed.unsorted_indices)
+        return out, state
 
 
 class LSTM(_RecurrentTwin):

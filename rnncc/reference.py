@@ -8,6 +8,10 @@ Semantics are exactly PyTorch's (torch.nn.LSTM / GRU / RNN), written once here:
   RNN   h' = tanh or relu(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
 A residual layer's output is h + x (its final state is h's). A reverse layer runs its
 steps from S−1 down to 0; a bidirectional layer's two halves fill its tensor's columns.
+With ``lengths`` (sequences of different lengths, torch's PackedSequence): row b runs
+steps 0 … lengths[b]−1 (a reverse layer lengths[b]−1 … 0), its final state is that of
+its last step, and outputs past its length are zero. Inside the model a row past its
+length keeps its state (the kernels' rule, which this reference shares).
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ def merge(m: Merge, tensors: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
-              h0: np.ndarray | None = None, c0: np.ndarray | None = None):
-    """One layer over a whole sequence x [S, B, I]. Returns (y [S, B, H], h_n, c_n)."""
+              h0: np.ndarray | None = None, c0: np.ndarray | None = None,
+              lengths: np.ndarray | None = None):
+    """One layer over a whole sequence x [S, B, I]. Returns (y [S, B, H], h_n, c_n). With
+    ``lengths`` [B], a row keeps its h and c at the steps t ≥ lengths[b] (y holds that
+    kept h there)."""
     S, B, _ = x.shape
     H = layer.hidden_size
     w = {k: np.asarray(weights[f"{layer.name}.{k}"], dtype=np.float64)
@@ -49,6 +56,7 @@ def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
     c = np.zeros((B, H)) if c0 is None else np.asarray(c0, dtype=np.float64)
     y = np.empty((S, B, H))
     for t in (reversed(range(S)) if layer.reverse else range(S)):
+        h_was, c_was = h, c
         gi = x[t] @ w["weight_ih"].T + b_ih
         gh = h @ w["weight_hh"].T + b_hh
         if layer.cell == "lstm":
@@ -65,17 +73,21 @@ def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
             h = np.tanh(gi + gh)
         else:  # rnn_relu
             h = np.maximum(gi + gh, 0.0)
+        if lengths is not None:
+            running = (t < np.asarray(lengths))[:, None]
+            h, c = np.where(running, h, h_was), np.where(running, c, c_was)
         y[t] = h
     return y, h, (c if layer.cell == "lstm" else None)
 
 
 def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
-        state: State | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
+        state: State | None = None,
+        lengths: np.ndarray | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
     """Run ``model`` on x [S, B, input_size] in float64.
 
     ``state`` maps a layer name to its initial h [B, H] (GRU/RNN) or (h, c) (LSTM);
-    missing layers start from zeros. Returns (outputs in model order, final state dict
-    of the same form).
+    missing layers start from zeros. ``lengths`` [B] (0 ≤ each ≤ S): each row's steps.
+    Returns (outputs in model order, final state dict of the same form).
     """
     state = state or {}
     tensors: dict[str, np.ndarray] = {INPUT: np.asarray(x, dtype=np.float64)}
@@ -88,11 +100,14 @@ def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
             else:
                 h0 = state[layer.name]
         x_layer = merge(layer.input, tensors)
-        y, h, c = run_layer(layer, weights, x_layer, h0, c0)
+        y, h, c = run_layer(layer, weights, x_layer, h0, c0, lengths)
         out = y + x_layer if layer.residual else y
         # A bidirectional layer's backward half (column H) follows its forward half.
         tensors[layer.tensor_name] = np.concatenate([tensors[layer.tensor_name], out], -1) \
             if layer.column else out
         final[layer.name] = (h, c) if layer.cell == "lstm" else h
     outputs = tuple(merge(o.merge, tensors) for o in model.outputs)
+    if lengths is not None:  # torch's padding: zero past each row's length
+        past = np.arange(x.shape[0])[:, None] >= np.asarray(lengths)[None, :]
+        outputs = tuple(np.where(past[:, :, None], 0.0, o) for o in outputs)
     return outputs, final

@@ -50,11 +50,13 @@ _TIMEOUT_WHAT = {1: "grid barrier", 2: "cluster exchange (mbarrier wait)"}
 
 @dataclass(frozen=True)
 class Variant:
-    """The plan of one shape class and its kernels."""
+    """The plan of one shape class and its kernels: those of calls without lengths, or
+    with ``lengths`` those of calls with sequences of different lengths (same plan)."""
 
     shape_class: tuple[int, int]
     plan: Plan
     kernels: tuple[codegen.KernelSource, ...]
+    lengths: bool = False
     # kernel_of's answers, looked up on every launch of every call (a cache, not a value).
     _kernel_of: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -66,6 +68,10 @@ class Variant:
             self._kernel_of[key] = next(
                 (k for k in self.kernels if user in k.users and k.family.startswith(family)), None)
         return self._kernel_of[key]
+
+    @property
+    def key(self) -> tuple[int, int, bool]:
+        return (*self.shape_class, self.lengths)
 
     @property
     def uses_library(self) -> bool:
@@ -129,6 +135,7 @@ class _LayerRun:
     c0: int
     c_arr: Any
     c_view: arrays.DeviceView | None
+    lengths: int = 0       # the call's lengths on the device (0: none)
 
 
 class _Stamps:
@@ -196,7 +203,8 @@ class CompiledModel:
         self._variants: dict[tuple[int, int], Variant] = {hinted: Variant(hinted, plan, kernels)}
         self._lock = threading.Lock()
         self._functions: dict[str, driver.Kernel] = {}
-        self._loaded: set[tuple[int, int]] = set()  # shape classes whose kernels are loaded
+        self._loaded: set[tuple[int, int, bool]] = set()  # Variant.key of those loaded
+        self._with_lengths: dict[tuple[int, int], Variant] = {}  # see variant()
         self._resident: dict[str, int] = {}
         self._device_weights: dict[str, dict[str, int]] | None = None
         self._device_memory: list[Any] = []
@@ -216,11 +224,13 @@ class CompiledModel:
                 f"{len(self._variants)} shape class(es) planned>")
 
     # ---- plans per shape class (no GPU) ----------------------------------------------------
-    def variant(self, seq_len: int, batch: int) -> Variant:
+    def variant(self, seq_len: int, batch: int, lengths: bool = False) -> Variant:
         """The plan and kernels a call of (seq_len, batch) runs: the hints' plan in their
-        class, else the plan of the call's class, made on first use (see passes/shapes.py)."""
+        class, else the plan of the call's class, made on first use (see passes/shapes.py).
+        With ``lengths``, the kernels of a call with sequences of different lengths: the
+        same plan, its recurrent kernels rendered to keep an ended row's state."""
         cls = shape_class(seq_len, batch)
-        found = self._variants.get(cls)
+        found = (self._with_lengths if lengths else self._variants).get(cls)
         if found is not None:
             return found
         with self._lock:
@@ -230,7 +240,10 @@ class CompiledModel:
                 options = replace(self.plan.options, seq_len=cls[0], batch=cls[1], tuned=())
                 plan, kernels = pipeline.plan_and_render(self.model, self.target, options)
                 self._variants[cls] = Variant(cls, plan, kernels)
-            return self._variants[cls]
+            if lengths and cls not in self._with_lengths:
+                plan = self._variants[cls].plan
+                self._with_lengths[cls] = Variant(cls, plan, codegen.render(plan, lengths=True), True)
+            return (self._with_lengths if lengths else self._variants)[cls]
 
     def with_persistence(self, layer: str, value, why: str) -> "CompiledModel":
         """This model with layer ``layer``'s persistence forced to ``value`` (a
@@ -330,7 +343,7 @@ class CompiledModel:
         """Load the variant's kernels (built if needed), the weights and the model's
         device-wide pieces (cuBLASLt handle, status words), once each."""
         driver.device_context(0).make_current()
-        if variant.shape_class in self._loaded and self._device_weights is not None:
+        if variant.key in self._loaded and self._device_weights is not None:
             return
         missing = [k for k in variant.kernels if k.name not in self._functions]
         needs_library = variant.uses_library
@@ -358,7 +371,7 @@ class CompiledModel:
                     self._status = driver.HostWords(len(self.model.layers))
                 if self._device_weights is None:
                     self._device_weights = self._upload_weights()
-        self._loaded.add(variant.shape_class)
+        self._loaded.add(variant.key)
 
     def _upload_weights(self) -> dict[str, dict[str, int]]:
         """Each layer's packed weights on the device: {layer: {"w_ih": pointer, ...}}."""
@@ -402,7 +415,7 @@ class CompiledModel:
 
     # ---- forward ---------------------------------------------------------------------
     def __call__(self, x: Any, state: Mapping[str, Any] | None = None, *,
-                 batch_first: bool = False, stacked_state: bool = False):
+                 batch_first: bool = False, stacked_state: bool = False, lengths: Any = None):
         """Run the model on x: [S, B, I] (or [B, S, I] with ``batch_first``), a NumPy array
         (copied; results come back as NumPy), a PyTorch CUDA tensor, a CuPy array, a PyCUDA
         GPUArray or any ``__cuda_array_interface__`` object (used in place; results of the
@@ -412,9 +425,13 @@ class CompiledModel:
         its h_n or (h_n, c_n). With ``stacked_state`` (layers of one cell and hidden size,
         as torch.nn's) the final state is torch.nn's instead: h_n [L, B, H], or (h_n, c_n)
         for LSTM layers, layers in the model's order, each layer's slice written in place
-        (no stacking copies). The call is queued on the caller's stream and returns
-        without waiting for the GPU (NumPy excepted)."""
-        return self._call(x, state, batch_first, stacked_state, None)
+        (no stacking copies). ``lengths`` (B integers in [0, S] on the host: a list, NumPy
+        array or CPU tensor) runs sequences of different lengths in the one call, as torch
+        runs a PackedSequence: row b's steps are 0 … lengths[b]−1 (a reverse layer's from
+        lengths[b]−1 down), its final state is that of its last step, and its outputs past
+        its length are zero. The call is queued on the caller's stream and returns without
+        waiting for the GPU (NumPy excepted)."""
+        return self._call(x, state, batch_first, stacked_state, None, lengths)
 
     def timeline(self, x: Any, *, batch_first: bool = False) -> list[Task]:
         """Run the model on x once with timing events around every layer's chunks (its
@@ -422,10 +439,11 @@ class CompiledModel:
         start and end in seconds from the call's start. Waits for the GPU. The events add
         a little host time; the schedule is the one a call of x's shape runs."""
         stamps: list[_Stamps] = []
-        self._call(x, None, batch_first, False, stamps)
+        self._call(x, None, batch_first, False, stamps, None)
         return stamps[0].tasks()
 
-    def _call(self, x, state, batch_first: bool, stacked_state: bool, stamps: list | None):
+    def _call(self, x, state, batch_first: bool, stacked_state: bool, stamps: list | None,
+              lengths: Any):
         """__call__'s checks, then the call (``stamps``: where to put the timing events)."""
         dtype = self.model.dtype
         kind = arrays.kind_of(x)
@@ -456,9 +474,11 @@ class CompiledModel:
             if name not in {l.name for l in self.model.layers}:
                 raise RuntimeCheckError(f"state: unknown layer '{name}', expected one of "
                                         f"{', '.join(l.name for l in self.model.layers)}")
+        if lengths is not None:
+            lengths = arrays.host_lengths(lengths, S, B)
 
         return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
-                         S, B, batch_first, stacked_state, stamps)
+                         S, B, batch_first, stacked_state, stamps, lengths)
 
     def run_torch(self, x: Any, batch_first: bool = False):
         """``self(x, batch_first=batch_first, stacked_state=True)`` for a caller that has
@@ -470,9 +490,10 @@ class CompiledModel:
         return self._run(x, "torch", False, None, view, {}, S, B, batch_first, True)
 
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
-             batch_first: bool, stacked: bool, stamps: list | None = None):
+             batch_first: bool, stacked: bool, stamps: list | None = None,
+             lengths: np.ndarray | None = None):
         """A checked call: its plan, memory and debug knobs, then the forward."""
-        variant = self.variant(S, B)
+        variant = self.variant(S, B, lengths is not None)
         self._load(variant)
         self.check_errors()
         stream = arrays.stream_of(x, kind)
@@ -485,7 +506,8 @@ class CompiledModel:
             stamps.append(_Stamps(stream))
         try:
             return self._forward(variant, x, kind, host, x_host, x_view, state, S, B, batch_first,
-                                 stream, memory, spin_ns, stacked, stamps[0] if stamps else None)
+                                 stream, memory, spin_ns, stacked, stamps[0] if stamps else None,
+                                 lengths)
         finally:
             memory.release()
 
@@ -513,7 +535,7 @@ class CompiledModel:
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
                  B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int,
-                 stacked: bool, stamps: _Stamps | None):
+                 stacked: bool, stamps: _Stamps | None, lengths_host: np.ndarray | None):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
@@ -547,6 +569,10 @@ class CompiledModel:
         ws = {name: base + off for name, off in offsets.items()}
         if grid_layers:
             driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
+        lengths = 0
+        if lengths_host is not None:
+            lengths = memory.take(lengths_host.nbytes, poison=False)
+            driver.copy_to_device(lengths, lengths_host, stream)
         barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
 
         # Where every tensor lives.
@@ -592,7 +618,7 @@ class CompiledModel:
             if l.reverse:  # its kernels count steps up: every sequence it steps through, reversed
                 y = y.reversed(S)
                 residual = residual.reversed(S) if residual else None
-            runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view))
+            runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view, lengths))
         if pipelined(plan):
             self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps)
         for r in runs:
@@ -614,13 +640,19 @@ class CompiledModel:
         outputs = []
         for o in plan.outputs:
             if o.kernel is None:
+                out = tensors[o.name]
                 outputs.append(results[o.name])
-                continue
-            arr, v = make(seq_shape(o.size))
-            k = variant.kernel_of(o.name, "merge")
-            args = launch.merge_arguments(sequence(v), [tensors[s.name] for s in o.sources], S, B)
-            self._launch(k, launch.merge_grid(k, S * B * o.size, self.target.sm_count), args, stream)
-            outputs.append(arr)
+            else:
+                arr, v = make(seq_shape(o.size))
+                out = sequence(v)
+                k = variant.kernel_of(o.name, "merge")
+                args = launch.merge_arguments(out, [tensors[s.name] for s in o.sources], S, B)
+                self._launch(k, launch.merge_grid(k, S * B * o.size, self.target.sm_count), args, stream)
+                outputs.append(arr)
+            if lengths:  # after the layers (and h_n's copies), which read the kept states
+                k = variant.kernel_of(o.name, "mask")
+                self._launch(k, launch.merge_grid(k, S * B * o.size, self.target.sm_count),
+                             launch.mask_arguments(out, S, B, o.size, lengths), stream)
 
         if host:
             to_host = lambda a, shp: self._to_host(a, shp, kind)  # noqa: E731
@@ -801,7 +833,7 @@ class CompiledModel:
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
-                    status=status, spin_timeout_ns=spin_ns, residual=residual)
+                    status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths)
                 self._launch(step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
                 for j in range(steps):
@@ -815,7 +847,7 @@ class CompiledModel:
                     args = launch.step_arguments(
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                         xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
-                        residual=residual)
+                        residual=residual, lengths=r.lengths)
                     self._launch(step_k, step_grid, args, stream)
             if stamps:
                 stamps.span(l.name, t0 // steps_per_chunk, start, stream)

@@ -76,8 +76,8 @@ def has_command(name: str) -> bool:
 def packed_mismatch(torch):
     """mismatch(theirs, ours, device, dtype) -> the largest relative difference between a
     torch.nn module and its rnncc twin on PackedSequence inputs (sorted and unsorted,
-    batch-first or not as the modules are, with and without hx); also asserts that the
-    packing (batch_sizes, indices) is the input's."""
+    lengths S, S−1, …, 1 and random, batch-first or not as the modules are, with and
+    without hx); also asserts that the packing (batch_sizes, indices) is the input's."""
     from torch.nn.utils.rnn import pack_padded_sequence
 
     from rnncc.dtypes import max_relative_error
@@ -88,7 +88,9 @@ def packed_mismatch(torch):
     def mismatch(theirs, ours, device, dtype) -> float:
         L, H, I = theirs.num_layers * (2 if theirs.bidirectional else 1), theirs.hidden_size, theirs.input_size
         worst = 0.0
-        for lengths, enforce_sorted in (([7, 3, 7, 1, 2, 5], False), ([9, 9, 4, 2], True)):
+        cases = (([7, 3, 7, 1, 2, 5], False), ([9, 9, 4, 2], True), (list(range(8, 0, -1)), True),
+                 (torch.randint(1, 12, (9,), generator=torch.Generator().manual_seed(3)).tolist(), False))
+        for lengths, enforce_sorted in cases:
             B, S = len(lengths), max(lengths)
             x = torch.randn((B, S, I) if theirs.batch_first else (S, B, I), device=device, dtype=dtype)
             packed = pack_padded_sequence(x, torch.tensor(lengths), batch_first=theirs.batch_first,

@@ -95,6 +95,15 @@ def test_all_templates_render_and_compile(nvcc):
             assert f"model {m.model.name}" in k.header and f"model {m.model.name}" not in k.source
             assert "{{" not in k.source and "{%" not in k.source
         kernels += m.kernels
+        # The variant for sequences of different lengths: its recurrent kernels keep an
+        # ended row's state, and a mask zeroes the outputs past each length.
+        varied = m.variant(16, 8, lengths=True)
+        assert varied.plan is m.plan
+        recurrent = [k for k in varied.kernels if k.family == step]
+        assert recurrent and all("lengths[b]" in k.source and "_lengths_" in k.name for k in recurrent)
+        assert not any("lengths" in k.source for k in m.kernels)
+        assert [k.family for k in varied.kernels].count("mask") == 1
+        kernels += [k for k in varied.kernels if k.family in (step, "mask")]
     # Unique names per case so the cache key separates them.
     seen = {}
     for k in kernels:

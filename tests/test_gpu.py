@@ -42,9 +42,11 @@ def random_state(model, B, rng, dtype):
     return state
 
 
-def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, force=None, **options):
+def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, force=None,
+                    lengths=None, **options):
     """Run on torch CUDA tensors, compare every output and final state with the reference.
-    ``force``: a function of the compiled model returning the one to run (a forced tile)."""
+    ``force``: a function of the compiled model returning the one to run (a forced tile);
+    ``lengths``: each row's steps (outputs past them must be exactly zero)."""
     import torch
 
     rng = np.random.default_rng(seed)
@@ -64,10 +66,15 @@ def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, fo
     if state:
         sd = {k: tuple(to_dev(p) for p in v) if isinstance(v, tuple) else to_dev(v)
               for k, v in state.items()}
-    y, final = m(xd, sd, batch_first=batch_first)
+    y, final = m(xd, sd, batch_first=batch_first, lengths=lengths)
     torch.cuda.synchronize()
     outs = y if isinstance(y, tuple) else (y,)
-    ref_outs, ref_final = reference.run(m.model, m.device_weights(), x, state)
+    ref_outs, ref_final = reference.run(m.model, m.device_weights(), x, state, lengths)
+    if lengths is not None:
+        past = torch.arange(S)[:, None] >= torch.as_tensor(lengths)[None, :]  # [S, B]
+        for got in outs:
+            padded = (got.transpose(0, 1) if batch_first else got)[past.to(got.device)]
+            assert torch.equal(padded, torch.zeros_like(padded)), "outputs past a length are not zero"
     tol = tolerance(dtype, m.plan.layers[0].precision.value)
     errors = {}
     for o, got, want in zip(m.model.outputs, outs, ref_outs):
@@ -384,6 +391,45 @@ def test_reverse_layers_in_chunks(gpu, gemm, persistence, schedule):
     assert len(chunk) == 1 and chunk.pop() < 41
 
 
+# Sequences of different lengths in one call: lengths from 0 to S, unsorted, repeated.
+def random_lengths(S: int, B: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return [S, 0, *rng.integers(1, S + 1, B - 2)][:B] if B > 1 else [max(1, S // 2)]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("persistence", [None, "none", "grid", "cluster"])
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_lengths_every_persistence(gpu, cell, persistence, schedule):
+    """Each row stops at its own length in every kernel family: an ended row keeps its
+    state (h_n and c_n at its last step; a reverse layer's row starting at its own end,
+    from its h0), the outputs past it are zero; residual, bidirectional, merged outputs."""
+    run_and_compare(bidirectional_spec(cell), 37, 6, seed=len(cell) + 1, with_state=True,
+                    batch_first=True, persistence=persistence, schedule=schedule,
+                    lengths=random_lengths(37, 6, len(cell)))
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (513, 5, 37), (1024, 8, 256)])
+def test_lengths_single_layer_as_planned(gpu, cell, dtype, hidden, batch, seq):
+    """One layer as the planner picks for the call (grid, cluster, tensor cores, registers,
+    cuBLASLt), odd sizes."""
+    run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden + batch,
+                    with_state=batch % 2 == 1, seq_len=seq, batch=batch,
+                    lengths=random_lengths(seq, batch, hidden))
+
+
+@pytest.mark.parametrize("gemm", ["cublas", "rnncc"])
+@pytest.mark.parametrize("persistence", ["none", "cluster"])
+def test_lengths_in_chunks(gpu, gemm, persistence):
+    """Lengths across chunks (16, 16, 9) of a forward and a reverse layer: each launch's
+    first step is its time in the whole sequence."""
+    run_and_compare(bidirectional_spec("lstm", "float16"), 41, 7, seed=3, with_state=True, gemm=gemm,
+                    persistence=persistence, unroll=16, seq_len=41, batch=7,
+                    lengths=[41, 17, 16, 15, 1, 32, 33])
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("layout", ["xw", "wx"])
 def test_stacked_on_tensor_cores(gpu, dtype, layout):
@@ -589,9 +635,8 @@ def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype, bidirectional):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_packed_sequences_on_gpu(gpu, torch, cell, dtype, bidirectional, packed_mismatch):
-    """PackedSequence input on the GPU: chunks between distinct lengths, each a forward
-    of the compiled kernels from the previous chunk's state (bidirectional: a forward per
-    distinct length)."""
+    """PackedSequence input on the GPU: one call, each row stopping at its own length
+    (the backward direction starting at each row's own end)."""
     import rnncc.nn as rnn
 
     torch.manual_seed(12)

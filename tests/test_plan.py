@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -763,6 +764,42 @@ def test_reverse_layers_walk_their_sequences_down():
     ptr, strides = launch.recurrent_projection(5000, (8 * 48, 48, 1), 4, True)
     assert ptr == 5000 + 3 * 8 * 48 * 4 and strides == (-8 * 48, 48, 1)
     assert launch.recurrent_projection(5000, (8, 1, 32), 4, False) == (5000, (8, 1, 32))
+
+
+
+def test_lengths_launch_arguments_and_checks():
+    """A call with lengths: each launch says which time its step 0 is and which way its
+    steps go (a reverse layer's chunk starting at its own step t0 is time S−1−t0, walked
+    down); the kernels that take them are a variant of the same plan; lengths are B
+    integers in [0, S] on the host."""
+    from rnncc import arrays, launch
+    from rnncc.errors import RuntimeCheckError
+
+    m = rnncc.compile({"name": "bi", "input_size": 5, "layers": [
+        {"name": "a", "cell": "gru", "hidden_size": 8, "direction": "bidirectional"}]},
+        target="h100", seq_len=10, batch=4, persistence="none", unroll=4)
+    forward, backward = m.plan.layers
+    assert launch.length_arguments(forward, 4, 10, 0) == {}
+    assert launch.length_arguments(forward, 4, 10, 777) == {"lengths": 777, "length_time": 4, "length_dir": 1}
+    assert launch.length_arguments(backward, 4, 10, 777) == {"lengths": 777, "length_time": 5, "length_dir": -1}
+    varied = m.variant(10, 4, lengths=True)
+    assert varied.plan is m.plan and varied.key == (*m.variants[0].shape_class, True)
+    step = varied.kernel_of("a_reverse", "recurrent")
+    assert [p.name for p in step.params][-3:] == ["lengths", "length_time", "length_dir"]
+    y = launch.Sequence(1000, 4, 4 * 8, 8)
+    args = launch.step_arguments(backward, t=2, j=2, S=10, B=4, y=y.reversed(10), h0=None, c0=0,
+                                 c_out=0, cell=0, xproj=0, xproj_strides=(32, 8, 1),
+                                 weights={"w_hh_t": 1, "bias_hn": 2}, step_product=0, lengths=777)
+    assert (args["length_time"], args["lengths"]) == (7, 777)
+    assert launch.arguments(step, args)[-3:] == [777, 7, -1]
+    mask = varied.kernel_of("a", "mask")
+    assert launch.arguments(mask, launch.mask_arguments(y, 10, 4, 16, 777)) == [1000, 32, 8, 10, 4, 16, 777]
+    np = pytest.importorskip("numpy")
+    assert arrays.host_lengths([3, 0, 10, 1], 10, 4).dtype == np.int32
+    for bad, says in (([3, 1], "expected 4 integers"), ([3, 1, 2, 11], "expected each in [0, 10]"),
+                      ([3, -1, 2, 1], "from -1 to 3"), ([1.5, 1, 1, 1], "dtype float64")):
+        with pytest.raises(RuntimeCheckError, match=re.escape(says)):
+            arrays.host_lengths(bad, 10, 4)
 
 
 STACKED_SPEC = {
