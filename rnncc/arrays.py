@@ -98,14 +98,27 @@ def host_array(x: Any, what: str, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(to_storage(a, dtype) if dtype == "bfloat16" else a)
 
 
-def host_lengths(lengths: Any, S: int, B: int) -> np.ndarray:
-    """The length of each batch row as int32 on the host, checked: B integers in [0, S]
-    (a list, a NumPy array or a CPU tensor; torch keeps a PackedSequence's lengths on the
-    CPU too, and the check needs them there)."""
-    if kind_of_or_none(lengths) in ("torch", "cupy", "gpuarray", "cai"):
-        raise RuntimeCheckError("lengths: on the device, expected them on the host (a list, a "
-                                "NumPy array or a CPU tensor), as torch keeps a PackedSequence's")
-    if kind_of_or_none(lengths) == "torch-cpu":
+def call_lengths(lengths: Any, S: int, B: int) -> "np.ndarray | DeviceView":
+    """The length of each batch row: on the host (a list, a NumPy array or a CPU tensor),
+    B integers in [0, S], checked and as int32; or on the device (a CUDA tensor or a
+    ``__cuda_array_interface__`` array of B contiguous int32), used in place and not
+    checked (reading the values would wait for the GPU), which a CUDA graph can capture."""
+    kind = kind_of_or_none(lengths)
+    if kind in ("torch", "cupy", "gpuarray", "cai"):
+        if kind == "torch":
+            dtype, shape, ptr = str(lengths.dtype).replace("torch.", ""), tuple(lengths.shape), \
+                lengths.data_ptr()
+            contiguous = lengths.is_contiguous()
+        else:
+            cai = lengths.__cuda_array_interface__
+            dtype = str(np.dtype(cai["typestr"]))
+            shape, ptr = tuple(cai["shape"]), int(cai["data"][0])
+            contiguous = cai.get("strides") in (None, (4,))
+        if dtype != "int32" or shape != (B,) or not contiguous:
+            raise RuntimeCheckError(f"lengths: a device array of shape {shape}, dtype {dtype}, expected "
+                                    f"{B} contiguous int32 (one per batch row)")
+        return DeviceView(ptr, (B,), (1,), "int32", lengths)
+    if kind == "torch-cpu":
         lengths = lengths.numpy()
     a = np.asarray(lengths)
     if a.shape != (B,) or not (a.dtype.kind in "iu" or a.size == 0):

@@ -412,10 +412,15 @@ class _RecurrentTwin(torch.nn.Module):
         batch_sizes = packed.batch_sizes  # on the CPU: rows still running at each step
         S, B = len(batch_sizes), int(batch_sizes[0])
         running = torch.arange(B) < batch_sizes[:, None]  # [S, B]
-        lengths = running.sum(0)
+        lengths = running.sum(0, dtype=torch.int32)
         # The packed rows' places in the padded [S·B] rows, in packed order (time-major),
-        # worked out on the host: a boolean mask on the device would wait for the GPU.
-        rows = running.flatten().nonzero().flatten().to(packed.data.device, non_blocking=True)
+        # worked out on the host (a boolean mask on the device would wait for the GPU) and
+        # sent from pinned memory, as the lengths are (from pageable memory a copy may wait
+        # for the stream: the twin took 1.85 ms where its compiled model took 1.19).
+        rows = running.flatten().nonzero().flatten()
+        if packed.data.is_cuda:
+            rows, lengths = (t.pin_memory().to(packed.data.device, non_blocking=True)
+                             for t in (rows, lengths))
         padded = packed.data.new_zeros(S * B, packed.data.shape[-1]) \
             .index_copy_(0, rows, packed.data).view(S, B, -1)
         if hx is not None and packed.sorted_indices is not None:  # torch.nn's permute_hidden

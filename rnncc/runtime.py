@@ -425,11 +425,12 @@ class CompiledModel:
         its h_n or (h_n, c_n). With ``stacked_state`` (layers of one cell and hidden size,
         as torch.nn's) the final state is torch.nn's instead: h_n [L, B, H], or (h_n, c_n)
         for LSTM layers, layers in the model's order, each layer's slice written in place
-        (no stacking copies). ``lengths`` (B integers in [0, S] on the host: a list, NumPy
-        array or CPU tensor) runs sequences of different lengths in the one call, as torch
-        runs a PackedSequence: row b's steps are 0 … lengths[b]−1 (a reverse layer's from
-        lengths[b]−1 down), its final state is that of its last step, and its outputs past
-        its length are zero. The call is queued on the caller's stream and returns without
+        (no stacking copies). ``lengths`` runs sequences of different lengths in the one
+        call, as torch runs a PackedSequence: row b's steps are 0 … lengths[b]−1 (a reverse
+        layer's from lengths[b]−1 down), its final state is that of its last step, and its
+        outputs past its length are zero. They are B integers in [0, S] on the host (a
+        list, NumPy array or CPU tensor; checked), or B int32 on the device (a CUDA tensor,
+        used as they are: unchecked, and capturable in a CUDA graph). The call is queued on the caller's stream and returns without
         waiting for the GPU (NumPy excepted)."""
         return self._call(x, state, batch_first, stacked_state, None, lengths)
 
@@ -475,7 +476,7 @@ class CompiledModel:
                 raise RuntimeCheckError(f"state: unknown layer '{name}', expected one of "
                                         f"{', '.join(l.name for l in self.model.layers)}")
         if lengths is not None:
-            lengths = arrays.host_lengths(lengths, S, B)
+            lengths = arrays.call_lengths(lengths, S, B)
 
         return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
                          S, B, batch_first, stacked_state, stamps, lengths)
@@ -491,7 +492,7 @@ class CompiledModel:
 
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
              batch_first: bool, stacked: bool, stamps: list | None = None,
-             lengths: np.ndarray | None = None):
+             lengths: "np.ndarray | arrays.DeviceView | None" = None):
         """A checked call: its plan, memory and debug knobs, then the forward."""
         variant = self.variant(S, B, lengths is not None)
         self._load(variant)
@@ -535,7 +536,8 @@ class CompiledModel:
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
                  B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int,
-                 stacked: bool, stamps: _Stamps | None, lengths_host: np.ndarray | None):
+                 stacked: bool, stamps: _Stamps | None,
+                 lengths_given: "np.ndarray | arrays.DeviceView | None"):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
@@ -569,10 +571,12 @@ class CompiledModel:
         ws = {name: base + off for name, off in offsets.items()}
         if grid_layers:
             driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
-        lengths = 0
-        if lengths_host is not None:
-            lengths = memory.take(lengths_host.nbytes, poison=False)
-            driver.copy_to_device(lengths, lengths_host, stream)
+        lengths = 0  # each row's length on the device (0: none)
+        if isinstance(lengths_given, arrays.DeviceView):
+            lengths = lengths_given.ptr
+        elif lengths_given is not None:
+            lengths = memory.take(lengths_given.nbytes, poison=False)
+            driver.copy_to_device(lengths, lengths_given, stream)
         barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
 
         # Where every tensor lives.

@@ -771,7 +771,7 @@ def test_lengths_launch_arguments_and_checks():
     """A call with lengths: each launch says which time its step 0 is and which way its
     steps go (a reverse layer's chunk starting at its own step t0 is time S−1−t0, walked
     down); the kernels that take them are a variant of the same plan; lengths are B
-    integers in [0, S] on the host."""
+    integers in [0, S] on the host, or B int32 on the device."""
     from rnncc import arrays, launch
     from rnncc.errors import RuntimeCheckError
 
@@ -795,11 +795,19 @@ def test_lengths_launch_arguments_and_checks():
     mask = varied.kernel_of("a", "mask")
     assert launch.arguments(mask, launch.mask_arguments(y, 10, 4, 16, 777)) == [1000, 32, 8, 10, 4, 16, 777]
     np = pytest.importorskip("numpy")
-    assert arrays.host_lengths([3, 0, 10, 1], 10, 4).dtype == np.int32
+    assert arrays.call_lengths([3, 0, 10, 1], 10, 4).dtype == np.int32
     for bad, says in (([3, 1], "expected 4 integers"), ([3, 1, 2, 11], "expected each in [0, 10]"),
                       ([3, -1, 2, 1], "from -1 to 3"), ([1.5, 1, 1, 1], "dtype float64")):
         with pytest.raises(RuntimeCheckError, match=re.escape(says)):
-            arrays.host_lengths(bad, 10, 4)
+            arrays.call_lengths(bad, 10, 4)
+
+    class OnDevice:  # an array of another library on the device
+        def __init__(self, typestr, shape):
+            self.__cuda_array_interface__ = {"typestr": typestr, "shape": shape, "data": (4096, False),
+                                             "version": 3}
+    assert arrays.call_lengths(OnDevice("<i4", (4,)), 10, 4).ptr == 4096
+    with pytest.raises(RuntimeCheckError, match="dtype int64, expected 4 contiguous int32"):
+        arrays.call_lengths(OnDevice("<i8", (4,)), 10, 4)
 
 
 STACKED_SPEC = {
