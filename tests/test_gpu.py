@@ -430,6 +430,31 @@ def test_lengths_in_chunks(gpu, gemm, persistence):
                     lengths=[41, 17, 16, 15, 1, 32, 33])
 
 
+def test_lengths_on_the_device_in_a_cuda_graph(gpu, torch):
+    """Lengths as a CUDA int32 tensor: used in place, so the call captures in a CUDA graph;
+    a replay on new input and new lengths gives what an eager call with host lengths does."""
+    m = rnncc.compile(bidirectional_spec("lstm", "float16"), target="device", seq_len=29, batch=6, seed=4)
+    x = torch.randn(29, 6, 19, device="cuda", dtype=torch.float16)
+    lengths = torch.tensor([29, 3, 0, 17, 29, 1], dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            m(x, lengths=lengths)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_static, state_static = m(x, lengths=lengths)
+    fresh, fresh_lengths = torch.randn_like(x), [5, 29, 28, 1, 0, 11]
+    x.copy_(fresh)
+    lengths.copy_(torch.tensor(fresh_lengths, dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    y, state = m(fresh, lengths=fresh_lengths)
+    for got, want in zip((*y_static, state_static["a_reverse"][0]), (*y, state["a_reverse"][0])):
+        assert torch.equal(got, want)  # the same kernels on the same inputs
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("layout", ["xw", "wx"])
 def test_stacked_on_tensor_cores(gpu, dtype, layout):
