@@ -166,7 +166,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 231936, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_8a77a007ac(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_7980251efb(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -252,7 +252,7 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_8a77a007ac(
     #pragma unroll
                 for (int i = 0; i < EPT; ++i) {
                     const int e = tid + i * THREADS, b = ((int)blockIdx.y + j * (int)gridDim.y) * BATCH + e / UNITS, u = u0 + e % UNITS;
-                    if (e < UNITS * BATCH && b < batch && u < H) xr_reg[j][i] = (to_float(x0[(long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b + u]));
+                    if (e < UNITS * BATCH && b < batch && u < H) xr_reg[j][i] = to_float(x0[(long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b + u]);
                 }
             }
         };
@@ -582,7 +582,7 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_8a77a007ac(
                 if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
                 h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
                 residual_out[(long long)(t) * residual_out_stride_t + (long long)b * residual_out_stride_b + u] =
-                    from_float(to_float(from_float(h_new)) + (to_float(x0[(long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b + u])));
+                    from_float(to_float(from_float(h_new)) + to_float(x0[(long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b + u]));
             }
             __syncthreads();  // h_s and partials are reused by the next batch tile
         }

@@ -30,7 +30,7 @@ constexpr int GH = G * H;
 constexpr int THREADS = 128;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-rnncc_recurrent_step_cell_lstm_h1024_residual_f32_a91523c446(
+rnncc_recurrent_step_cell_lstm_h1024_residual_f32_5abb66d2bc(
     const T* __restrict__ h_prev,               // [B, 1024] h of the previous step (nullptr: zeros); not aliased by h_out
     long long h_prev_stride_b,                  // h_prev: elements between batch entries
     const float* __restrict__ step_product,     // [B, 4·1024] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)
@@ -74,5 +74,5 @@ rnncc_recurrent_step_cell_lstm_h1024_residual_f32_a91523c446(
     if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
     h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
     residual_out[(long long)(0) * residual_out_stride_t + (long long)b * residual_out_stride_b + u] =
-        from_float(to_float(from_float(h_new)) + (to_float(x0[(long long)(0) * x0_stride_t + (long long)(b) * x0_stride_b + u])));
+        from_float(to_float(from_float(h_new)) + to_float(x0[(long long)(0) * x0_stride_t + (long long)(b) * x0_stride_b + u]));
 }
