@@ -223,6 +223,16 @@ def _(spec, x, weights, h0, c0, batch_first):
     return out
 
 
+def _permute_rows(state, order: torch.Tensor | None):
+    """h (or (h, c)) with its batch rows in ``order`` (torch.nn's permute_hidden: hx into
+    a PackedSequence's sorted order, h_n back into the caller's); as is where None."""
+    if order is None:
+        return state
+    if isinstance(state, tuple):
+        return tuple(p.index_select(1, order) for p in state)
+    return state.index_select(1, order)
+
+
 class _RecurrentTwin(torch.nn.Module):
     """Shared body of LSTM, GRU and RNN."""
 
@@ -423,16 +433,12 @@ class _RecurrentTwin(torch.nn.Module):
                              for t in (rows, lengths))
         padded = packed.data.new_zeros(S * B, packed.data.shape[-1]) \
             .index_copy_(0, rows, packed.data).view(S, B, -1)
-        if hx is not None and packed.sorted_indices is not None:  # torch.nn's permute_hidden
-            hx = tuple(p.index_select(1, packed.sorted_indices) for p in hx) if isinstance(hx, tuple) \
-                else hx.index_select(1, packed.sorted_indices)
+        if hx is not None:
+            hx = _permute_rows(hx, packed.sorted_indices)
         y, state = self._forward_tensor(padded, hx, False, lengths)
         out = PackedSequence(y.reshape(S * B, -1).index_select(0, rows), batch_sizes,
                              packed.sorted_indices, packed.unsorted_indices)
-        if packed.unsorted_indices is not None:
-            state = tuple(p.index_select(1, packed.unsorted_indices) for p in state) \
-                if isinstance(state, tuple) else state.index_select(1, packed.unsorted_indices)
-        return out, state
+        return out, _permute_rows(state, packed.unsorted_indices)
 
 
 class LSTM(_RecurrentTwin):

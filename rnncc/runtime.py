@@ -430,8 +430,8 @@ class CompiledModel:
         layer's from lengths[b]−1 down), its final state is that of its last step, and its
         outputs past its length are zero. They are B integers in [0, S] on the host (a
         list, NumPy array or CPU tensor; checked), or B int32 on the device (a CUDA tensor,
-        used as they are: unchecked, and capturable in a CUDA graph). The call is queued on the caller's stream and returns without
-        waiting for the GPU (NumPy excepted)."""
+        used as they are: unchecked, and capturable in a CUDA graph). The call is queued on
+        the caller's stream and returns without waiting for the GPU (NumPy excepted)."""
         return self._call(x, state, batch_first, stacked_state, None, lengths)
 
     def timeline(self, x: Any, *, batch_first: bool = False) -> list[Task]:
