@@ -54,8 +54,8 @@ def _device_key() -> dict:
 
 def layer_key(l: LayerPlan, dtype: str, options: CompileOptions, device: dict) -> dict:
     """What a layer's measurement depends on (its name does not: equal layers share it)."""
-    return {**device, "cell": l.cell, "hidden": l.hidden_size, "input": l.input_size,
-            "bias": l.bias, "dtype": dtype, "precision": l.precision.value,
+    return {**device, "cell": l.cell, "hidden": l.hidden_size, "proj": l.proj_size,
+            "input": l.input_size, "bias": l.bias, "dtype": dtype, "precision": l.precision.value,
             "seq_len": options.seq_len, "batch": options.batch}
 
 
@@ -78,7 +78,8 @@ def _read(path: Path, key: dict) -> dict | None:
 
 def _single_layer_spec(l: LayerPlan, dtype: str) -> dict:
     return {"name": f"tune_{l.cell}", "dtype": dtype, "input_size": l.input_size,
-            "layers": [{"name": "l0", "cell": l.cell, "hidden_size": l.hidden_size, "bias": l.bias}]}
+            "layers": [{"name": "l0", "cell": l.cell, "hidden_size": l.hidden_size, "bias": l.bias}
+                       | ({"proj_size": l.proj_size} if l.proj_size else {})]}
 
 
 def effective(l: LayerPlan) -> tuple[str, str, str, str]:

@@ -18,7 +18,7 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
-from .tiles import ClusterTile, PersistentTile, StepTile
+from .tiles import H_PROJECTION_BLOCK, ClusterTile, PersistentTile, StepTile
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,11 @@ def projection_params(l: LayerPlan) -> tuple[Param, ...]:
 def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = False) -> tuple[Param, ...]:
     """Parameters of the step kernel, or with ``library_product`` of the cell kernel that
     follows cuBLASLt's product (hw instead of W_hhᵀ); with ``lengths``, length_params."""
-    G, H = l.gates, l.hidden_size
+    G, H, K = l.gates, l.hidden_size, l.out_size
     product = (_ptr("step_product", "float", f"[B, {G}·{H}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
                if library_product else
-               _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"))
-    params = [_ptr("h_prev", "T", f"[B, {H}] h of the previous step (nullptr: zeros); not aliased by h_out"),
+               _ptr("w_hh_t", "T", f"[{K}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"))
+    params = [_ptr("h_prev", "T", f"[B, {K}] h of the previous step (nullptr: zeros); not aliased by h_out"),
               _i64("h_prev_stride_b", "h_prev: elements between batch entries"),
               product,
               _ptr("xproj", "float", "this step's projection: (b, u·G+g) at b·stride_b + (u·G+g)·stride_n"),
@@ -123,12 +123,30 @@ def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = Fal
         params += [_ptr("c0", "T", f"[B, {H}] initial cell state read at the first step (nullptr: zeros)"),
                    _ptr("c", "float", f"[B, {H}] cell state in float32, updated in place", const=False),
                    _ptr("c_out", "T", f"[B, {H}] out: cell state in storage dtype, or nullptr", const=False)]
-    params += [_ptr("h_out", "T", f"[B, {H}] out: h of this step (the layer's output at t)", const=False),
+    out = ("r = o ⊙ tanh c of this step, the h projection's input" if l.proj_size
+           else "h of this step (the layer's output at t)")
+    params += [_ptr("h_out", "T", f"[B, {H}] out: {out}", const=False),
                _i64("h_out_stride_b", "h_out: elements between batch entries"),
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))
     return tuple(params + residual_params(l, per_step=True) + (length_params() if lengths else []))
+
+
+def h_projection_params(l: LayerPlan, lengths: bool = False) -> tuple[Param, ...]:
+    """Parameters of a projected LSTM's h projection, h = r·W_hrᵀ, one launch per step;
+    with ``lengths``, h of the step before (an ended row keeps it) and length_params."""
+    H, P = l.hidden_size, l.proj_size
+    params = [_ptr("r", "T", f"[B, {H}] o ⊙ tanh c of this step, rows contiguous"),
+              _ptr("w_hr_t", "T", f"[{H}, {P}] W_hrᵀ")]
+    if lengths:
+        params += [_ptr("h_prev", "T", f"[B, {P}] h of the previous step (nullptr: zeros), kept by "
+                                       "a row that has ended"),
+                   _i64("h_prev_stride_b", "h_prev: elements between batch entries")]
+    params += [_ptr("h_out", "T", f"[B, {P}] out: h of this step (the layer's output at t)", const=False),
+               _i64("h_out_stride_b", "h_out: elements between batch entries"),
+               _i32("batch", "B")]
+    return tuple(params + (length_params() if lengths else []))
 
 
 def length_params() -> list[Param]:
@@ -271,11 +289,12 @@ def _code_what(l: LayerPlan, projection: bool = False) -> str:
     """What the code is, in words: the recurrent kernels do not depend on the input size."""
     if projection:
         return f"{l.cell} layer, H={l.hidden_size}, input {l.input_size}"
-    return f"{l.cell} layer, H={l.hidden_size}" + (", residual (writes h + input too)" if l.residual else "")
+    return f"{l.cell} layer, H={l.hidden_size}" + (", residual (writes h + input too)" if l.residual else "") \
+        + (f", proj_size {l.proj_size} (writes r = o ⊙ tanh c)" if l.proj_size else "")
 
 
 def _common(plan: Plan, l: LayerPlan) -> dict:
-    return dict(dtype=plan.dtype, gates=l.gates, bias=l.bias,
+    return dict(dtype=plan.dtype, gates=l.gates, bias=l.bias, proj_size=l.proj_size,
                 sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge)
 
 
@@ -338,7 +357,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
     env = environment()
     common = _common(plan, l)
     mode = l.persistence.value.mode
-    readable = f"{l.cell}_h{l.hidden_size}{'_residual' if l.residual else ''}" \
+    readable = f"{l.cell}_h{l.hidden_size}{f'_p{l.proj_size}' if l.proj_size else ''}" \
+               f"{'_residual' if l.residual else ''}" \
                f"{'_lengths' if lengths else ''}_{_SHORT_DTYPE[plan.dtype]}"
     what_lengths = ", sequences of different lengths" if lengths else ""
     if mode in ("grid", "cluster"):
@@ -378,7 +398,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         tile = l.step_tile.value
         source = env.get_template("recurrent_step.cu.j2").render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
-            entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=tile,
+            entry=_ENTRY, params=params, H=l.hidden_size, K=l.out_size, cell=l.cell, tile=tile,
             async_copy=tile.async_copy, residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared = _fma_block(tile), 0
@@ -387,6 +407,28 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
     return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,
                         header=_model_header(plan, _layers_what(l, users) + what + what_lengths,
                                              _reasons(l, keys)))
+
+
+def render_h_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
+                        lengths: bool = False) -> KernelSource | None:
+    """A projected LSTM's h projection, h = r·W_hrᵀ after each step (None for other
+    layers); with ``lengths``, the variant that keeps an ended row's h."""
+    if not l.proj_size:
+        return None
+    users = users or (l.name,)
+    params = h_projection_params(l, lengths)
+    what = f"{l.cell} layer, H={l.hidden_size}, proj_size {l.proj_size}, h = r·W_hrᵀ of a step" \
+        + (", sequences of different lengths" if lengths else "")
+    source = environment().get_template("recurrent_h_projection.cu.j2").render(
+        kernel=_code_header(what, plan.dtype, ["kernel: h projection"]), entry=_ENTRY, params=params,
+        H=l.hidden_size, P=l.proj_size, dtype=plan.dtype, block=H_PROJECTION_BLOCK,
+        lengths_step=_lengths_step(lengths, per_step=True))
+    name, entry, source = _identify(f"h_projection_h{l.hidden_size}_p{l.proj_size}"
+                                    f"{'_lengths' if lengths else ''}_{_SHORT_DTYPE[plan.dtype]}", source)
+    layers = f"layers {', '.join(users)}" if len(users) > 1 else f"layer {l.name}"
+    return KernelSource(name, "h_projection", l.name, entry, source, params,
+                        (H_PROJECTION_BLOCK.threads, 1, 1), users=users,
+                        header=_model_header(plan, f"{layers}: {what}", _reasons(l, ("persistence",))))
 
 
 def _render_merge(plan: Plan, mode: str, sources, size: int) -> tuple[str, str, str, tuple]:
@@ -441,7 +483,8 @@ def render(plan: Plan, lengths: bool = False) -> tuple[KernelSource, ...]:
     row's state, and the mask of the outputs). Kernels are named by their code, so layers
     whose code is equal (a stack of equal layers) share one, whose ``users`` (and model
     header) lists them all."""
-    renderers = (render_summed_input, render_projection, partial(render_recurrent, lengths=lengths))
+    renderers = (render_summed_input, render_projection, partial(render_recurrent, lengths=lengths),
+                 partial(render_h_projection, lengths=lengths))
     first: dict[str, tuple[LayerPlan, KernelSource, object]] = {}
     users: dict[str, list[str]] = {}
     for l in plan.layers:

@@ -38,7 +38,7 @@ INPUT = "input"  # the reserved name of the model input
 REVERSE_SUFFIX = "_reverse"  # the backward half of a bidirectional layer (torch.nn's suffix)
 
 _MODEL_KEYS = ("name", "dtype", "input_size", "layers", "outputs")
-_LAYER_KEYS = ("name", "cell", "hidden_size", "bias", "input", "residual", "direction")
+_LAYER_KEYS = ("name", "cell", "hidden_size", "proj_size", "bias", "input", "residual", "direction")
 _OUTPUT_MERGE_KEYS = ("name", "sum", "concat")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -71,10 +71,19 @@ class Layer:
     # fill one tensor, named by the spec's layer ("" = the layer's own name).
     tensor: str = ""
     column: int = 0
+    # An LSTM with projections (torch.nn.LSTM's proj_size, LSTMP): h_t = W_hr (o ⊙ tanh c_t)
+    # has proj_size features, c keeps hidden_size; 0: none.
+    proj_size: int = 0
 
     @property
     def gates(self) -> int:
         return len(CELL_GATES[self.cell])
+
+    @property
+    def out_size(self) -> int:
+        """The width of h (what the layer outputs, its recurrence reads and h_n holds):
+        proj_size for a projected LSTM, else hidden_size."""
+        return self.proj_size or self.hidden_size
 
     @property
     def tensor_name(self) -> str:
@@ -114,7 +123,7 @@ class Model:
         for a bidirectional layer's)."""
         if name == INPUT:
             return self.input_size
-        return sum(l.hidden_size for l in self.writers(name)) or self.layer(name).hidden_size
+        return sum(l.out_size for l in self.writers(name)) or self.layer(name).out_size
 
     def writers(self, tensor: str) -> tuple[Layer, ...]:
         """The layers whose h fill ``tensor``: one, or a bidirectional layer's two halves."""
@@ -161,8 +170,9 @@ class Model:
             if l.tensor_name != l.name:
                 continue  # a bidirectional layer's backward half: its forward half says it
             direction = self.direction(l)
-            layers.append({"name": l.name, "cell": l.cell, "hidden_size": l.hidden_size,
-                           "bias": l.bias, "input": merge_spec(l.input)}
+            layers.append({"name": l.name, "cell": l.cell, "hidden_size": l.hidden_size}
+                          | ({"proj_size": l.proj_size} if l.proj_size else {})
+                          | {"bias": l.bias, "input": merge_spec(l.input)}
                           | ({"residual": True} if l.residual else {})
                           | ({"direction": direction} if direction != "forward" else {}))
         return {
@@ -232,10 +242,11 @@ class Model:
                 raise SpecError(f"{where}, field 'residual': not supported with direction: "
                                 "bidirectional (each half would add half of the input); expected "
                                 "residual: false, or a sum merge in the next layer")
+            proj = _check_proj_size(where, raw.get("proj_size", 0), cell, hidden, residual)
             previous = parsed[-1]["name"] if parsed else INPUT
             merge = _parse_merge(where, "input", raw.get("input", previous))
             parsed.append(dict(name=lname, cell=cell, hidden=hidden, bias=bias, merge=merge,
-                               residual=residual, direction=direction))
+                               residual=residual, direction=direction, proj=proj))
         halves = {p["name"] + REVERSE_SUFFIX: p["name"] for p in parsed
                   if p["direction"] == "bidirectional"}
         for p in parsed:
@@ -261,15 +272,17 @@ class Model:
                                 f"size ({in_size}) equal to hidden_size ({p['hidden']}); expected "
                                 "equal sizes, or residual: false")
             common = dict(cell=p["cell"], hidden_size=p["hidden"], input_size=in_size,
-                          bias=p["bias"], input=p["merge"], residual=p["residual"])
+                          bias=p["bias"], input=p["merge"], residual=p["residual"],
+                          proj_size=p["proj"])
+            out_size = p["proj"] or p["hidden"]
             if p["direction"] == "bidirectional":
                 layers += [Layer(p["name"], **common, tensor=p["name"]),
                            Layer(p["name"] + REVERSE_SUFFIX, **common, reverse=True,
-                                 tensor=p["name"], column=p["hidden"])]
-                sizes[p["name"]] = 2 * p["hidden"]
+                                 tensor=p["name"], column=out_size)]
+                sizes[p["name"]] = 2 * out_size
             else:
                 layers.append(Layer(p["name"], **common, reverse=p["direction"] == "reverse"))
-                sizes[p["name"]] = p["hidden"]
+                sizes[p["name"]] = out_size
 
         outputs = _parse_outputs(spec.get("outputs", [parsed[-1]["name"]]), sizes)
         return cls(name, dtype, input_size, tuple(layers), outputs)
@@ -302,6 +315,22 @@ def _check_size(where: str, field: str, value: Any) -> int:
 
 _DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
                   "bf16": "bfloat16"}
+
+
+def _check_proj_size(where: str, value: Any, cell: str, hidden: int, residual: bool) -> int:
+    """torch.nn.LSTM's rule: 0 (none) or 0 < proj_size < hidden_size, LSTM only."""
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < hidden:
+        raise SpecError(f"{where}, field 'proj_size': got {value!r}, expected 0 (no projection) "
+                        f"or an integer in [1, hidden_size={hidden}) as torch.nn.LSTM takes")
+    if cell != "lstm":
+        raise SpecError(f"{where}, field 'proj_size': a projection of h is LSTM's (torch.nn.LSTM's "
+                        f"proj_size), got cell {cell!r}; expected cell: lstm, or no proj_size")
+    if residual:
+        raise SpecError(f"{where}, field 'residual': not supported with proj_size (torch.nn has no "
+                        "such layer); expected residual: false, or a sum merge in the next layer")
+    return value
 
 
 def _normalise_dtype(value: Any) -> str:

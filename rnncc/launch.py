@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .codegen import KernelSource
 from .errors import RuntimeCheckError
 from .plan import LayerPlan
+from .tiles import H_PROJECTION_BLOCK
 
 # Words of the grid barrier of a grid-persistent layer: arrivals, gave up, two of padding.
 BARRIER_WORDS = 4
@@ -176,19 +177,39 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                    h0: tuple[int, int] | None, c0: int, c_out: int, cell: int, xproj: int,
                    xproj_strides: tuple[int, int, int], weights: dict[str, int],
                    step_product: int, residual: Residual | None = None,
-                   lengths: int = 0) -> dict[str, int]:
-    """Arguments of the step kernel for step t, the j-th of its projection chunk."""
+                   lengths: int = 0, cell_output: int = 0) -> dict[str, int]:
+    """Arguments of the step kernel for step t, the j-th of its projection chunk; a
+    projected LSTM's writes r to ``cell_output`` [B, H] (its h projection writes y)."""
     h_prev, h_sb = previous_h(t, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
+    h_out, h_out_sb = (cell_output, l.hidden_size) if l.proj_size else (y.at(t), y.stride_b)
     args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "xproj": xproj + j * xp_t * 4,
-            "xproj_stride_b": xp_b, "xproj_stride_n": xp_n, "h_out": y.at(t),
-            "h_out_stride_b": y.stride_b, "batch": B, "w_hh_t": weights["w_hh_t"],
+            "xproj_stride_b": xp_b, "xproj_stride_n": xp_n, "h_out": h_out,
+            "h_out_stride_b": h_out_sb, "batch": B, "w_hh_t": weights["w_hh_t"],
             "step_product": step_product if h_prev else 0, "bias_hn": weights.get("bias_hn", 0)}
     if l.cell == "lstm":
         args |= {"c0": c0, "c": cell, "c_out": c_out if t == S - 1 else 0,
                  "first_step": int(t == 0)}
     if residual is not None:
         args |= residual.arguments(t)
+    return args | length_arguments(l, t, S, lengths)
+
+
+def h_projection_grid(l: LayerPlan, B: int) -> tuple[int, int]:
+    """Grid of a projected LSTM's h projection: blocks of lanes features × rows rows."""
+    return -(-l.proj_size // H_PROJECTION_BLOCK.lanes), -(-B // H_PROJECTION_BLOCK.rows)
+
+
+def h_projection_arguments(l: LayerPlan, *, t: int, S: int, B: int, y: Sequence,
+                           h0: tuple[int, int] | None, cell_output: int, weights: dict[str, int],
+                           lengths: int = 0) -> dict[str, int]:
+    """Arguments of a projected LSTM's h projection at step t: h = r·W_hrᵀ into y[t], r
+    from ``cell_output``; with lengths, h before step t, which an ended row keeps."""
+    args = {"r": cell_output, "w_hr_t": weights["w_hr_t"], "h_out": y.at(t),
+            "h_out_stride_b": y.stride_b, "batch": B}
+    if lengths:
+        h_prev, h_sb = previous_h(t, h0, y)
+        args |= {"h_prev": h_prev, "h_prev_stride_b": h_sb}
     return args | length_arguments(l, t, S, lengths)
 
 

@@ -182,13 +182,14 @@ def _runner_of(spec: str) -> _Runner:
     return _Runner(f"rnncc model '{_model_of(spec).name}'")
 
 
-def _parameter_kinds(bias: bool) -> tuple[str, ...]:
-    """A layer's parameters, in torch.nn's order."""
-    return ("weight_ih", "weight_hh", "bias_ih", "bias_hh") if bias else ("weight_ih", "weight_hh")
+def _parameter_kinds(bias: bool, proj: bool = False) -> tuple[str, ...]:
+    """A layer's parameters, in torch.nn's order (W_hr of a projected LSTM last)."""
+    return ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if bias else ()) \
+        + (("weight_hr",) if proj else ())
 
 
 def _weight_names(model: IrModel) -> list[str]:
-    return [f"{l.name}.{n}" for l in model.layers for n in _parameter_kinds(l.bias)]
+    return [f"{l.name}.{n}" for l in model.layers for n in _parameter_kinds(l.bias, bool(l.proj_size))]
 
 
 def _forward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
@@ -219,7 +220,7 @@ def _(spec, x, weights, h0, c0, batch_first):
     S, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
     out = [x.new_empty((B, S, o.size) if batch_first else (S, B, o.size)) for o in model.outputs]
     for l in model.layers:
-        out += [x.new_empty(B, l.hidden_size) for _ in range(2 if l.cell == "lstm" else 1)]
+        out += [x.new_empty(B, l.out_size)] + ([x.new_empty(B, l.hidden_size)] if l.cell == "lstm" else [])
     return out
 
 
@@ -241,33 +242,41 @@ class _RecurrentTwin(torch.nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device=None, dtype=None):
+                 proj_size: int = 0, device=None, dtype=None):
         super().__init__()
         name = f"rnncc.nn.{type(self).__name__}"
         if not 0.0 <= dropout <= 1.0:
             raise SpecError(f"{name}: dropout={dropout}, expected a probability in [0, 1]")
+        if proj_size and self._gates != 4:
+            raise SpecError(f"{name}: proj_size={proj_size}, expected 0 (torch.nn.LSTM's alone)")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, int) or not 0 <= proj_size < hidden_size:
+            raise SpecError(f"{name}: proj_size={proj_size!r}, expected 0 (none) or an integer in "
+                            f"[1, hidden_size={hidden_size})")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional, self.proj_size = bool(bidirectional), 0
+        self.bidirectional, self.proj_size = bool(bidirectional), proj_size
         G, H, D = self._gates, hidden_size, 2 if bidirectional else 1
+        P = proj_size or hidden_size  # h's width
         kw = {"device": device, "dtype": dtype}
         # torch.nn's suffixes per layer and direction: _l0, _l0_reverse, _l1, ... (rnncc's
         # layers l0, l0_reverse, l1, ..., in the order of h_n).
         self._suffixes = tuple(f"l{k}{d}" for k in range(num_layers) for d in ("", "_reverse")[:D])
         for suffix in self._suffixes:
-            fan_in = input_size if suffix.split("_")[0] == "l0" else D * H
+            fan_in = input_size if suffix.split("_")[0] == "l0" else D * P
             self.register_parameter(f"weight_ih_{suffix}", torch.nn.Parameter(torch.empty(G * H, fan_in, **kw)))
-            self.register_parameter(f"weight_hh_{suffix}", torch.nn.Parameter(torch.empty(G * H, H, **kw)))
+            self.register_parameter(f"weight_hh_{suffix}", torch.nn.Parameter(torch.empty(G * H, P, **kw)))
             if bias:
                 self.register_parameter(f"bias_ih_{suffix}", torch.nn.Parameter(torch.empty(G * H, **kw)))
                 self.register_parameter(f"bias_hh_{suffix}", torch.nn.Parameter(torch.empty(G * H, **kw)))
+            if proj_size:
+                self.register_parameter(f"weight_hr_{suffix}", torch.nn.Parameter(torch.empty(P, H, **kw)))
         self.reset_parameters()
         # The spec of each dtype the GPU runs, as the JSON text the custom op takes.
         self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self._spec("float32"))
         self._weight_names = tuple((f"{suffix}.{n}", f"{n}_{suffix}") for suffix in self._suffixes
-                                   for n in _parameter_kinds(bias))
+                                   for n in _parameter_kinds(bias, bool(proj_size)))
 
     def flatten_parameters(self) -> None:
         """Nothing to do: rnncc packs the weights for its kernels itself (once, and again
@@ -277,7 +286,7 @@ class _RecurrentTwin(torch.nn.Module):
     @property
     def all_weights(self) -> list[list[torch.nn.Parameter]]:
         """The parameters per layer and direction, as torch.nn's ``all_weights``."""
-        return [[getattr(self, f"{n}_{suffix}") for n in _parameter_kinds(self.bias)]
+        return [[getattr(self, f"{n}_{suffix}") for n in _parameter_kinds(self.bias, bool(self.proj_size))]
                 for suffix in self._suffixes]
 
     def reset_parameters(self) -> None:
@@ -296,6 +305,8 @@ class _RecurrentTwin(torch.nn.Module):
             s += ", batch_first=True"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s + self._extra()
 
     def _extra(self) -> str:
@@ -310,6 +321,7 @@ class _RecurrentTwin(torch.nn.Module):
             "input_size": self.input_size,
             "layers": [{"name": f"l{k}", "cell": self._cell(), "hidden_size": self.hidden_size,
                         "bias": self.bias}
+                       | ({"proj_size": self.proj_size} if self.proj_size else {})
                        | ({"direction": "bidirectional"} if self.bidirectional else {})
                        for k in range(self.num_layers)]})
 
@@ -359,8 +371,9 @@ class _RecurrentTwin(torch.nn.Module):
             if lstm and (not isinstance(hx, tuple) or len(hx) != 2):
                 raise RuntimeError(f"{name}: hx must be a tuple (h_0, c_0)")
             LD = len(self._suffixes)  # layers × directions, torch.nn's first dimension
-            want = (LD, self.hidden_size) if unbatched else (LD, B, self.hidden_size)
-            for p in parts:
+            # h is proj_size wide where there is a projection, c hidden_size.
+            for p, width in zip(parts, (self.proj_size or self.hidden_size, self.hidden_size)):
+                want = (LD, width) if unbatched else (LD, B, width)
                 if tuple(p.shape) != want:
                     raise RuntimeError(f"{name}: initial state of shape {tuple(p.shape)}, "
                                        f"expected {want}")
@@ -442,14 +455,9 @@ class _RecurrentTwin(torch.nn.Module):
 
 
 class LSTM(_RecurrentTwin):
-    """``torch.nn.LSTM`` run by rnncc (``proj_size`` not yet)."""
+    """``torch.nn.LSTM`` run by rnncc, ``proj_size`` included (h = W_hr (o ⊙ tanh c))."""
 
     _gates = 4
-
-    def __init__(self, *args, proj_size: int = 0, **kwargs):
-        if proj_size:
-            raise SpecError(f"rnncc.nn.LSTM: proj_size={proj_size} is not supported; expected 0")
-        super().__init__(*args, **kwargs)
 
     def _cell(self) -> str:
         return "lstm"
@@ -481,13 +489,15 @@ class RNN(_RecurrentTwin):
 
 
 class _LayerParameters(torch.nn.Module):
-    def __init__(self, gates: int, hidden: int, inputs: int, bias: bool, **kw):
+    def __init__(self, gates: int, hidden: int, inputs: int, bias: bool, proj: int = 0, **kw):
         super().__init__()
         self.weight_ih = torch.nn.Parameter(torch.empty(gates * hidden, inputs, **kw))
-        self.weight_hh = torch.nn.Parameter(torch.empty(gates * hidden, hidden, **kw))
+        self.weight_hh = torch.nn.Parameter(torch.empty(gates * hidden, proj or hidden, **kw))
         if bias:
             self.bias_ih = torch.nn.Parameter(torch.empty(gates * hidden, **kw))
             self.bias_hh = torch.nn.Parameter(torch.empty(gates * hidden, **kw))
+        if proj:
+            self.weight_hr = torch.nn.Parameter(torch.empty(proj, hidden, **kw))
         bound = 1.0 / math.sqrt(hidden)
         for p in self.parameters():
             torch.nn.init.uniform_(p, -bound, bound)
@@ -504,7 +514,7 @@ class Model(torch.nn.Module):
         self.batch_first = batch_first
         torch_dtype = dtype or {v: k for k, v in _TORCH_DTYPES.items()}[self.spec.dtype]
         self.layers = torch.nn.ModuleDict({
-            l.name: _LayerParameters(l.gates, l.hidden_size, l.input_size, l.bias,
+            l.name: _LayerParameters(l.gates, l.hidden_size, l.input_size, l.bias, l.proj_size,
                                      device=device, dtype=torch_dtype)
             for l in self.spec.layers})
         self._owner = f"rnncc.nn.Model('{self.spec.name}')"
@@ -534,8 +544,6 @@ def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
     cls = _TWINS.get(type(module))
     if cls is None:
         return None, f"{type(module).__name__} is not an nn.LSTM, nn.GRU or nn.RNN"
-    if getattr(module, "proj_size", 0):
-        return None, f"proj_size={module.proj_size} is not supported"
     p = module.weight_ih_l0
     if p.dtype not in (*_TORCH_DTYPES, torch.float64):
         return None, f"parameters are {p.dtype}"
@@ -545,13 +553,16 @@ def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
                   dtype=p.dtype)
     if cls is RNN:
         kwargs["nonlinearity"] = module.nonlinearity
+    if getattr(module, "proj_size", 0):
+        kwargs["proj_size"] = module.proj_size
     twin = cls(**kwargs)
     twin.load_state_dict(module.state_dict())
     for name, param in twin.named_parameters():
         param.requires_grad_(getattr(module, name).requires_grad)
     twin.train(module.training)
     what = (f"nn.{type(module).__name__}({module.input_size}, {module.hidden_size}, "
-            f"num_layers={module.num_layers}{', bidirectional=True' if module.bidirectional else ''}, "
+            f"num_layers={module.num_layers}{', bidirectional=True' if module.bidirectional else ''}"
+            f"{f', proj_size={module.proj_size}' if getattr(module, 'proj_size', 0) else ''}, "
             f"{str(p.dtype).removeprefix('torch.')})")
     return twin, what
 

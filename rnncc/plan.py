@@ -124,7 +124,8 @@ class LayerPlan:
     reverse: bool = False        # steps run from S−1 down to 0 (ir.Layer.reverse)
     tensor: str = ""             # the tensor its h fills ("" = its name; ir.Layer.tensor)
     column: int = 0              # from this feature of the tensor on
-    tensor_size: int = 0         # the tensor's features (0 = hidden_size; 2H bidirectional)
+    tensor_size: int = 0         # the tensor's features (0 = out_size; 2·out_size bidirectional)
+    proj_size: int = 0           # h = W_hr (o ⊙ tanh c), proj_size wide (ir.Layer.proj_size)
     precision: Decision | None = None
     layout: Decision | None = None
     gate_concat: Decision | None = None
@@ -143,8 +144,13 @@ class LayerPlan:
         return self.tensor or self.name
 
     @property
+    def out_size(self) -> int:
+        """h's width: proj_size for a projected LSTM, else hidden_size (ir.Layer.out_size)."""
+        return self.proj_size or self.hidden_size
+
+    @property
     def tensor_width(self) -> int:
-        return self.tensor_size or self.hidden_size
+        return self.tensor_size or self.out_size
 
 
 @dataclass(frozen=True)
@@ -243,12 +249,14 @@ class Plan:
         for l in self.layers:
             srcs = " + ".join(s.name for s in l.sources) if l.merge == "sum" else \
                 "concat(" + ", ".join(s.name for s in l.sources) + ")"
-            lines.append(f"layer {l.name}: {l.cell} H={l.hidden_size} I={l.input_size} "
+            lines.append(f"layer {l.name}: {l.cell} H={l.hidden_size} "
+                         + (f"P={l.proj_size} (h = W_hr (o ⊙ tanh c)) " if l.proj_size else "")
+                         + f"I={l.input_size} "
                          f"bias={'yes' if l.bias else 'no'}, input = {srcs}"
                          + (", output = h + input (residual)" if l.residual else "")
                          + (", steps S−1 … 0 (reverse)" if l.reverse else "")
-                         + (f", h into {l.tensor_name}[..., {l.column}:{l.column + l.hidden_size}]"
-                            if l.tensor_width != l.hidden_size else ""))
+                         + (f", h into {l.tensor_name}[..., {l.column}:{l.column + l.out_size}]"
+                            if l.tensor_width != l.out_size else ""))
             for key, d in l.decisions().items():
                 lines.append(f"  {key:<16} {_show(d.value):<28} {d.reason}"
                              + ("" if d.source == "model" else f"  [{d.source}]"))

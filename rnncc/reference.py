@@ -6,6 +6,7 @@ Semantics are exactly PyTorch's (torch.nn.LSTM / GRU / RNN), written once here:
   GRU   r = σ(x W_irᵀ + b_ir + h W_hrᵀ + b_hr);  z = σ(... z rows ...)
         n = tanh(x W_inᵀ + b_in + r ⊙ (h W_hnᵀ + b_hn));  h' = (1 − z) n + z h
   RNN   h' = tanh or relu(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
+An LSTM with proj_size (LSTMP) outputs h' = (σ(o) tanh(c')) W_hrᵀ, proj_size wide.
 A residual layer's output is h + x (its final state is h's). A reverse layer runs its
 steps from S−1 down to 0; a bidirectional layer's two halves fill its tensor's columns.
 With ``lengths`` (sequences of different lengths, torch's PackedSequence): row b runs
@@ -42,19 +43,20 @@ def merge(m: Merge, tensors: Mapping[str, np.ndarray]) -> np.ndarray:
 def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
               h0: np.ndarray | None = None, c0: np.ndarray | None = None,
               lengths: np.ndarray | None = None):
-    """One layer over a whole sequence x [S, B, I]. Returns (y [S, B, H], h_n, c_n). With
+    """One layer over a whole sequence x [S, B, I]. Returns (y [S, B, P], h_n, c_n), P being
+    h's width (layer.out_size; c_n is [B, H]). With
     ``lengths`` [B], a row keeps its h and c at the steps t ≥ lengths[b] (y holds that
     kept h there)."""
     S, B, _ = x.shape
-    H = layer.hidden_size
+    H, P = layer.hidden_size, layer.out_size
     w = {k: np.asarray(weights[f"{layer.name}.{k}"], dtype=np.float64)
-         for k in ("weight_ih", "weight_hh")}
+         for k in ("weight_ih", "weight_hh") + (("weight_hr",) if layer.proj_size else ())}
     zeros = np.zeros(layer.gates * H)
     b_ih = np.asarray(weights[f"{layer.name}.bias_ih"], np.float64) if layer.bias else zeros
     b_hh = np.asarray(weights[f"{layer.name}.bias_hh"], np.float64) if layer.bias else zeros
-    h = np.zeros((B, H)) if h0 is None else np.asarray(h0, dtype=np.float64)
+    h = np.zeros((B, P)) if h0 is None else np.asarray(h0, dtype=np.float64)
     c = np.zeros((B, H)) if c0 is None else np.asarray(c0, dtype=np.float64)
-    y = np.empty((S, B, H))
+    y = np.empty((S, B, P))
     for t in (reversed(range(S)) if layer.reverse else range(S)):
         h_was, c_was = h, c
         gi = x[t] @ w["weight_ih"].T + b_ih
@@ -64,6 +66,8 @@ def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
             i, f, g, o = (pre[:, k * H:(k + 1) * H] for k in range(4))
             c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
             h = _sigmoid(o) * np.tanh(c)
+            if layer.proj_size:
+                h = h @ w["weight_hr"].T
         elif layer.cell == "gru":
             r = _sigmoid(gi[:, :H] + gh[:, :H])
             z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
@@ -85,7 +89,8 @@ def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
         lengths: np.ndarray | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
     """Run ``model`` on x [S, B, input_size] in float64.
 
-    ``state`` maps a layer name to its initial h [B, H] (GRU/RNN) or (h, c) (LSTM);
+    ``state`` maps a layer name to its initial h [B, H] (GRU/RNN) or (h, c) (LSTM; h
+    [B, proj_size] with a projection);
     missing layers start from zeros. ``lengths`` [B] (0 ≤ each ≤ S): each row's steps.
     Returns (outputs in model order, final state dict of the same form).
     """

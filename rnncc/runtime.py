@@ -382,7 +382,8 @@ class CompiledModel:
         for layer in self.model.layers:
             packed = weights_mod.pack(layer, self._weights)
             for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
-                                     ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False)):
+                                     ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False),
+                                     ("w_hr_t", packed.w_hr_t, True)):
                 if arr.size == 0:
                     continue
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
@@ -465,10 +466,11 @@ class CompiledModel:
             if x_view.strides[2] != 1:
                 raise RuntimeCheckError("input: features are not contiguous (stride "
                                         f"{x_view.strides[2]}), expected stride 1; call .contiguous()")
-        if stacked_state and len({(l.cell, l.hidden_size) for l in self.model.layers}) > 1:
+        if stacked_state and len({(l.cell, l.hidden_size, l.proj_size) for l in self.model.layers}) > 1:
             raise RuntimeCheckError(
-                "stacked_state: the layers differ in cell or hidden size ("
-                + ", ".join(f"{l.name} {l.cell} H={l.hidden_size}" for l in self.model.layers)
+                "stacked_state: the layers differ in cell, hidden size or proj_size ("
+                + ", ".join(f"{l.name} {l.cell} H={l.hidden_size}"
+                            + (f" P={l.proj_size}" if l.proj_size else "") for l in self.model.layers)
                 + "), expected one cell and size, as torch.nn's stacks have")
         state = dict(state or {})
         for name in state:
@@ -594,17 +596,17 @@ class CompiledModel:
                 tensors[l.tensor_name] = Sequence(ws[l.tensor_name], item, B * width, width)
 
         final_state: dict[str, Any] = {}
-        if stacked:  # torch.nn's h_n (and c_n): [L, B, H], a slice per layer
-            L, H, lstm = len(self.model.layers), self.model.layers[0].hidden_size, \
-                self.model.layers[0].cell == "lstm"
-            stacked_shape = (L, B, H)
+        if stacked:  # torch.nn's h_n [L, B, P] (P: h's width) and c_n [L, B, H], a slice per layer
+            first = self.model.layers[0]
+            L, lstm = len(self.model.layers), first.cell == "lstm"
+            h_shape, c_shape = (L, B, first.out_size), (L, B, first.hidden_size)
             h_all = h_all_view = None  # made after the first layer's launches (below)
-            c_all, c_all_view = make(stacked_shape) if lstm else (None, None)
-            slot_bytes = B * H * item
+            c_all, c_all_view = make(c_shape) if lstm else (None, None)
 
             def state_slot(view: arrays.DeviceView, name: str):
-                return None, arrays.DeviceView(view.ptr + self._position[name] * slot_bytes,
-                                               (B, H), (H, 1), dtype)
+                width = view.shape[2]
+                return None, arrays.DeviceView(view.ptr + self._position[name] * B * width * item,
+                                               (B, width), (width, 1), dtype)
         runs = []
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
@@ -631,12 +633,12 @@ class CompiledModel:
                 self._run_layer(variant, r, tensors, ws, S, B, stream, barrier_of.get(l.name, 0),
                                 spin_ns, stamps)
             if stacked and h_all is None:  # an allocation the kernels need not wait for
-                h_all, h_all_view = make(stacked_shape)
+                h_all, h_all_view = make(h_shape)
             # A residual layer's h lives in a buffer that the next one reuses (sequential),
             # so h_n is copied right after the layer's launches.
-            h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.hidden_size))
-            driver.copy_rows(h_view.ptr, l.hidden_size * item, y.at(S - 1), y.stride_b * item,
-                             l.hidden_size * item, B, stream)
+            h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
+            driver.copy_rows(h_view.ptr, l.out_size * item, y.at(S - 1), y.stride_b * item,
+                             l.out_size * item, B, stream)
             final_state[l.name] = (h_arr, r.c_arr) if l.cell == "lstm" else h_arr
         if stacked:
             final_state = (h_all, c_all) if lstm else h_all
@@ -662,12 +664,15 @@ class CompiledModel:
             to_host = lambda a, shp: self._to_host(a, shp, kind)  # noqa: E731
             outputs = [to_host(a, seq_shape(o.size)) for a, o in zip(outputs, plan.outputs)]
             if stacked:
-                final_state = tuple(to_host(a, stacked_shape) for a in final_state) if lstm \
-                    else to_host(final_state, stacked_shape)
+                final_state = (to_host(final_state[0], h_shape), to_host(final_state[1], c_shape)) \
+                    if lstm else to_host(final_state, h_shape)
             else:
+                def widths(name: str) -> tuple[int, int]:  # h's and c's
+                    layer = self.model.layer(name)
+                    return layer.out_size, layer.hidden_size
                 final_state = {
-                    name: tuple(to_host(a, (B, self.model.layer(name).hidden_size)) for a in s)
-                    if isinstance(s, tuple) else to_host(s, (B, self.model.layer(name).hidden_size))
+                    name: tuple(to_host(a, (B, w)) for a, w in zip(s, widths(name)))
+                    if isinstance(s, tuple) else to_host(s, (B, widths(name)[0]))
                     for name, s in final_state.items()}
             self.check_errors()  # the copies waited for the kernels
         y = outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -696,17 +701,19 @@ class CompiledModel:
         views = []
         for what, p in zip(("h", "c"), parts):
             where = f"state['{l.name}'] {what}"
-            if tuple(p.shape) != (B, l.hidden_size):
+            width, named = (l.out_size, "proj_size") if what == "h" and l.proj_size \
+                else (l.hidden_size, "hidden_size")
+            if tuple(p.shape) != (B, width):
                 raise RuntimeCheckError(f"{where}: shape {tuple(p.shape)}, expected "
-                                        f"({B}, {l.hidden_size}) = (B, hidden_size)")
+                                        f"({B}, {width}) = (B, {named})")
             if host:
                 import pycuda.driver as cuda
                 h = arrays.host_array(p, where, self.model.dtype)
-                _, v = make((B, l.hidden_size))
+                _, v = make((B, width))
                 cuda.memcpy_htod(v.ptr, h)
             else:
                 v = arrays.view(p, where, self.model.dtype)
-                if v.strides != (l.hidden_size, 1):
+                if v.strides != (width, 1):
                     raise RuntimeCheckError(f"{where}: strides {v.strides}, expected a "
                                             "contiguous array; call .contiguous()")
             views.append(v)
@@ -802,6 +809,8 @@ class CompiledModel:
         cell = ws[part_name(plan, "cell_state", l.name)] if l.cell == "lstm" else 0
         library = ws.get(part_name(plan, "library", l.name), 0)
         step_product = ws.get(part_name(plan, "step_product", l.name), 0)
+        cell_output = ws.get(part_name(plan, "cell_output", l.name), 0)  # a projected LSTM's r
+        h_projection = variant.kernel_of(l.name, "h_projection")
         c_out_ptr = c_out.ptr if c_out is not None else 0
         steps_per_chunk = min(l.unroll.value, S)
         status = self._status.address(r.index)
@@ -812,11 +821,12 @@ class CompiledModel:
             # is that of every step).
             h_align = cublaslt.alignment(y.ptr, y.stride_t * y.itemsize, h0[0] if h0 else 0)
             products = {h_sb: self._library.prepared(
-                cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.hidden_size,
+                cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.out_size,
                                 transpose_a=False, lda=GH, ldb=h_sb, ldd=GH, scratch=_scratch(plan)),
                 256, h_align, 256)
                 for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
         step_grid = launch.step_grid(l, step_k, B)
+        h_projection_grid = launch.h_projection_grid(l, B) if h_projection is not None else None
         if mode == "grid":
             blocks = math.prod(persistent_grid)
             if blocks > self._resident[step_k.name]:
@@ -851,8 +861,12 @@ class CompiledModel:
                     args = launch.step_arguments(
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                         xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
-                        residual=residual, lengths=r.lengths)
+                        residual=residual, lengths=r.lengths, cell_output=cell_output)
                     self._launch(step_k, step_grid, args, stream)
+                    if h_projection is not None:  # h = r·W_hrᵀ into y[t]
+                        self._launch(h_projection, h_projection_grid, launch.h_projection_arguments(
+                            l, t=t, S=S, B=B, y=y, h0=h0, cell_output=cell_output,
+                            weights=weights, lengths=r.lengths), stream)
             if stamps:
                 stamps.span(l.name, t0 // steps_per_chunk, start, stream)
         return run_chunk

@@ -70,11 +70,15 @@ class ModelBuilder:
 
     def layer(self, name: str, cell: str, hidden_size: int, *, bias: bool = True,
               input: "str | Sum | Concat | None" = None,
-              residual: bool = False, direction: str = "forward") -> "ModelBuilder":
+              residual: bool = False, direction: str = "forward",
+              proj_size: int = 0) -> "ModelBuilder":
         """A layer; ``residual``: its output is h + its input (equal sizes); ``direction``:
-        forward, reverse (last step first) or bidirectional (output [forward, backward])."""
+        forward, reverse (last step first) or bidirectional (output [forward, backward]);
+        ``proj_size`` (LSTM): h = W_hr (o ⊙ tanh c), proj_size features."""
         entry: dict[str, Any] = {"name": name, "cell": cell, "hidden_size": hidden_size,
                                  "bias": bias}
+        if proj_size:
+            entry["proj_size"] = proj_size
         if residual:
             entry["residual"] = residual
         if direction != "forward":

@@ -15,6 +15,25 @@ from typing import Any, ClassVar, Union
 
 
 @dataclass(frozen=True)
+class HProjectionBlock:
+    """The block of a projected LSTM's h projection (h = r·W_hrᵀ, a kernel per step): one
+    shape for every layer. ``lanes`` h features (a warp, coalesced W_hrᵀ rows) × ``rows``
+    batch rows per thread; ``warps`` warps split K (H) and add their sums in a fixed order.
+    Each block reads its columns of W_hr once for its rows."""
+
+    lanes: int = 32
+    warps: int = 16
+    rows: int = 8
+
+    @property
+    def threads(self) -> int:
+        return self.lanes * self.warps
+
+
+H_PROJECTION_BLOCK = HProjectionBlock()
+
+
+@dataclass(frozen=True)
 class ProjectionTile:
     bm: int   # rows of C per block
     bn: int   # columns of C per block

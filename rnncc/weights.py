@@ -2,7 +2,8 @@
 
 A layer ``L`` has ``L.weight_ih`` [G·H, I], ``L.weight_hh`` [G·H, H] and, with bias,
 ``L.bias_ih`` and ``L.bias_hh`` [G·H], rows in PyTorch's gate order (LSTM i,f,g,o;
-GRU r,z,n). ``torch.nn.LSTM``'s ``weight_ih_l0`` is rnncc's ``l0.weight_ih``.
+GRU r,z,n). An LSTM with ``proj_size`` P has ``L.weight_hh`` [4H, P] and
+``L.weight_hr`` [P, H] (h = W_hr (o ⊙ tanh c)). ``torch.nn.LSTM``'s ``weight_ih_l0`` is rnncc's ``l0.weight_ih``.
 
 Packing (what the kernels read) interleaves the gates of each hidden unit, row
 ``u·G + g`` holding gate ``g`` of unit ``u``, so one tile of the gate-concatenated GEMM
@@ -21,10 +22,13 @@ from .ir import Layer, Model
 
 
 def shapes(layer: Layer) -> dict[str, tuple[int, ...]]:
+    """Each parameter's shape, in torch.nn's order (weight_hr last, as torch registers it)."""
     G, H, I = layer.gates, layer.hidden_size, layer.input_size
-    out: dict[str, tuple[int, ...]] = {"weight_ih": (G * H, I), "weight_hh": (G * H, H)}
+    out: dict[str, tuple[int, ...]] = {"weight_ih": (G * H, I), "weight_hh": (G * H, layer.out_size)}
     if layer.bias:
         out.update(bias_ih=(G * H,), bias_hh=(G * H,))
+    if layer.proj_size:
+        out["weight_hr"] = (layer.proj_size, H)
     return out
 
 
@@ -63,7 +67,8 @@ def check(model: Model, state_dict: Mapping[str, Any], strict: bool = True) -> d
         if unexpected:
             parts.append(f"unexpected {', '.join(unexpected)}")
         raise SpecError(f"model '{model.name}' weights: {'; '.join(parts)}; expected keys "
-                        f"like '{next(iter(expected))}' (layer.weight_ih/weight_hh/bias_ih/bias_hh)")
+                        f"like '{next(iter(expected))}' (layer.weight_ih/weight_hh/bias_ih/bias_hh"
+                        f"{'/weight_hr' if any(l.proj_size for l in model.layers) else ''})")
     out = {}
     for key, shape in expected.items():
         if key not in state_dict:
@@ -93,16 +98,15 @@ def from_torch(module: Any) -> tuple[Model, dict[str, np.ndarray]]:
     if cell is None:
         raise SpecError(f"from_torch: got {type(module).__name__}, expected torch.nn.LSTM, "
                         "torch.nn.GRU or torch.nn.RNN")
-    if getattr(module, "proj_size", 0):
-        raise SpecError(f"from_torch: proj_size={module.proj_size} is not supported; expected 0")
     dtype = {torch.float32: "float32", torch.float16: "float16",
              torch.bfloat16: "bfloat16"}.get(module.weight_ih_l0.dtype)
     if dtype is None:
         raise SpecError(f"from_torch: parameters are {module.weight_ih_l0.dtype}, expected "
                         "float32, float16 or bfloat16")
     direction = {"direction": "bidirectional"} if module.bidirectional else {}
+    proj = {"proj_size": module.proj_size} if getattr(module, "proj_size", 0) else {}
     layers = [{"name": f"l{i}", "cell": cell, "hidden_size": module.hidden_size,
-               "bias": bool(module.bias)} | direction for i in range(module.num_layers)]
+               "bias": bool(module.bias)} | proj | direction for i in range(module.num_layers)]
     model = Model.from_dict({"name": f"torch_{cell}", "dtype": dtype,
                              "input_size": module.input_size, "layers": layers})
     params = dict(module.named_parameters())
@@ -119,9 +123,10 @@ class PackedLayer:
     the matrices to the storage dtype)."""
 
     w_ih: np.ndarray        # [H·G, I]   row u·G+g = gate g of unit u (K-contiguous)
-    w_hh_t: np.ndarray      # [H, H·G]   W_hhᵀ with the same interleaved columns
+    w_hh_t: np.ndarray      # [P, H·G]   W_hhᵀ with the same interleaved columns (P: h's width)
     bias: np.ndarray        # [H·G]      float32, added in the input projection
     bias_hn: np.ndarray     # [H]        GRU only: b_hn, inside r ⊙ (W_hn h + b_hn); else empty
+    w_hr_t: np.ndarray      # [H, P]     proj_size only: W_hrᵀ (h = r W_hrᵀ, P contiguous); else empty
 
 
 def interleave_gates(rows: np.ndarray, gates: int) -> np.ndarray:
@@ -152,6 +157,8 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
         w_hh_t=np.ascontiguousarray(interleave_gates(w_hh, G).T),
         bias=np.ascontiguousarray(interleave_gates(bias, G)),
         bias_hn=bias_hn,
+        w_hr_t=np.ascontiguousarray(np.asarray(weights[f"{layer.name}.weight_hr"], np.float32).T)
+        if layer.proj_size else np.zeros((0, 0), np.float32),
     )
 
 
@@ -165,6 +172,7 @@ def to_torch(model: Model, weights: Mapping[str, np.ndarray]):
     bidirectional = model.direction(first) == "bidirectional"
     tensors = [l for l in model.layers if l.tensor_name == l.name]  # one per spec layer
     plain = all(l.cell == first.cell and l.hidden_size == first.hidden_size and l.bias == first.bias
+                and l.proj_size == first.proj_size
                 and not l.residual and model.direction(l) == ("bidirectional" if bidirectional else "forward")
                 and l.input.sources == ((tensors[i - 1].name,) if i else ("input",))
                 for i, l in enumerate(tensors))
@@ -173,7 +181,7 @@ def to_torch(model: Model, weights: Mapping[str, np.ndarray]):
     kwargs = dict(input_size=model.input_size, hidden_size=first.hidden_size,
                   num_layers=len(tensors), bias=first.bias, bidirectional=bidirectional)
     if first.cell == "lstm":
-        module = torch.nn.LSTM(**kwargs)
+        module = torch.nn.LSTM(**kwargs, proj_size=first.proj_size)
     elif first.cell == "gru":
         module = torch.nn.GRU(**kwargs)
     else:

@@ -95,8 +95,10 @@ def packed_mismatch(torch):
             x = torch.randn((B, S, I) if theirs.batch_first else (S, B, I), device=device, dtype=dtype)
             packed = pack_padded_sequence(x, torch.tensor(lengths), batch_first=theirs.batch_first,
                                           enforce_sorted=enforce_sorted)
-            h0 = torch.randn(L, B, H, device=device, dtype=dtype)
-            hx = (h0, torch.randn_like(h0)) if isinstance(theirs, torch.nn.LSTM) else h0
+            P = getattr(theirs, "proj_size", 0) or H  # h's width (an LSTM's c is H wide)
+            h0 = torch.randn(L, B, P, device=device, dtype=dtype)
+            hx = (h0, torch.randn(L, B, H, device=device, dtype=dtype)) \
+                if isinstance(theirs, torch.nn.LSTM) else h0
             for args in ((packed,), (packed, hx)):
                 with torch.no_grad():
                     want, got = theirs(*args), ours(*args)

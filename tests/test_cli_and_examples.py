@@ -95,7 +95,7 @@ def test_runtime_checks_happen_before_any_device_work():
         {"name": "a", "cell": "lstm", "hidden_size": 8}, {"name": "b", "cell": "gru", "hidden_size": 8}]},
         target="h100")
     with pytest.raises(rnncc.RuntimeCheckError,
-                       match=r"stacked_state: the layers differ in cell or hidden size \(a lstm H=8, b gru H=8\)"):
+                       match=r"stacked_state: the layers differ in cell, hidden size or proj_size \(a lstm H=8, b gru H=8\)"):
         stack(np.zeros((4, 2, 8), np.float32), stacked_state=True)
 
 

@@ -259,3 +259,34 @@ def test_persistent_kernels_do_not_spill(nvcc, cell, dtype, hidden, batch, layer
     build.compile_cubin(k, "sm_90a")
     r = build.resources(k, "sm_90a")
     assert r.spill_stores == r.spill_loads == r.stack_frame == 0, r
+
+
+@pytest.mark.parametrize("dtype,gemm", [("float32", "rnncc"), ("float16", "cublas"), ("bfloat16", "rnncc")])
+def test_projected_lstm_kernels_render_and_compile(nvcc, dtype, gemm):
+    """An LSTM with proj_size (bidirectional, then a second layer reading its 2P features)
+    runs a step kernel over K = P that writes r, then the h projection; with lengths, the
+    cell keeps c only and the projection keeps an ended row's h."""
+    spec = {"name": "lstmp", "dtype": dtype, "input_size": 17,
+            "layers": [{"name": "a", "cell": "lstm", "hidden_size": 65, "proj_size": 33,
+                        "direction": "bidirectional"},
+                       {"name": "b", "cell": "lstm", "hidden_size": 40, "proj_size": 7, "bias": False}]}
+    m = rnncc.compile(spec, target="h100", seq_len=16, batch=5, gemm=gemm)
+    assert [l.persistence.value.mode for l in m.plan.layers] == ["none"] * 3
+    assert m.plan.layers[2].input_size == 66
+    kernels = list(m.kernels) + [k for k in m.variant(16, 5, lengths=True).kernels
+                                 if k.family in ("recurrent_step", "h_projection", "mask")]
+    step = [k for k in kernels if k.family == "recurrent_step"]
+    projections = [k for k in kernels if k.family == "h_projection"]
+    assert len(step) == len(projections) == 4  # a and b, with and without lengths
+    assert {k.users for k in projections} == {("a", "a_reverse"), ("b",)}
+    for k in step:
+        assert "h_old" not in k.source  # h is P wide: the cell never reads it per unit
+        if gemm == "rnncc":
+            assert "constexpr int K = 33;" in k.source or "constexpr int K = 7;" in k.source
+        assert ("running ? c_cell : c_old" in k.source) == ("_lengths_" in k.name)
+    for k in projections:
+        assert ("h_prev" in k.source) == ("_lengths_" in k.name)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        cubins = list(pool.map(lambda k: build.compile_cubin(k, "sm_90a"), kernels))
+    assert all(c[:4] == b"\x7fELF" for c in cubins)

@@ -34,7 +34,7 @@ def single(cell: str, hidden: int, input_size: int, dtype: str = "float32", bias
 def random_state(model, B, rng, dtype):
     state = {}
     for layer in model.layers:
-        h = round_to(rng.uniform(-1, 1, (B, layer.hidden_size)), dtype)
+        h = round_to(rng.uniform(-1, 1, (B, layer.out_size)), dtype)  # proj_size wide if projected
         if layer.cell == "lstm":
             state[layer.name] = (h, round_to(rng.uniform(-1, 1, (B, layer.hidden_size)), dtype))
         else:
@@ -455,6 +455,41 @@ def test_lengths_on_the_device_in_a_cuda_graph(gpu, torch):
         assert torch.equal(got, want)  # the same kernels on the same inputs
 
 
+def projected_spec(dtype: str, hidden: int, proj: int) -> dict:
+    """LSTMs with proj_size: a bidirectional layer (2P features out), a forward one reading
+    them and the input, and a reverse one; outputs the last layer and a concat."""
+    return {"name": "lstmp", "dtype": dtype, "input_size": 19, "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": hidden, "proj_size": proj, "direction": "bidirectional"},
+        {"name": "b", "cell": "lstm", "hidden_size": hidden + 6, "proj_size": max(1, proj // 3),
+         "input": {"concat": ["a", "input"]}, "bias": False},
+        {"name": "c", "cell": "lstm", "hidden_size": hidden, "proj_size": proj, "direction": "reverse"}],
+        "outputs": ["c", {"name": "ab", "concat": ["a", "b"]}]}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("hidden,proj,batch,seq", [(2, 1, 1, 7), (65, 33, 5, 256), (513, 100, 64, 7),
+                                                   (1024, 256, 8, 33)])
+@pytest.mark.parametrize("gemm", [None, "cublas", "rnncc"])
+def test_projected_lstm(gpu, dtype, hidden, proj, batch, seq, gemm):
+    """proj_size (LSTMP): the step kernel (or cuBLASLt's product and the cell kernel) over
+    K = P writes r = o ⊙ tanh c, the h projection h = r·W_hrᵀ; odd sizes, bidirectional,
+    reverse, initial states (h P wide, c H wide), batch-first."""
+    run_and_compare(projected_spec(dtype, hidden, proj), seq, batch, seed=hidden + batch,
+                    with_state=batch % 2 == 1, batch_first=seq % 2 == 1, gemm=gemm,
+                    seq_len=seq, batch=batch)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+@pytest.mark.parametrize("hidden,proj,batch,seq", [(65, 33, 6, 37), (1024, 256, 64, 41)])
+def test_projected_lstm_with_lengths(gpu, dtype, schedule, hidden, proj, batch, seq):
+    """Lengths through the h projection: an ended row keeps h (P wide) and c (H wide), a
+    reverse layer's row starts at its own end from h0; chunks of 16 steps."""
+    run_and_compare(projected_spec(dtype, hidden, proj), seq, batch, seed=proj, with_state=True,
+                    schedule=schedule, unroll=16, seq_len=seq, batch=batch,
+                    lengths=random_lengths(seq, batch, hidden))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("layout", ["xw", "wx"])
 def test_stacked_on_tensor_cores(gpu, dtype, layout):
@@ -656,17 +691,44 @@ def test_nn_twins_against_torch_on_gpu(gpu, torch, cell, dtype, bidirectional):
         assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstmp_twins_against_torch_on_gpu(gpu, torch, dtype, bidirectional):
+    """nn.LSTM(proj_size=...) and its twin at S=256: h_n [L·D, B, P], c_n [L·D, B, H]."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(5)
+    tdt = getattr(torch, dtype)
+    theirs = torch.nn.LSTM(40, 96, num_layers=2, batch_first=True, bidirectional=bidirectional,
+                           proj_size=24).to("cuda", tdt).eval()
+    ours, what = rnn.twin_of(theirs)
+    assert ours is not None and "proj_size=24" in what, what
+    D = 2 if bidirectional else 1
+    x = torch.randn(5, 256, 40, device="cuda", dtype=tdt)
+    hx = (torch.randn(2 * D, 5, 24, device="cuda", dtype=tdt), torch.randn(2 * D, 5, 96, device="cuda", dtype=tdt))
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    tol = 2 * tolerance(dtype, "tensor" if dtype != "float32" else "exact")  # both approximate
+    with torch.inference_mode():
+        for args in ((x,), (x, hx)):
+            want, got = theirs(*args), ours(*args)
+            assert got[0].shape == want[0].shape == (5, 256, 24 * D)
+            assert max_relative_error(got[0].float().cpu().numpy(), want[0].float().cpu().numpy()) <= tol
+            for g, w in zip(got[1], want[1]):
+                assert g.shape == w.shape
+                assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
+
+
+@pytest.mark.parametrize("cell,kw", [("lstm", {}), ("gru", {}), ("lstm", {"proj_size": 13})])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_packed_sequences_on_gpu(gpu, torch, cell, dtype, bidirectional, packed_mismatch):
+def test_packed_sequences_on_gpu(gpu, torch, cell, kw, dtype, bidirectional, packed_mismatch):
     """PackedSequence input on the GPU: one call, each row stopping at its own length
-    (the backward direction starting at each row's own end)."""
+    (the backward direction starting at each row's own end); LSTMP too."""
     import rnncc.nn as rnn
 
     torch.manual_seed(12)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell]
-    theirs = cls(24, 40, num_layers=2, bidirectional=bidirectional).to("cuda", getattr(torch, dtype)).eval()
+    theirs = cls(24, 40, num_layers=2, bidirectional=bidirectional, **kw).to("cuda", getattr(torch, dtype)).eval()
     ours, _ = rnn.twin_of(theirs)
     torch.backends.cudnn.allow_tf32 = False
     tol = 2 * tolerance(dtype, "tensor" if dtype != "float32" else "exact")  # both approximate

@@ -20,7 +20,8 @@ TOL = 1e-5  # float32 CPU path against torch.nn (the reference runs in float64)
 pytestmark = pytest.mark.filterwarnings("ignore::rnncc.nn.CpuPathWarning")
 
 TWINS = [(torch.nn.LSTM, rnn.LSTM, {}), (torch.nn.GRU, rnn.GRU, {}),
-         (torch.nn.RNN, rnn.RNN, {}), (torch.nn.RNN, rnn.RNN, {"nonlinearity": "relu"})]
+         (torch.nn.RNN, rnn.RNN, {}), (torch.nn.RNN, rnn.RNN, {"nonlinearity": "relu"}),
+         (torch.nn.LSTM, rnn.LSTM, {"proj_size": 3})]  # LSTMP: h = W_hr (o ⊙ tanh c)
 
 
 def rel(a, b) -> float:
@@ -44,7 +45,7 @@ def test_twin_matches_torch(torch_cls, rnncc_cls, kw, num_layers, bias, batch_fi
     x = torch.randn(4, 9, 11)  # (B, S, I) or (S, B, I)
     B = x.shape[0] if batch_first else x.shape[1]
     LD = num_layers * (2 if bidirectional else 1)
-    h0 = torch.randn(LD, B, 17)
+    h0 = torch.randn(LD, B, kw.get("proj_size") or 17)  # h is proj_size wide, c hidden_size
     hx = (h0, torch.randn(LD, B, 17)) if torch_cls is torch.nn.LSTM else h0
     with torch.no_grad():
         for args_ in ((x,), (x, hx), (x[0] if batch_first else x[:, 0],)):  # last: unbatched
@@ -66,8 +67,10 @@ def test_float64_inputs_stay_float64():
 
 
 def test_unsupported_arguments_are_refused():
-    with pytest.raises(rnncc.SpecError, match="proj_size=2 is not supported"):
-        rnn.LSTM(4, 4, proj_size=2)
+    with pytest.raises(rnncc.SpecError, match=r"proj_size=4, expected 0 \(none\) or an integer in \[1, hidden_size=4\)"):
+        rnn.LSTM(4, 4, proj_size=4)  # torch.nn refuses it too
+    with pytest.raises(rnncc.SpecError, match=r"rnncc.nn.GRU: proj_size=2, expected 0 \(torch.nn.LSTM's alone\)"):
+        rnn.GRU(4, 4, proj_size=2)
     with pytest.raises(rnncc.SpecError, match="nonlinearity='gelu'"):
         rnn.RNN(4, 4, nonlinearity="gelu")
 
@@ -113,11 +116,13 @@ def test_optimize_replaces_what_it_can_and_says_why_not(capsys):
     assert same is model
     out = capsys.readouterr().out
     assert "replaced encoder.0: nn.LSTM(8, 16, num_layers=2, float32) → rnncc.nn.LSTM" in out
-    assert "replaced heads.gru" in out and "skipped heads.lstmp: proj_size=4 is not supported" in out
+    assert "replaced heads.gru" in out and "skipped" not in out  # every configuration torch runs
+    assert "replaced heads.lstmp: nn.LSTM(16, 8, num_layers=1, proj_size=4, float32)" in out
     assert "replaced heads.bi: nn.GRU(16, 6, num_layers=1, bidirectional=True, float32)" in out
     assert isinstance(model.encoder[0], rnn.LSTM) and isinstance(model.heads["gru"], rnn.GRU)
     assert isinstance(model.heads["bi"], rnn.GRU) and model.heads["bi"].bidirectional
-    assert type(model.heads["lstmp"]) is torch.nn.LSTM and type(model.embed) is torch.nn.Embedding
+    assert isinstance(model.heads["lstmp"], rnn.LSTM) and model.heads["lstmp"].proj_size == 4
+    assert type(model.embed) is torch.nn.Embedding
     with torch.no_grad():
         assert rel(model(tokens), want) <= TOL
     lone = rnncc.optimize(torch.nn.RNN(3, 4), verbose=False)
@@ -200,7 +205,7 @@ def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw, bidirectional):
     theirs = torch_cls(3, 4, num_layers=2, bidirectional=bidirectional, **kw)
     ours, _ = rnn.twin_of(theirs)
     ours.flatten_parameters()
-    assert ours.proj_size == theirs.proj_size == 0
+    assert ours.proj_size == theirs.proj_size == kw.get("proj_size", 0)
     assert [[w.shape for w in layer] for layer in ours.all_weights] == \
         [[w.shape for w in layer] for layer in theirs.all_weights]
     assert all(torch.equal(a, b) for la, lb in zip(ours.all_weights, theirs.all_weights)

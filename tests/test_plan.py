@@ -685,7 +685,7 @@ def test_pipelined_workspace_is_per_layer():
     assert {part_name(pipe, "residual_h", n) for n in "bc"} <= set(parts)
     seq = plan_of(spec, batch=8, schedule="sequential")
     assert [n for n, _ in shared_parts(seq, 256, 8)] == [
-        "projection", "cell_state", "step_product", "residual_h", "summed_input"]
+        "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output"]
 
 
 def test_predicted_timeline_respects_streams_and_inputs():
@@ -826,3 +826,33 @@ def test_explain_shows_the_schedule():
     text = rnncc.compile(stack(8, 512), target="h100", batch=8).explain()
     assert "schedule: pipelined chunk=" in text
     assert "l2               side stream 1" in text and "behind l1" in text
+
+
+def test_projected_lstm_plans_per_step_and_launches_its_h_projection():
+    """proj_size: mode none by rule (a persistent mode refused by name), a step kernel over
+    K = P writing r to the workspace, then h = r·W_hrᵀ into y, whose lengths variant takes
+    h of the step before (h0 at the first); h's width P everywhere it is read."""
+    from rnncc import launch
+
+    spec = {"name": "lstmp", "dtype": "float16", "input_size": 5, "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 40, "proj_size": 9, "direction": "bidirectional"}]}
+    m = rnncc.compile(spec, target="h100", seq_len=10, batch=11)
+    forward, backward = m.plan.layers
+    assert forward.persistence.value.mode == "none" and "proj_size=9" in forward.persistence.reason
+    assert (forward.out_size, forward.tensor_width, backward.column) == (9, 18, 9)
+    with pytest.raises(rnncc.PlanError, match=r"layer 'a', option persistence='grid': a projected LSTM"):
+        rnncc.compile(spec, target="h100", persistence="grid")
+    assert launch.h_projection_grid(forward, 11) == (1, 2)  # 32 features × 8 rows a block
+    y = launch.Sequence(1000, 2, 10 * 18, 18).columns(9).reversed(10)
+    step = launch.step_arguments(backward, t=3, j=3, S=10, B=11, y=y, h0=(500, 9), c0=0, c_out=0,
+                                 cell=0, xproj=0, xproj_strides=(160, 160, 1),
+                                 weights={"w_hh_t": 1}, step_product=0, cell_output=4096)
+    assert (step["h_prev"], step["h_prev_stride_b"]) == (y.at(2), 18)
+    assert (step["h_out"], step["h_out_stride_b"]) == (4096, 40)  # r [B, H], not y
+    varied = m.variant(10, 11, lengths=True)
+    k = varied.kernel_of("a_reverse", "h_projection")
+    assert k.users == ("a", "a_reverse") and k.block == (512, 1, 1)
+    args = launch.h_projection_arguments(backward, t=0, S=10, B=11, y=y, h0=(500, 9),
+                                         cell_output=4096, weights={"w_hr_t": 7}, lengths=777)
+    assert launch.arguments(k, args) == [4096, 7, 500, 9, y.at(0), 18, 11, 777, 9, -1]
+    assert m.kernel_of("a", "h_projection").params[2].name == "h_out"  # no h_prev without lengths

@@ -62,6 +62,12 @@ def test_graph_is_a_frozen_dag_with_merge_nodes():
                                 r"forward, reverse, bidirectional"),
     ({"direction": "bidirectional", "hidden_size": 8, "residual": True},
      r"layer 'a', field 'residual': not supported with direction: bidirectional"),
+    ({"proj_size": 16}, r"layer 'a', field 'proj_size': got 16, expected 0 \(no projection\) or an "
+                        r"integer in \[1, hidden_size=16\)"),
+    ({"proj_size": -1}, r"layer 'a', field 'proj_size': got -1"),
+    ({"proj_size": True}, r"layer 'a', field 'proj_size': got True"),
+    ({"cell": "gru", "proj_size": 4}, r"layer 'a', field 'proj_size': a projection of h is LSTM's"),
+    ({"proj_size": 8, "residual": True}, r"layer 'a', field 'residual': not supported with proj_size"),
 ])
 def test_layer_errors(bad, match):
     first = {"name": "a", "cell": "lstm", "hidden_size": 16} | bad
@@ -236,3 +242,17 @@ def test_bidirectional_and_reverse_layers():
     with pytest.raises(SpecError, match=r"layer 'a_reverse', field 'name': taken by the backward half"):
         rnncc.load(spec(layers=[{"name": "a", "cell": "lstm", "hidden_size": 4, "direction": "bidirectional"},
                                 {"name": "a_reverse", "cell": "lstm", "hidden_size": 4}]))
+
+
+def test_projected_layers_are_proj_size_wide():
+    """An LSTM with proj_size outputs P features (2P bidirectional): the next layer's input,
+    the outputs and a concat see h's width, and the spec round-trips."""
+    b = rnncc.ModelBuilder("lstmp", input_size=8)
+    b.layer("a", "lstm", 32, proj_size=12, direction="bidirectional")
+    b.layer("b", "lstm", 16, proj_size=5, input=rnncc.Concat("a", "input"))
+    b.output("a").output(rnncc.Concat("a", "b"), name="both")
+    m = b.build()
+    a, a_rev, b_ = m.layers
+    assert (a.out_size, a_rev.column, b_.input_size, b_.out_size) == (12, 12, 24 + 8, 5)
+    assert [o.size for o in m.outputs] == [24, 29]
+    assert Model.from_dict(m.to_dict()) == m and m.to_dict()["layers"][0]["proj_size"] == 12

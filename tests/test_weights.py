@@ -64,19 +64,20 @@ def test_from_torch_names_and_rejections():
     model, w = rnncc.from_torch(torch.nn.GRU(4, 8, num_layers=2, bias=False))
     assert [l.name for l in model.layers] == ["l0", "l1"] and model.layers[1].input_size == 8
     assert set(w) == {"l0.weight_ih", "l0.weight_hh", "l1.weight_ih", "l1.weight_hh"}
-    with pytest.raises(rnncc.SpecError, match="proj_size=2 is not supported"):
-        rnncc.from_torch(torch.nn.LSTM(4, 8, proj_size=2))
+    model, w = rnncc.from_torch(torch.nn.LSTM(4, 8, num_layers=2, proj_size=2))
+    assert [l.proj_size for l in model.layers] == [2, 2] and model.layers[1].input_size == 2
+    assert w["l1.weight_hh"].shape == (32, 2) and w["l1.weight_hr"].shape == (2, 8)
     with pytest.raises(rnncc.SpecError, match="expected torch.nn.LSTM"):
         rnncc.from_torch(torch.nn.Linear(4, 8))
 
 
-@pytest.mark.parametrize("bidirectional", [False, True])
-def test_to_torch_round_trip(bidirectional):
+@pytest.mark.parametrize("bidirectional,proj_size", [(False, 0), (True, 0), (True, 3)])
+def test_to_torch_round_trip(bidirectional, proj_size):
     torch = pytest.importorskip("torch")
-    mod = torch.nn.LSTM(4, 8, num_layers=2, bidirectional=bidirectional)
+    mod = torch.nn.LSTM(4, 8, num_layers=2, bidirectional=bidirectional, proj_size=proj_size)
     model, w = rnncc.from_torch(mod)
     back = weights.to_torch(model, w)
-    assert back.bidirectional == bidirectional
+    assert back.bidirectional == bidirectional and back.proj_size == proj_size
     for k, v in mod.state_dict().items():
         assert torch.equal(back.state_dict()[k], v)
     assert weights.to_torch(rnncc.load(SPEC), weights.init(rnncc.load(SPEC))) is None  # mixed cells

@@ -43,7 +43,7 @@ def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:
                   input_size=l.input_size, bias=l.bias, merge=l.input.mode,
                   sources=sources(l.input), is_output=l.tensor_name in outputs,
                   residual=l.residual, reverse=l.reverse, tensor=l.tensor, column=l.column,
-                  tensor_size=model.size_of(l.tensor_name))
+                  tensor_size=model.size_of(l.tensor_name), proj_size=l.proj_size)
         for l in model.layers)
     outs = tuple(OutputPlan(o.name, o.size, o.merge.mode, sources(o.merge))
                  for o in model.outputs)

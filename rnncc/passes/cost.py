@@ -11,8 +11,8 @@ import math
 from dataclasses import replace
 
 from ..target import Target
-from ..tiles import (MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile, StepTile, TensorProjectionTile,
-                     TensorTile, batch_tiles_per_block, mma_k)
+from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
+                     StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -70,8 +70,9 @@ def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
 
 
 def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Target,
-                 itemsize: int) -> float:
-    """One recurrent step h·W_hhᵀ + cell: the busiest SM's issue cycles (FMAs and shared
+                 itemsize: int, k: int | None = None) -> float:
+    """One recurrent step h·W_hhᵀ + cell, over K = ``k`` (h's width; default ``hidden``,
+    proj_size for a projected LSTM): the busiest SM's issue cycles (FMAs and shared
     loads) or its L2 traffic, slowed when fewer than STEP_WARPS_TO_HIDE
     warps share an SM, and by √(padded rows / B) for batch rows computed for nothing.
     The three STEP_ constants were fitted to two sweeps on an H100 (25–30 tiles × 7
@@ -80,14 +81,15 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     blocks = math.ceil(hidden / tile.units_per_block) * math.ceil(batch / tile.batch_per_block)
     per_sm = math.ceil(blocks / target.sm_count)
     warps = math.ceil(tile.threads / 32)
-    k_steps = math.ceil(hidden / tile.k_split)
+    k = k or hidden
+    k_steps = math.ceil(k / tile.k_split)
     # The step kernel stages float32 tiles: a unit's 4 gates are one float4 for any dtype.
     issue = per_sm * warps * k_steps * fma_cycles_per_k(tile, gates, float4_weights=True)
     # Counted per element at 4 bytes whatever the dtype: the kernel loads one element a
     # thread and converts it to float, so half-precision weights stream no faster (the fit
     # was float32; the ablation measured fp16 H=2048 steps 3× slower than bytes predicted,
     # benchmarks/results/ablation-h100-2026-11-23.json at 02fb222).
-    l2 = per_sm * (tile.units_per_block * gates + tile.batch_per_block) * hidden * 4 \
+    l2 = per_sm * (tile.units_per_block * gates + tile.batch_per_block) * k * 4 \
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
@@ -579,10 +581,22 @@ def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Tar
 
 
 def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,
-                         target: Target) -> float:
-    """One step as h·W_hhᵀ in cuBLASLt followed by rnncc's cell kernel: the GPU's time (the
-    GEMM, then the cell reading the float32 product and writing h) or the host's (a library
-    call and a kernel launch a step), whichever is longer."""
-    gemm = library_gemm_seconds(gates * hidden, batch, hidden, itemsize, precision, target)
+                         target: Target, k: int | None = None) -> float:
+    """One step as h·W_hhᵀ in cuBLASLt (K = ``k``, h's width; default ``hidden``) followed
+    by rnncc's cell kernel: the GPU's time (the GEMM, then the cell reading the float32
+    product and writing h) or the host's (a library call and a kernel launch a step),
+    whichever is longer."""
+    gemm = library_gemm_seconds(gates * hidden, batch, k or hidden, itemsize, precision, target)
     cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
+
+
+def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
+                         target: Target) -> float:
+    """One step's h = r·W_hrᵀ (r [B, hidden], W_hr [proj, hidden]) in rnncc's kernel
+    (templates/recurrent_h_projection.cu.j2), where each block of H_PROJECTION_BLOCK.rows
+    batch rows reads its columns of W_hr. Not fitted yet: those bytes at HBM bandwidth, and
+    the launch (host time), which dominates at the sizes of speech models."""
+    blocks_of_rows = math.ceil(batch / H_PROJECTION_BLOCK.rows)
+    reads = blocks_of_rows * proj * hidden * itemsize + batch * hidden * itemsize
+    return STEP_LAUNCH_SECONDS + (reads + batch * proj * itemsize) / target.memory_bandwidth

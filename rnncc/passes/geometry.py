@@ -92,7 +92,7 @@ def plan_step_tile(model, plan, target):
     itemsize = DTYPES[plan.dtype].itemsize
 
     def decide(l):
-        B, H, G = o.batch, l.hidden_size, l.gates
+        B, H, G, K = o.batch, l.hidden_size, l.gates, l.out_size
         # cp.async copies 4-byte elements: float32 storage only.
         fits = [t for t in step_tiles(G, async_copy=plan.dtype == "float32")
                 if t.shared_bytes(G, itemsize) <= target.shared_memory_per_block]
@@ -100,17 +100,17 @@ def plan_step_tile(model, plan, target):
         def key(t):
             padded = (math.ceil(H / t.units_per_block) * t.units_per_block *
                       math.ceil(B / t.batch_per_block) * t.batch_per_block)
-            return (round(step_seconds(B, H, G, t, target, itemsize) * 1e8), padded, t.threads)
+            return (round(step_seconds(B, H, G, t, target, itemsize, K) * 1e8), padded, t.threads)
         best = min(fits, key=key)
         blocks = math.ceil(H / best.units_per_block) * math.ceil(B / best.batch_per_block)
         reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
                   f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
                   f"K split {best.k_split}×; predicted "
-                  f"{step_seconds(B, H, G, best, target, itemsize) * 1e6:.1f} µs/step")
+                  f"{step_seconds(B, H, G, best, target, itemsize, K) * 1e6:.1f} µs/step")
         # The five best candidates, named units/per thread × rows/per thread × K split.
         ranked = sorted(fits, key=key)[:5]
         alternatives = {f"{t.units_per_block}/{t.units_per_thread}u×{t.batch_per_block}/"
-                        f"{t.batch_per_thread}b×k{t.k_split}": step_seconds(B, H, G, t, target, itemsize)
+                        f"{t.batch_per_thread}b×k{t.k_split}": step_seconds(B, H, G, t, target, itemsize, K)
                         for t in ranked}
         assert len(alternatives) == len(ranked)  # the names tell the tiles apart
         return replace(l, step_tile=Decision(best, reason, alternatives=alternatives))

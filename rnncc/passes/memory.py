@@ -22,13 +22,15 @@ def _size(n: int) -> str:
 def memory_needed(model, seq_len: int, batch: int) -> dict[str, int]:
     """Bytes of the weights and of the smallest call at (seq_len, batch)."""
     item = DTYPES[model.dtype].itemsize
-    weights = sum(l.gates * l.hidden_size * (l.input_size + l.hidden_size) * item
+    weights = sum(l.gates * l.hidden_size * (l.input_size + l.out_size) * item
+                  + l.proj_size * l.hidden_size * item
                   + (2 * l.gates * l.hidden_size * 4 if l.bias else 0) for l in model.layers)
     # A residual layer's output (h + input) and, one layer at a time, its h.
-    sequences = sum(seq_len * batch * l.hidden_size * item for l in model.layers) + \
-        max([seq_len * batch * l.hidden_size * item for l in model.layers if l.residual], default=0)
+    sequences = sum(seq_len * batch * l.out_size * item for l in model.layers) + \
+        max([seq_len * batch * l.out_size * item for l in model.layers if l.residual], default=0)
     outputs = sum(seq_len * batch * o.size * item for o in model.outputs)
-    states = sum(batch * l.hidden_size * item * (2 if l.cell == "lstm" else 1) for l in model.layers)
+    states = sum(batch * (l.out_size + (l.hidden_size if l.cell == "lstm" else 0)) * item
+                 for l in model.layers)
     projection = max(batch * l.gates * l.hidden_size * 4 for l in model.layers)
     return {"weights": weights, "activations": sequences + outputs + states + projection}
 

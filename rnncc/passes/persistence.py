@@ -15,6 +15,10 @@ Mode ``none`` runs each step either as rnncc's step kernel (FMA, the product and
 in one launch; ``math="fma"``) or as h·W_hhᵀ in cuBLASLt followed by rnncc's cell kernel
 (``math="cublas"``): where W_hh does not fit on chip and the batch makes the step a GEMM
 of its own, the library's tensor-core kernels are the fast way through it.
+
+A projected LSTM (proj_size) runs per step, a rule: its h = r·W_hrᵀ needs all of r, a
+second product and exchange a step that the persistent kernels do not have; a kernel of
+its own (``recurrent_h_projection``) computes it after each step.
 """
 
 from dataclasses import replace
@@ -24,8 +28,8 @@ from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import Persistence, Persistent, PerStep, StepTile
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
-                   cluster_tiles, lanes_sync_seconds, library_step_seconds, persistent_seconds,
-                   persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
+                   cluster_tiles, h_projection_seconds, lanes_sync_seconds, library_step_seconds,
+                   persistent_seconds, persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
 
 
 def persistence_label(value: Persistence) -> str:
@@ -53,6 +57,15 @@ def plan_persistence(model, plan, target):
             how = "measured" if tuned else "forced by the user"
             return replace(l, persistence=Decision(none[1], f"{how}; {none[2]}", source,
                                                    per_step, measured))
+        if l.proj_size:
+            if forced is not None:
+                raise PlanError(f"layer '{l.name}', option persistence={forced!r}: a projected "
+                                f"LSTM (proj_size={l.proj_size}) runs a launch per step; expected "
+                                "persistence='none' or no option")
+            return replace(l, persistence=Decision(
+                none[1], f"none: proj_size={l.proj_size}, h = r·W_hrᵀ needs all of r, a second "
+                f"product and exchange a step that the persistent kernels lack (a rule); {none[2]}; "
+                f"predicted {none[0] * 1e6:.1f} µs/step", "model", per_step, measured))
         candidates = {"none": none}
         if l.precision.value == "tensor":
             modes = {m: ([t for t in tensor_tiles(H, G, B, target, m, itemsize)
@@ -115,18 +128,21 @@ def _per_step(l, o, target, itemsize: int,
               step_tile: StepTile) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
     """((seconds per step, value, description), predicted seconds of each variant) of mode
     none: rnncc's FMA step kernel, or cuBLASLt's product and rnncc's cell kernel, whichever
-    is predicted faster (or the one option ``gemm`` names)."""
+    is predicted faster (or the one option ``gemm`` names); a projected LSTM's steps with
+    their h projection."""
     B, H, G = o.batch, l.hidden_size, l.gates
-    fma = step_seconds(B, H, G, step_tile, target, itemsize)
-    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target)
+    projection = h_projection_seconds(B, H, l.proj_size, itemsize, target) if l.proj_size else 0.0
+    fma = step_seconds(B, H, G, step_tile, target, itemsize, l.out_size) + projection
+    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size) + projection
     gemm = o.gemm_for(l.name)
     use_library = gemm == "cublas" or (gemm is None and library < fma)
     seconds = library if use_library else fma
+    then = (f", then h = r·W_hrᵀ in rnncc's kernel ({projection * 1e6:.1f} µs)" if l.proj_size else "")
     if use_library:
-        what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step "
+        what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step{then} "
                 f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
     else:
-        what = "rnncc's FMA step kernel, a launch per step" + (
+        what = f"rnncc's FMA step kernel, a launch per step{then}" + (
             "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
     variants = {persistence_label(PerStep("fma")): fma}
     if gemm != "rnncc":

@@ -109,16 +109,17 @@ def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target) -> 
     persistent kernel, the launch and W_hh read again."""
     seconds = projection_s + steps * step_seconds_of(l)
     if isinstance(l.persistence.value, Persistent):
-        w_hh = l.gates * l.hidden_size * l.hidden_size * itemsize
+        w_hh = l.gates * l.hidden_size * l.out_size * itemsize
         seconds += PERSISTENT_LAUNCH_SECONDS + w_hh / target.memory_bandwidth
     return seconds
 
 
 def host_seconds(l, steps: int) -> float:
     """Host time of one chunk of layer l run one layer after another: the projection's
-    call or launch, and the recurrent launch (a launch per step for mode none)."""
+    call or launch, and the recurrent launch (a launch per step for mode none, two for a
+    projected LSTM's, whose h projection is a kernel of its own)."""
     projection = LIBRARY_CALL_SECONDS if l.projection_tile.value.math == "cublas" else STEP_LAUNCH_SECONDS
-    launches = 1 if isinstance(l.persistence.value, Persistent) else steps
+    launches = 1 if isinstance(l.persistence.value, Persistent) else steps * (2 if l.proj_size else 1)
     return projection + launches * STEP_LAUNCH_SECONDS
 
 

@@ -13,20 +13,22 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 
 
-PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input")
+PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output")
 
 
 def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     """Bytes layer l needs of each part: the projection buffer, the LSTM cell state, the
     step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the cell
-    kernel), h of a residual layer (whose output sequence holds h + input) and a
-    projection chunk's summed input (merge_fusion "summed")."""
+    kernel), h of a residual layer (whose output sequence holds h + input), a
+    projection chunk's summed input (merge_fusion "summed") and a projected LSTM's r = o ⊙
+    tanh c of one step (storage dtype, as torch rounds it before h = r·W_hrᵀ)."""
     chunk = min(l.unroll.value, seq_len)
     return {"projection": chunk * batch * l.gates * l.hidden_size * 4,
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
             "step_product": batch * l.gates * l.hidden_size * 4 if l.persistence.value.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
-            "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0}
+            "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0,
+            "cell_output": batch * l.hidden_size * itemsize if l.proj_size else 0}
 
 
 def pipelined(plan) -> bool:
