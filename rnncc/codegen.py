@@ -138,7 +138,7 @@ def h_projection_params(l: LayerPlan, lengths: bool = False) -> tuple[Param, ...
     with ``lengths``, h of the step before (an ended row keeps it) and length_params."""
     H, P = l.hidden_size, l.proj_size
     params = [_ptr("r", "T", f"[B, {H}] o ⊙ tanh c of this step, rows contiguous"),
-              _ptr("w_hr_t", "T", f"[{H}, {P}] W_hrᵀ")]
+              _ptr("w_hr", "T", f"[{P}, {H}] W_hr as torch stores it, rows (K) contiguous")]
     if lengths:
         params += [_ptr("h_prev", "T", f"[B, {P}] h of the previous step (nullptr: zeros), kept by "
                                        "a row that has ended"),

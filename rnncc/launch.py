@@ -196,8 +196,8 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
 
 
 def h_projection_grid(l: LayerPlan, B: int) -> tuple[int, int]:
-    """Grid of a projected LSTM's h projection: blocks of lanes features × rows rows."""
-    return -(-l.proj_size // H_PROJECTION_BLOCK.lanes), -(-B // H_PROJECTION_BLOCK.rows)
+    """Grid of a projected LSTM's h projection: blocks of a few features × rows rows."""
+    return -(-l.proj_size // H_PROJECTION_BLOCK.features), -(-B // H_PROJECTION_BLOCK.rows)
 
 
 def h_projection_arguments(l: LayerPlan, *, t: int, S: int, B: int, y: Sequence,
@@ -205,7 +205,7 @@ def h_projection_arguments(l: LayerPlan, *, t: int, S: int, B: int, y: Sequence,
                            lengths: int = 0) -> dict[str, int]:
     """Arguments of a projected LSTM's h projection at step t: h = r·W_hrᵀ into y[t], r
     from ``cell_output``; with lengths, h before step t, which an ended row keeps."""
-    args = {"r": cell_output, "w_hr_t": weights["w_hr_t"], "h_out": y.at(t),
+    args = {"r": cell_output, "w_hr": weights["w_hr"], "h_out": y.at(t),
             "h_out_stride_b": y.stride_b, "batch": B}
     if lengths:
         h_prev, h_sb = previous_h(t, h0, y)

@@ -383,7 +383,7 @@ class CompiledModel:
             packed = weights_mod.pack(layer, self._weights)
             for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
                                      ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False),
-                                     ("w_hr_t", packed.w_hr_t, True)):
+                                     ("w_hr", packed.w_hr, True)):
                 if arr.size == 0:
                     continue
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)

@@ -17,17 +17,23 @@ from typing import Any, ClassVar, Union
 @dataclass(frozen=True)
 class HProjectionBlock:
     """The block of a projected LSTM's h projection (h = r·W_hrᵀ, a kernel per step): one
-    shape for every layer. ``lanes`` h features (a warp, coalesced W_hrᵀ rows) × ``rows``
-    batch rows per thread; ``warps`` warps split K (H) and add their sums in a fixed order.
-    Each block reads its columns of W_hr once for its rows."""
+    shape for every layer. ``warps`` / ``k_slices`` features of h per block, each summed by
+    ``k_slices`` warps over K (H) in runs of 32 adjacent k (W_hr's rows and r's rows read
+    coalesced), for ``rows`` batch rows: each block reads its rows of W_hr once for them.
+    Many small blocks, since a step's product is a few microseconds of latency: P=256 at
+    B=8 is 128 blocks of 8 warps, each warp 8 runs of k at H=1024."""
 
-    lanes: int = 32
-    warps: int = 16
+    warps: int = 8
+    k_slices: int = 4
     rows: int = 8
 
     @property
     def threads(self) -> int:
-        return self.lanes * self.warps
+        return 32 * self.warps
+
+    @property
+    def features(self) -> int:
+        return self.warps // self.k_slices
 
 
 H_PROJECTION_BLOCK = HProjectionBlock()

@@ -126,7 +126,7 @@ class PackedLayer:
     w_hh_t: np.ndarray      # [P, H·G]   W_hhᵀ with the same interleaved columns (P: h's width)
     bias: np.ndarray        # [H·G]      float32, added in the input projection
     bias_hn: np.ndarray     # [H]        GRU only: b_hn, inside r ⊙ (W_hn h + b_hn); else empty
-    w_hr_t: np.ndarray      # [H, P]     proj_size only: W_hrᵀ (h = r W_hrᵀ, P contiguous); else empty
+    w_hr: np.ndarray        # [P, H]     proj_size only: W_hr as torch's (h = r W_hrᵀ, K contiguous); else empty
 
 
 def interleave_gates(rows: np.ndarray, gates: int) -> np.ndarray:
@@ -157,7 +157,7 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
         w_hh_t=np.ascontiguousarray(interleave_gates(w_hh, G).T),
         bias=np.ascontiguousarray(interleave_gates(bias, G)),
         bias_hn=bias_hn,
-        w_hr_t=np.ascontiguousarray(np.asarray(weights[f"{layer.name}.weight_hr"], np.float32).T)
+        w_hr=np.ascontiguousarray(np.asarray(weights[f"{layer.name}.weight_hr"], np.float32))
         if layer.proj_size else np.zeros((0, 0), np.float32),
     )
 

@@ -842,7 +842,7 @@ def test_projected_lstm_plans_per_step_and_launches_its_h_projection():
     assert (forward.out_size, forward.tensor_width, backward.column) == (9, 18, 9)
     with pytest.raises(rnncc.PlanError, match=r"layer 'a', option persistence='grid': a projected LSTM"):
         rnncc.compile(spec, target="h100", persistence="grid")
-    assert launch.h_projection_grid(forward, 11) == (1, 2)  # 32 features × 8 rows a block
+    assert launch.h_projection_grid(forward, 11) == (5, 2)  # 2 features × 8 rows a block
     y = launch.Sequence(1000, 2, 10 * 18, 18).columns(9).reversed(10)
     step = launch.step_arguments(backward, t=3, j=3, S=10, B=11, y=y, h0=(500, 9), c0=0, c_out=0,
                                  cell=0, xproj=0, xproj_strides=(160, 160, 1),
@@ -851,8 +851,8 @@ def test_projected_lstm_plans_per_step_and_launches_its_h_projection():
     assert (step["h_out"], step["h_out_stride_b"]) == (4096, 40)  # r [B, H], not y
     varied = m.variant(10, 11, lengths=True)
     k = varied.kernel_of("a_reverse", "h_projection")
-    assert k.users == ("a", "a_reverse") and k.block == (512, 1, 1)
+    assert k.users == ("a", "a_reverse") and k.block == (256, 1, 1)
     args = launch.h_projection_arguments(backward, t=0, S=10, B=11, y=y, h0=(500, 9),
-                                         cell_output=4096, weights={"w_hr_t": 7}, lengths=777)
+                                         cell_output=4096, weights={"w_hr": 7}, lengths=777)
     assert launch.arguments(k, args) == [4096, 7, 500, 9, y.at(0), 18, 11, 777, 9, -1]
     assert m.kernel_of("a", "h_projection").params[2].name == "h_out"  # no h_prev without lengths
