@@ -17,7 +17,7 @@ examples:
   rnncc explain examples/gnmt_encoder.yaml                         # every decision and why
   rnncc run examples/lstm_1024.yaml --batch 64 --seq-len 256       # GPU: check + time
 
-A spec is a YAML file: name, dtype, input_size, layers (name, cell, hidden_size, bias,
+A spec is a YAML file: name, dtype, input_size, layers (name, cell, hidden_size, proj_size, bias,
 input) and outputs. See examples/ and the README.
 """
 

@@ -595,8 +595,10 @@ def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
                          target: Target) -> float:
     """One step's h = r·W_hrᵀ (r [B, hidden], W_hr [proj, hidden]) in rnncc's kernel
     (templates/recurrent_h_projection.cu.j2), where each block of H_PROJECTION_BLOCK.rows
-    batch rows reads its columns of W_hr. Not fitted yet: those bytes at HBM bandwidth, and
-    the launch (host time), which dominates at the sizes of speech models."""
+    batch rows reads its rows of W_hr. Not fitted: those bytes at HBM bandwidth, and the
+    launch (host time), which dominates at the sizes of speech models. Measured 3–4 µs of
+    GPU time at fp16 H=1024 P=256 and fp32 H=512 P=128, B=8
+    (benchmarks/results/kernel-split-h100-2026-11-24.txt, benchmarks/kernel_split.py)."""
     blocks_of_rows = math.ceil(batch / H_PROJECTION_BLOCK.rows)
     reads = blocks_of_rows * proj * hidden * itemsize + batch * hidden * itemsize
     return STEP_LAUNCH_SECONDS + (reads + batch * proj * itemsize) / target.memory_bandwidth
