@@ -33,6 +33,8 @@ def kernel_times(fn) -> dict[str, list[float]]:
 
 
 def main(rows: list[str]) -> None:
+    # float32 exact on both sides (torch lets cuDNN use TF32 by default).
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     for row in rows:
         cell, dtype, *sizes = row.split(":")
         H, B, layers, proj = (list(map(int, sizes)) + [1, 0])[:4]
