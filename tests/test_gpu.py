@@ -718,6 +718,38 @@ def test_lstmp_twins_against_torch_on_gpu(gpu, torch, dtype, bidirectional):
                 assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
 
 
+@pytest.mark.parametrize("cell,kw", [("lstm", {}), ("gru", {}), ("rnn_tanh", {}), ("rnn_relu", {}),
+                                     ("lstm", {"proj_size": 24})])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_halves_no_worse_than_three_times_cudnns_error(gpu, torch, cell, kw, dtype, bidirectional):
+    """Issue 16's bound for fp16/bf16: against the same module in float64 (the stored
+    weights and input, on the CPU), the twin's outputs, h_n and c_n at S=256 are no further
+    off than 3× cuDNN's own (2 layers, B=8)."""
+    import copy
+
+    import rnncc.nn as rnn
+
+    torch.manual_seed(7)
+    tdt = getattr(torch, dtype)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(cell, torch.nn.RNN)
+    extra = {"nonlinearity": cell.removeprefix("rnn_")} if cell.startswith("rnn") else kw
+    theirs = cls(64, 96, num_layers=2, bidirectional=bidirectional, **extra).to("cuda", tdt).eval()
+    exact = copy.deepcopy(theirs).to("cpu", torch.float64)
+    ours, _ = rnn.twin_of(theirs)
+    x = torch.randn(256, 8, 64, device="cuda", dtype=tdt)
+    with torch.inference_mode():
+        want, cudnn, got = exact(x.cpu().double()), theirs(x), ours(x)
+
+    def parts(result):
+        y, state = result
+        return [y, *(state if isinstance(state, tuple) else (state,))]
+    for w, c, g in zip(parts(want), parts(cudnn), parts(got)):
+        w = w.numpy()
+        cudnn_error = max_relative_error(c.float().cpu().numpy(), w)
+        assert max_relative_error(g.float().cpu().numpy(), w) <= 3 * cudnn_error
+
+
 @pytest.mark.parametrize("cell,kw", [("lstm", {}), ("gru", {}), ("lstm", {"proj_size": 13})])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("bidirectional", [False, True])
