@@ -52,11 +52,7 @@ class Config:
 
     @property
     def label(self) -> str:
-        cell = ("bi" if self.bidirectional else "") + self.cell
-        what = self.model or (f"{self.layers}×{cell}" if self.layers > 1 else cell)
-        what += " packed" if self.packed else ""
-        what += f" P={self.proj}" if self.proj else ""
-        return f"{what} {self.kind} H={self.hidden} B={self.batch}" + \
+        return f"{network(asdict(self))} {self.kind} H={self.hidden} B={self.batch}" + \
             (f" S={self.seq_len}" if self.seq_len != S else "")
 
 

@@ -425,10 +425,10 @@ def render_h_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         lengths_step=_lengths_step(lengths, per_step=True))
     name, entry, source = _identify(f"h_projection_h{l.hidden_size}_p{l.proj_size}"
                                     f"{'_lengths' if lengths else ''}_{_SHORT_DTYPE[plan.dtype]}", source)
-    layers = f"layers {', '.join(users)}" if len(users) > 1 else f"layer {l.name}"
     return KernelSource(name, "h_projection", l.name, entry, source, params,
                         (H_PROJECTION_BLOCK.threads, 1, 1), users=users,
-                        header=_model_header(plan, f"{layers}: {what}", _reasons(l, ("persistence",))))
+                        header=_model_header(plan, f"{_layers_what(l, users)}, its h projection",
+                                             _reasons(l, ("persistence",))))
 
 
 def _render_merge(plan: Plan, mode: str, sources, size: int) -> tuple[str, str, str, tuple]:
