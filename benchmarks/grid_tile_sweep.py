@@ -17,6 +17,8 @@ Hopper GPU and PyTorch.
                                                    # each (form, cluster size)
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/grid_tile_sweep.py cluster --build-only
                                                    # nvcc only (no GPU), for carrying the cache
+    python3 benchmarks/grid_tile_sweep.py tensor --case=lstm,float16,512,8
+                                                   # these cases only (repeat --case=)
 
 The grid run is committed as benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt and
 fitted in passes/cost.py (GRID_*). The cluster run is for the FMA cluster kernel at large
@@ -97,7 +99,7 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     elif mode == "tensor":
         groups = {}
         for t in ranked:
-            groups.setdefault((t.weights_in_registers, t.cluster), []).append(t)
+            groups.setdefault((t.weights_in_registers, t.wgmma, t.cluster), []).append(t)
         ranked = [t for ts in groups.values() for t in ts[:TENSOR_PER_GROUP]]
         ranked += [chosen] if chosen not in ranked else []
     elif mode == "lanes":
@@ -134,15 +136,16 @@ def describe(t) -> str:
     return (f"{f'cluster={t.cluster} ' if t.cluster else ''}units={t.units_per_block} "
             f"bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
             f"batch_blocks={t.batch_blocks} threads={t.threads}"
-            f"{' registers' if t.weights_in_registers else ''}")
+            f"{' registers' if t.weights_in_registers else ''}{' wgmma' if t.wgmma else ''}")
 
 
-def main(mode: str, build_only: bool = False) -> None:
+def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -> None:
     """``build_only``: plan for the h100 preset and fill the cubin cache, no GPU needed
-    (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time)."""
-    cases = [(c, variants(*c, mode, "h100" if build_only else "device"))
-             for c in {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
-                       "lanes": LANES_CASES, "tensor": TENSOR_CASES}[mode]]
+    (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
+    (cell, dtype, H, B) cases instead of the mode's."""
+    chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
+                      "lanes": LANES_CASES, "tensor": TENSOR_CASES}[mode]
+    cases = [(c, variants(*c, mode, "h100" if build_only else "device")) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
@@ -160,5 +163,7 @@ def main(mode: str, build_only: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--build-only"]
-    main(args[0] if args else "grid", "--build-only" in sys.argv)
+    args = [a for a in sys.argv[1:] if a != "--build-only" and not a.startswith("--case=")]
+    only = [(c, d, int(h), int(b)) for c, d, h, b in
+            (a.removeprefix("--case=").split(",") for a in sys.argv[1:] if a.startswith("--case="))]
+    main(args[0] if args else "grid", "--build-only" in sys.argv, only or None)

@@ -1,13 +1,15 @@
-"""Where a step of a grid-persistent kernel goes, by leaving one part out.
+"""Where a step of a persistent kernel goes, by leaving one part out.
 
-The templates (on tensor cores, and the FMA one's planned path) mark a step's parts with
+The templates (the grid kernels on tensor cores, the FMA one's planned path, and the
+registers form of the cluster kernel on tensor cores) mark a step's parts with
 ``/* part X */ … /* end X */`` comments:
 - stage:      h of the previous step into shared memory and the block barrier after it;
 - product:    the mma.sync (or FMA) chain over the warp's K range, partial sums into shared
               memory;
 - cell:       the K split's sum, the gates and the cell update, h and c written;
 - projection: the next step's input projection loaded into registers;
-- sync:       the grid barrier, where the kernel has one (a block barrier stands in).
+- sync:       the grid barrier, where the kernel has one, or the cluster's h exchange (its
+              sends and its wait, two regions; a block barrier stands in for each).
 Each variant is the planned kernel with parts cut out of its source (renamed, so it builds
 and caches apart), timed as a CUDA-graph replay of the layer's forward beside the full
 kernel in one process. A part's cost a step is (full − without it) / S: what the step gains
@@ -20,6 +22,7 @@ wrote the words the readers waited for.)
     python3 benchmarks/step_split.py                       # the issue's LSTM fp16 H=1024 B=8
     python3 benchmarks/step_split.py gru float16 1024 8    # another case
     python3 benchmarks/step_split.py lstm float32 1024 8 exact   # the FMA grid kernel
+    python3 benchmarks/step_split.py lstm float16 512 8 tensor cluster   # the cluster kernel
 
 Needs a Hopper GPU and PyTorch. Results: benchmarks/results/step-split-h100-<date>.txt.
 """
@@ -70,12 +73,12 @@ def variants(base: CompiledModel) -> dict[str, CompiledModel]:
 
 
 def main(cell: str = "lstm", dtype: str = "float16", H: int = 1024, B: int = 8,
-         precision: str = "tensor") -> None:
+         precision: str = "tensor", persistence: str = "grid") -> None:
     import torch
 
     spec = {"name": "step_split", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
-    base = rnncc.compile(spec, target="device", batch=B, seq_len=S, persistence="grid",
+    base = rnncc.compile(spec, target="device", batch=B, seq_len=S, persistence=persistence,
                          precision=precision)
     plan = base.plan.layers[0].persistence.value
     models = variants(base)
@@ -100,4 +103,4 @@ def main(cell: str = "lstm", dtype: str = "float16", H: int = 1024, B: int = 8,
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(*args[:2], *(int(a) for a in args[2:4]), *args[4:5]) if args else main()
+    main(*args[:2], *(int(a) for a in args[2:4]), *args[4:6]) if args else main()

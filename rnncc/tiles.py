@@ -246,6 +246,13 @@ class TensorTile:
     batch_blocks: int = 1
     weights_in_registers: bool = False
     tiles_per_block: int = 1
+    wgmma: bool = False
+
+    def __post_init__(self) -> None:
+        if self.wgmma and not (self.weights_in_registers and self.m_tiles % 4 == 0):
+            raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form and whole "
+                             f"warpgroups (m_tiles a multiple of 4), got weights_in_registers="
+                             f"{self.weights_in_registers}, m_tiles={self.m_tiles}")
 
     @property
     def threads(self) -> int:
@@ -275,19 +282,20 @@ class TensorTile:
     def registers_fit(self, hidden: int, gates: int, itemsize: int) -> bool:
         """Whether the registers form's A fragments fit beside the rest of a thread's
         registers under ptxas' cap for one block of this size per SM (register_cap; 128
-        at 448 threads): the B operands of every k-step (ptxas hoists their loads), the
-        accumulators, the projection and cell state of its elements and 40 more (64 for
-        fp16/bf16). ptxas used 187 registers at LSTM fp16 H=256 (estimate 149 with 40 more),
-        241 at TF32 LSTM H=256 (estimate 245), and spilled where the estimate passed the
-        cap (LSTM fp16 H=256 in 512 threads, GRU H=100 in 832) and at GRU bf16 H=192 in a
-        cluster of 3 (512 threads: 100 bytes) where 40 more made 124 of a cap of 128, and
-        at LSTM and GRU fp16 H=512 in clusters of 16 (256 threads: 120 and 84 bytes) where
-        40 more made 245 of 255; tests/test_codegen.py checks that no candidate spills."""
+        at 448 threads): the B operands in flight, the accumulators, the projection and
+        cell state of its elements and 40 more (64 for fp16/bf16). fp16/bf16 load B by
+        ldmatrix two k-steps ahead of the mma (8 registers a batch tile of 8); TF32's B
+        operands are plain loads, which ptxas hoists for every k-step (2 registers each).
+        With fp16/bf16 the estimate passed the cap wherever ptxas spilled, over 67
+        candidates of 8 shapes (H 64-512, clusters 1-16, B 8-32; LSTM fp16 H=512 in a
+        cluster of 16: estimate 213, ptxas 231 of 255); TF32 LSTM H=256 used 241
+        (estimate 245). tests/test_codegen.py checks that no candidate spills."""
         n_tiles = self.batch_per_block // MMA_N
         k_steps = self.k_steps(hidden, itemsize)
         chains = 2 if n_tiles == 1 else 1
         elements = n_tiles * (1 if self.rows_per_unit(gates) == 4 else 4)
-        need = 4 * k_steps + 2 * k_steps * n_tiles + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
+        b_operands = 2 * k_steps * n_tiles if itemsize == 4 else 8 * n_tiles
+        need = 4 * k_steps + b_operands + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
         return need <= register_cap(self.threads)
 
     def k_steps(self, hidden: int, itemsize: int) -> int:
@@ -306,8 +314,11 @@ class TensorTile:
         mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
         float32."""
         k = self.k_padded(hidden, itemsize)
-        if self.weights_in_registers:  # two h buffers and their mbarriers only
-            return 2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8
+        if self.weights_in_registers:
+            # Two h buffers and their mbarriers; before them the same space stages W_hh into
+            # the registers, a warp 4 k-steps of fragments (32 lanes × 16 bytes) at a time.
+            stage = self.m_tiles * min(self.k_steps(hidden, itemsize), 4) * 32 * 16
+            return max(2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8, stage)
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
@@ -379,6 +390,8 @@ class Persistent:
                 del tile["weights_in_registers"]
             if self.tile.tiles_per_block == 1:
                 del tile["tiles_per_block"]
+            if not self.tile.wgmma:
+                del tile["wgmma"]
         out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:

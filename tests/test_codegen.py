@@ -213,7 +213,8 @@ def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
 
 @pytest.mark.parametrize("cell,dtype,hidden", [("lstm", "float16", 256), ("lstm", "float32", 256),
                                                ("gru", "float16", 100), ("gru", "bfloat16", 192),
-                                               ("rnn_tanh", "float32", 130), ("lstm", "float16", 64)])
+                                               ("rnn_tanh", "float32", 130), ("lstm", "float16", 64),
+                                               ("lstm", "float16", 512), ("gru", "bfloat16", 512)])
 def test_registers_form_candidates_do_not_spill(nvcc, cell, dtype, hidden):
     """The tensor cluster kernel's registers form keeps W_hh's fragments in registers only
     if ptxas does: the candidate closest to its register cap (by TensorTile.registers_fit's

@@ -377,7 +377,8 @@ MMA_SM_CLOCKS = 2.0
 # not fitted) plus the terms of tensor_cluster_terms priced below, in waves of as many
 # clusters as the GPU holds at once (Target.clusters_at_once). Median error 8%, at most
 # 67%; at each case the pick runs within 1.00–1.07× of the fastest tile. (Its registers-
-# form tiles at H=512 spill, 2.12 µs a step regardless; registers_fit now leaves them out.) A term for the
+# form tiles at H=512 spilled, 2.12 µs a step; since W_hh is staged through shared memory
+# and B loaded by ldmatrix they fit, 2.16 µs in the wgmma sweep below.) A term for the
 # 16-row tiles of a block (its cells in the epilogue) took the worst pick from 1.20× to
 # 1.13×; one share of busy SMs for both forms (fitted per form, the registers form's came
 # out near 0 and it was picked at B=64, where it ran 10–27% slower) to 1.07×; a term for
@@ -393,10 +394,19 @@ REGISTERS_K_STEP_SECONDS = 0.0182e-6
 REGISTERS_TILE_SECONDS = 0.3783e-6   # a batch tile of 8: a warp runs the cell of all its elements
 REGISTERS_WARP_SECONDS = 0.0
 REGISTERS_M_TILE_SECONDS = 0.0564e-6
+# The registers form with its product by wgmma (TensorTile.wgmma) in place of mma.sync: a
+# fixed cost a step (the fences, the commit and the wait) and a smaller one per batch tile
+# of 8 than REGISTERS_TILE_SECONDS, which it replaces. Least squares over the 18 pairs of
+# tiles swept both ways (benchmarks/results/cluster-tile-sweep-tensor-wgmma-h100-2026-11-24.txt:
+# LSTM/GRU fp16 H=256 and 512, B=8 and 64, 1-2 batch tiles of 8): wgmma minus mma.sync is
+# +0.06 µs a step at one batch tile (mma.sync wins, LSTM H=512 B=8: 2.25 against 2.16) and
+# -0.17 µs at two (LSTM H=512, 16 rows: 2.86 against 3.07).
+WGMMA_STEP_SECONDS = 0.295e-6
+WGMMA_TILE_SECONDS = 0.147e-6
 TENSOR_CLUSTER_PRICES = {name: globals()[name] for name in (
     "CLUSTER_STEP_SECONDS", "CLUSTER_K_STEP_SECONDS", "CLUSTER_WARP_SECONDS", "CLUSTER_M_TILE_SECONDS",
     "CLUSTER_BUSY_SECONDS", "REGISTERS_STEP_SECONDS", "REGISTERS_K_STEP_SECONDS", "REGISTERS_TILE_SECONDS",
-    "REGISTERS_WARP_SECONDS", "REGISTERS_M_TILE_SECONDS")}
+    "REGISTERS_WARP_SECONDS", "REGISTERS_M_TILE_SECONDS", "WGMMA_STEP_SECONDS", "WGMMA_TILE_SECONDS")}
 
 
 def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -415,7 +425,10 @@ def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, 
              # meet in L2); fitted per form, the registers form's fitted to nearly 0 from
              # its few many-cluster tiles and picked it at B=64, where it ran 10-27% slower.
              "CLUSTER_BUSY_SECONDS": busy}
-    if tile.weights_in_registers:
+    if tile.wgmma:
+        terms["WGMMA_STEP_SECONDS"] = 1.0
+        terms["WGMMA_TILE_SECONDS"] = n_tiles
+    elif tile.weights_in_registers:
         terms["REGISTERS_TILE_SECONDS"] = n_tiles
     return terms
 
@@ -510,6 +523,9 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             t = replace(t, cluster=math.ceil(hidden / t.units_per_block))
             if t.threads <= 1024 and t.registers_fit(hidden, gates, itemsize) and t not in out:
                 out.append(t)
+                # The same tile with its product by wgmma, in whole warpgroups (fp16/bf16).
+                if itemsize == 2 and t.m_tiles % 4 == 0:
+                    out.append(replace(t, wgmma=True))
     return out
 
 

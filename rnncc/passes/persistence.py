@@ -85,6 +85,8 @@ def plan_persistence(model, plan, target):
                                             getattr(t, "cluster", 0), t.threads))
             value = Persistent.of(mode, math_, best, H, G, itemsize)
             kib = value.shared_bytes // 1024
+            if getattr(best, "wgmma", False):
+                product = "wgmma"  # the registers form's product, priced against mma.sync's
             if mode == "grid":
                 what = f"W_hh resident in {value.blocks} blocks × {kib} KiB, {product}, grid barrier"
             else:

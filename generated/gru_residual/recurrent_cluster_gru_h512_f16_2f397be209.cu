@@ -107,6 +107,9 @@ constexpr int N_TILES = BATCH / 8;
 constexpr int KPAD = (H + MMA_K * KSPLIT - 1) / (MMA_K * KSPLIT) * (MMA_K * KSPLIT);
 constexpr int K_STEPS = KPAD / MMA_K, SPLIT_STEPS = K_STEPS / KSPLIT;
 constexpr int HS = KPAD + 16 / (int)sizeof(T);
+// Where h[row][k] of the batch tile lies in an h buffer (stage_h, the exchange and the
+// epilogue address it through this; the registers form lays it out in its own way).
+__device__ __forceinline__ int h_at(int row, int k) { return row * HS + k; }
 constexpr int MS = M_PAD + 4;  // row stride of partials: C fragments store conflict-free
 constexpr int THREADS = 32 * M_TILES * KSPLIT;
 // One accumulator chain per batch tile of 8; with a single one, two alternating chains
@@ -139,7 +142,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
+rnncc_recurrent_cluster_gru_h512_f16_2f397be209(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [512, 3·512] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -224,7 +227,7 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
             {
                 constexpr int VEC = 16 / (int)sizeof(T);
                 if (h0 == nullptr) {
-                    for (int e = tid; e < BATCH * KPAD; e += THREADS) h_cur[(e / KPAD) * HS + e % KPAD] = from_float(0.0f);
+                    for (int e = tid; e < BATCH * KPAD; e += THREADS) h_cur[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
                 } else if (H % VEC == 0 && h0_stride_b % VEC == 0 && reinterpret_cast<unsigned long long>(h0) % 16 == 0) {
                     constexpr int CHUNKS = KPAD / VEC;
         #pragma unroll 4
@@ -232,7 +235,7 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
                         const int row = e / CHUNKS, k = (e % CHUNKS) * VEC, b = b_base + row;
                         uint4 v = make_uint4(0u, 0u, 0u, 0u);
                         if (b < batch && k < H) v = load_coherent_16(&h0[(long long)b * h0_stride_b + k]);
-                        *reinterpret_cast<uint4*>(&h_cur[row * HS + k]) = v;
+                        *reinterpret_cast<uint4*>(&h_cur[h_at(row, k)]) = v;
                     }
                 } else if (h0_stride_b == H && reinterpret_cast<unsigned long long>(h0 + (long long)b_base * H) % 16 == 0) {
                     // Rows of H elements not a multiple of 16 bytes, but dense: the tile's rows are
@@ -249,25 +252,25 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
         #pragma unroll
                         for (int j = 0; j < VEC; ++j) {
                             const int i = e * VEC + j;
-                            h_cur[(i / H) * HS + i % H] = parts[j];
+                            h_cur[h_at(i / H, i % H)] = parts[j];
                         }
                     }
                     for (int i = vectors * VEC + tid; i < total; i += THREADS)
-                        h_cur[(i / H) * HS + i % H] = load_coherent(run + i);
+                        h_cur[h_at(i / H, i % H)] = load_coherent(run + i);
                     // Zeros past H (the K padding) in every row, and in the rows past the batch.
                     if constexpr (KPAD > H) {
                         for (int e = tid; e < rows * (KPAD - H); e += THREADS)
-                            h_cur[(e / (KPAD - H)) * HS + H + e % (KPAD - H)] = from_float(0.0f);
+                            h_cur[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);
                     }
                     for (int e = rows * KPAD + tid; e < BATCH * KPAD; e += THREADS)
-                        h_cur[(e / KPAD) * HS + e % KPAD] = from_float(0.0f);
+                        h_cur[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
                 } else {
         #pragma unroll 4
                     for (int e = tid; e < BATCH * KPAD; e += THREADS) {
                         const int row = e / KPAD, k = e % KPAD, b = b_base + row;
                         T v = from_float(0.0f);
                         if (b < batch && k < H) v = load_coherent(&h0[(long long)b * h0_stride_b + k]);
-                        h_cur[row * HS + k] = v;
+                        h_cur[h_at(row, k)] = v;
                     }
                 }
             }
@@ -341,7 +344,7 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
                 xp[g] = xp_reg[0][i][g];
                 hw[g] = partial_sum(ul * G + g, row);
             }
-            const float h_old = to_float(h_cur[row * HS + u]);
+            const float h_old = to_float(h_cur[h_at(row, u)]);
             // GRU gates (r, z, n); b_ir+b_hr, b_iz+b_hz and b_in are folded into xp; b_hn stays
             // inside the reset product: n = tanh(x W_inᵀ + b_in + r * (h W_hnᵀ + b_hn)).
             const float gate_r = sigmoid(xp[0] + hw[0]);
@@ -349,10 +352,11 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
             const float gate_n = tanhf(xp[2] + gate_r * (hw[2] + bias_hn[u]));
             const float h_new = (1.0f - gate_z) * gate_n + gate_z * h_old;
             h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
-            if (t + 1 < steps) h_next[row * HS + u] = from_float(h_new);
+            if (t + 1 < steps) h_next[h_at(row, u)] = from_float(h_new);
         }
         if (t + 1 < steps) {
             const unsigned next_arrived = shared_address(&arrived[(t + 1) & 1]);
+            /* part sync */
             if (tid == 0 && !gave_up)  // this phase's one arrival, and the bytes it waits for
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                              :: "r"(next_arrived), "r"(incoming) : "memory");
@@ -366,17 +370,18 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
                 const int peer = (rank + 1 + e / (BATCH * CHUNKS)) % CLUSTER;
                 const int row = e / CHUNKS % BATCH, k = u0 + e % CHUNKS * VEC;
                 if (k >= KPAD) continue;
-                const uint4 v = *reinterpret_cast<const uint4*>(&h_next[row * HS + k]);
+                const uint4 v = *reinterpret_cast<const uint4*>(&h_next[h_at(row, k)]);
                 unsigned remote, remote_arrived;
                 asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                             : "=r"(remote) : "r"(shared_address(&h_next[row * HS + k])), "r"(peer));
+                             : "=r"(remote) : "r"(shared_address(&h_next[h_at(row, k)])), "r"(peer));
                 asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                              : "=r"(remote_arrived) : "r"(next_arrived), "r"(peer));
                 asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], { %1, %2, %3, %4 }, [%5];"
                              :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_arrived)
                              : "memory");
             }
-            fetch_projection(t + 1);
+            /* end sync */
+            /* part projection */ fetch_projection(t + 1); /* end projection */
             // Buffer (t + 1) & 1 completes a phase every other step: parity (t >> 1) & 1.
             // Acquire at CTA scope: the mbarrier is this block's, and its complete-tx makes
             // the peers' bytes visible. At cluster scope the wait invalidated L1 (CCTL.IVALL),
@@ -393,6 +398,7 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
             // final cluster barrier, so the kernel ends. All of it in registers: leaving
             // the loop (a flag in shared memory, or __syncthreads_or) cost 2-6% of a step
             // (results/fma-grid-ab-h100-2026-11-24.txt).
+            /* part sync */
             unsigned done = 0, spins = 0;
             unsigned long long start = 0;
             while (!done && !gave_up) {
@@ -404,6 +410,7 @@ rnncc_recurrent_cluster_gru_h512_f16_e089707a7b(
                     gave_up = true;
                 }
             }
+            /* end sync */
         }
     }
     cluster.sync();  // no block leaves while a peer may still address its shared memory
