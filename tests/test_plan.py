@@ -516,8 +516,8 @@ def test_tensor_cluster_model_picks_near_the_measured_fastest_tiles():
     """The tensor-core cluster model (CLUSTER_* and REGISTERS_*, both forms), fitted to
     benchmarks/results/cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt (clusters of 1–16
     blocks), picks among the swept tiles of each of its 12 cases one within 7% of the
-    fastest measured, and within 2% at six. (The sweep's registers-form tiles at H=512 spill,
-    so the planner no longer offers them: TensorTile.registers_fit.)"""
+    fastest measured, and within 2% at six. (The sweep's registers-form tiles at H=512
+    spilled then; staged through shared memory they no longer do.)"""
     cases = _measured_tensor_tiles("cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt")
     assert len(cases) == 12
     off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
