@@ -85,10 +85,10 @@ def plan_persistence(model, plan, target):
                                             getattr(t, "cluster", 0), t.threads))
             value = Persistent.of(mode, math_, best, H, G, itemsize)
             kib = value.shared_bytes // 1024
-            if getattr(best, "wgmma", False):
-                product = "wgmma"  # the registers form's product, priced against mma.sync's
+            # The registers form's product by wgmma, priced against mma.sync's.
+            instruction = "wgmma" if getattr(best, "wgmma", False) else product
             if mode == "grid":
-                what = f"W_hh resident in {value.blocks} blocks × {kib} KiB, {product}, grid barrier"
+                what = f"W_hh resident in {value.blocks} blocks × {kib} KiB, {instruction}, grid barrier"
             else:
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
@@ -99,7 +99,7 @@ def plan_persistence(model, plan, target):
                     sync, seconds_ = "cluster barrier", cluster_sync_seconds(best.cluster)
                 held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
                     else f"{kib} KiB"
-                what = (f"W_hh in a cluster of {best.cluster} × {held}, {product}, "
+                what = (f"W_hh in a cluster of {best.cluster} × {held}, {instruction}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"{sync} {seconds_ * 1e6:.1f} µs")
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
