@@ -160,22 +160,29 @@ REGISTERS_SIZES = [(1, 1, 7, 1, 8), (33, 5, 256, 2, 8), (72, 9, 33, 4, 8), (100,
                    (130, 64, 40, 8, 16), (256, 8, 256, 8, 8), (256, 3, 1, 8, 8), (512, 11, 256, 16, 8)]
 
 
-@pytest.mark.parametrize("cell", CELLS)
-@pytest.mark.parametrize("dtype,hidden,batch,seq,cluster,rows",
-                         [(d, *size) for d in ("float16", "bfloat16", "float32") for size in REGISTERS_SIZES
-                          if not (d == "float32" and size[0] == 512)])
-def test_tensor_cluster_registers_form(gpu, cell, dtype, hidden, batch, seq, cluster, rows):
+def run_registers_form(cell, dtype, hidden, batch, seq, cluster, rows, wgmma):
+    """One layer on the registers form's tile for (hidden, cluster, rows), forced, its
+    product by wgmma or mma.sync, run and compared with the reference; the model."""
     itemsize = 4 if dtype == "float32" else 2
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
 
     def force(m):
-        tile = TensorTile.registers_form(hidden, gates, cluster, rows)
+        tile = replace(TensorTile.registers_form(hidden, gates, cluster, rows), wgmma=wgmma)
         return m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, hidden, gates, itemsize),
                                   "forced by the test")
     m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
                               seed=hidden + batch + seq + cluster, with_state=batch % 2 == 1,
                               persistence="cluster", precision="tensor", seq_len=seq, batch=batch,
                               force=force)
+    return m
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype,hidden,batch,seq,cluster,rows",
+                         [(d, *size) for d in ("float16", "bfloat16", "float32") for size in REGISTERS_SIZES
+                          if not (d == "float32" and size[0] == 512)])
+def test_tensor_cluster_registers_form(gpu, cell, dtype, hidden, batch, seq, cluster, rows):
+    m = run_registers_form(cell, dtype, hidden, batch, seq, cluster, rows, wgmma=False)
     v = m.plan.layers[0].persistence.value
     assert v.tile.weights_in_registers and v.tile.cluster == cluster
     assert "the registers form" in m.kernel_of("l0", "recurrent").source
@@ -201,16 +208,7 @@ def _wgmma_cases():
 
 @pytest.mark.parametrize("cell,dtype,hidden,batch,seq,cluster,rows", list(_wgmma_cases()))
 def test_tensor_cluster_registers_form_wgmma(gpu, cell, dtype, hidden, batch, seq, cluster, rows):
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
-
-    def force(m):
-        tile = replace(TensorTile.registers_form(hidden, gates, cluster, rows), wgmma=True)
-        return m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, hidden, gates, 2),
-                                  "forced by the test")
-    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
-                              seed=hidden + batch + seq + cluster, with_state=batch % 2 == 1,
-                              persistence="cluster", precision="tensor", seq_len=seq, batch=batch,
-                              force=force)
+    m = run_registers_form(cell, dtype, hidden, batch, seq, cluster, rows, wgmma=True)
     v = m.plan.layers[0].persistence.value
     assert v.tile.wgmma and v.tile.cluster == cluster
     assert "wgmma.mma_async" in m.kernel_of("l0", "recurrent").source
@@ -1007,6 +1005,28 @@ def caller_model(case, gemm=None):
                          precision=precision, gemm="cublas" if persistence == "none" and dtype == "bfloat16" else gemm)
 
 
+def assert_two_streams_equal_serial(torch, m, xs, rounds: int) -> None:
+    """m called on one stream per input of ``xs`` from one thread, no synchronisation
+    between the calls, ``rounds`` times (within 120 s): every output equals that input's
+    serial call, bit for bit."""
+    serial = []
+    for x in xs:
+        serial.append(m(x)[0].clone())
+        torch.cuda.synchronize()
+    streams = [torch.cuda.Stream() for _ in xs]
+
+    def run():
+        got = []
+        for _ in range(rounds):
+            for s, x in zip(streams, xs):
+                with torch.cuda.stream(s):
+                    got.append(m(x)[0])
+        torch.cuda.synchronize()
+        return got
+    for i, y in enumerate(within(120, run)):
+        assert torch.equal(y, serial[i % len(xs)]), f"round {i // len(xs)}, stream {i % len(xs)}"
+
+
 @pytest.mark.parametrize("case", CALLER_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_one_model_two_streams_bitwise_equal_to_serial(gpu, torch, case):
     """One model called on two streams from one thread, no synchronisation between the
@@ -1015,24 +1035,7 @@ def test_one_model_two_streams_bitwise_equal_to_serial(gpu, torch, case):
     tdt = getattr(torch, case[1])
     B, H = case[3], case[2]
     xs = [torch.randn(48, B, H, device="cuda", dtype=tdt) for _ in range(2)]
-    serial = []
-    for x in xs:
-        y, _ = m(x)
-        torch.cuda.synchronize()
-        serial.append(y.clone())
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-
-    def rounds():
-        got = []
-        for _ in range(100):
-            for s, x in zip(streams, xs):
-                with torch.cuda.stream(s):
-                    got.append(m(x)[0])
-        torch.cuda.synchronize()
-        return got
-    got = within(120, rounds)
-    for i, y in enumerate(got):
-        assert torch.equal(y, serial[i % 2]), f"round {i // 2}, stream {i % 2}"
+    assert_two_streams_equal_serial(torch, m, xs, 100)
     m.check_errors()
 
 
@@ -1206,22 +1209,7 @@ def test_pipelined_model_on_two_streams_and_in_a_graph(gpu, torch):
     m = rnncc.compile(spec, target="device", seq_len=64, batch=8, schedule="pipelined")
     assert m.plan.schedule.value.pipelined
     xs = [torch.randn(64, 8, 256, device="cuda", dtype=torch.half) for _ in range(2)]
-    serial = []
-    for x in xs:
-        serial.append(m(x)[0].clone())
-    torch.cuda.synchronize()
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-
-    def rounds():
-        got = []
-        for _ in range(50):
-            for s, x in zip(streams, xs):
-                with torch.cuda.stream(s):
-                    got.append(m(x)[0])
-        torch.cuda.synchronize()
-        return got
-    for i, y in enumerate(within(120, rounds)):
-        assert torch.equal(y, serial[i % 2]), f"round {i // 2}, stream {i % 2}"
+    assert_two_streams_equal_serial(torch, m, xs, 50)
     m.check_errors()
 
     side = torch.cuda.Stream()
