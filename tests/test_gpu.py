@@ -1005,10 +1005,10 @@ def caller_model(case, gemm=None):
                          precision=precision, gemm="cublas" if persistence == "none" and dtype == "bfloat16" else gemm)
 
 
-def assert_two_streams_equal_serial(torch, m, xs, rounds: int) -> None:
+def assert_two_streams_equal_serial(torch, m, xs, rounds: int) -> list:
     """m called on one stream per input of ``xs`` from one thread, no synchronisation
     between the calls, ``rounds`` times (within 120 s): every output equals that input's
-    serial call, bit for bit."""
+    serial call, bit for bit. Returns the serial calls' outputs."""
     serial = []
     for x in xs:
         serial.append(m(x)[0].clone())
@@ -1025,6 +1025,7 @@ def assert_two_streams_equal_serial(torch, m, xs, rounds: int) -> None:
         return got
     for i, y in enumerate(within(120, run)):
         assert torch.equal(y, serial[i % len(xs)]), f"round {i // len(xs)}, stream {i % len(xs)}"
+    return serial
 
 
 @pytest.mark.parametrize("case", CALLER_CASES, ids=lambda c: "-".join(map(str, c)))
@@ -1209,7 +1210,7 @@ def test_pipelined_model_on_two_streams_and_in_a_graph(gpu, torch):
     m = rnncc.compile(spec, target="device", seq_len=64, batch=8, schedule="pipelined")
     assert m.plan.schedule.value.pipelined
     xs = [torch.randn(64, 8, 256, device="cuda", dtype=torch.half) for _ in range(2)]
-    assert_two_streams_equal_serial(torch, m, xs, 50)
+    serial = assert_two_streams_equal_serial(torch, m, xs, 50)
     m.check_errors()
 
     side = torch.cuda.Stream()
