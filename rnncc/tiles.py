@@ -176,14 +176,15 @@ class ClusterTile(FmaThreads):
         """Must equal SHARED_BYTES in the cluster templates (a static_assert checks). The
         shared-memory form: the resident tile plus the double-buffered slice of h the peers
         read. The lanes form: the block's rows of W_hh (k contiguous, each an odd number of
-        4-byte words) and two buffers of h for all K, rows an odd number of floats apart."""
+        4-byte words), two buffers of h for all K, rows an odd number of floats apart, and
+        in a cluster of several blocks the buffers' two mbarriers."""
         if not self.k_lanes:
             h_own = 2 * self.batch_per_block * self.units_per_block * 4
             return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
         k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
         row_words = k_rows * itemsize // 4 | 1
         w = (self.units_per_block * gates * row_words * 4 + 15) // 16 * 16
-        return w + 2 * k_rows * (self.batch_per_block | 1) * 4
+        return w + 2 * k_rows * (self.batch_per_block | 1) * 4 + (2 * 8 if self.cluster > 1 else 0)
 
     @property
     def cells(self) -> int:

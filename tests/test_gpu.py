@@ -214,6 +214,41 @@ def test_tensor_cluster_registers_form_wgmma(gpu, cell, dtype, hidden, batch, se
     assert "wgmma.mma_async" in m.kernel_of("l0", "recurrent").source
 
 
+# The lanes form of the FMA cluster kernel, its tile forced: (H, B, S, cluster, units a
+# block, batch rows of a cluster, rows a thread, K split, W in registers). Clusters of 2–8
+# exchange h by st.async and mbarriers, a cluster of 1 waits at __syncthreads. H=1 and 33
+# leave the last block units past H (H=33: 4 × 9); B=5 in tiles of 4 runs two clusters,
+# the second with 3 rows past the batch; S=1 runs no exchange; H=256 B=64 is the sweep's
+# large case (16 clusters of 8).
+LANES_SIZES = [(1, 1, 7, 1, 1, 1, 1, 4, True), (33, 5, 256, 4, 9, 4, 2, 8, True),
+               (100, 1, 2200, 4, 25, 1, 1, 8, True), (100, 20, 35, 2, 50, 2, 1, 4, False),
+               (128, 3, 1, 8, 16, 4, 2, 8, True), (256, 64, 33, 8, 32, 2, 1, 8, False)]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("hidden,batch,seq,cluster,units,rows,rows_a_thread,k_split,registers", LANES_SIZES)
+def test_cluster_lanes_form(gpu, cell, dtype, hidden, batch, seq, cluster, units, rows, rows_a_thread,
+                            k_split, registers):
+    from rnncc.tiles import ClusterTile
+    itemsize = 4 if dtype == "float32" else 2
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    tile = ClusterTile(cluster, units, rows, rows_a_thread, k_split, 1,
+                       weights_in_registers=registers, k_lanes=True)
+
+    def force(m):
+        return m.with_persistence("l0", Persistent.of("cluster", "fma", tile, hidden, gates, itemsize),
+                                  "forced by the test")
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
+                              seed=hidden + batch + seq + cluster, with_state=batch % 2 == 1,
+                              persistence="cluster", precision="exact", seq_len=seq, batch=batch,
+                              force=force)
+    assert m.plan.layers[0].persistence.value.tile == tile
+    source = m.kernel_of("l0", "recurrent").source
+    assert "The K split's partial sums by butterfly shuffles" in source
+    assert ("st.async" in source) == (cluster > 1)
+
+
 # Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not
 # powers of two, both forms, the largest cluster the model considers at each: (form, H, B,
 # S). H=130 runs 9 blocks, H=250 16 (B=64: several clusters at once), H=100 13 with S=1

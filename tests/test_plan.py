@@ -466,7 +466,7 @@ def test_grid_tensor_model_picks_among_block_widths():
         assert min(rows)[2] <= 1.05 * min(r[2] for r in rows), case
 
 
-def _measured_cluster_tiles(sweep: str, lanes: bool) -> dict:
+def _measured_cluster_tiles(sweep: str, lanes: bool, text: str | None = None) -> dict:
     """{(cell, H, B): [(predicted seconds, threads, measured µs a step), ...]} of a cluster
     tile sweep in benchmarks/results (lines as benchmarks/grid_tile_sweep.py writes them),
     each tile of the lanes form if ``lanes``, predicted by today's cluster_seconds."""
@@ -476,18 +476,21 @@ def _measured_cluster_tiles(sweep: str, lanes: bool) -> dict:
     from rnncc.passes.cost import cluster_seconds
     from rnncc.target import PRESETS
 
-    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / sweep).read_text()
+    if text is None:
+        text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / sweep).read_text()
     cases: dict = {}
     for m in re.finditer(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) "
-                         r"rows/thread=(\d+) ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?: "
+                         r"rows/thread=(\d+) ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?( lanes)?: "
                          r"measured ([\d.]+)", text):
         H, B, c, units, bpb, rpt, ks, upt, threads = map(int, m.groups()[1:10])
+        if m.group(12) and not lanes:
+            continue
         tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)),
                            k_lanes=lanes)
         assert tile.threads == threads
         gates = {"lstm": 4, "gru": 3}.get(m.group(1), 1)
         predicted = cluster_seconds(B, H, gates, tile, PRESETS["h100"], 4)
-        cases.setdefault((m.group(1), H, B), []).append((round(predicted * 1e8), threads, float(m.group(12))))
+        cases.setdefault((m.group(1), H, B), []).append((round(predicted * 1e8), threads, float(m.group(13))))
     return cases
 
 
@@ -503,13 +506,19 @@ def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
 
 
 def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
-    """The lanes form's model (LANES_*), fitted to its sweep
-    (benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt), picks at each of its
-    8 cases a tile within 40% of the fastest measured, and within 10% at six of them."""
-    cases = _measured_cluster_tiles("cluster-tile-sweep-lanes-h100-2026-11-23.txt", lanes=True)
+    """The lanes form's model (LANES_*, its h exchanged by st.async and mbarrier), fitted to
+    its sweep (benchmarks/results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt),
+    picks at each of its 8 cases a tile within 20% of the fastest measured, and within 3% at
+    seven of them. (Lines of the sweep without " lanes" are the planner's pick of the other
+    form, which the lanes model does not price.)"""
+    from pathlib import Path
+    sweep = "cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt"
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / sweep).read_text()
+    only_lanes = "\n".join(line for line in text.splitlines() if " lanes:" in line)
+    cases = _measured_cluster_tiles(sweep, lanes=True, text=only_lanes)
     assert len(cases) == 8
     off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
-    assert off[-1] <= 1.4 and off[5] <= 1.1, off
+    assert off[-1] <= 1.2 and off[6] <= 1.03, off
 
 
 def test_tensor_cluster_model_picks_near_the_measured_fastest_tiles():

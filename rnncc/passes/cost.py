@@ -241,33 +241,38 @@ def cluster_sync_seconds(cluster: int) -> float:
     return CLUSTER_DSMEM_ROUND_SECONDS + CLUSTER_SYNC_PER_BLOCK_SECONDS * cluster
 
 
-# The FMA cluster kernel with the K split in lanes (recurrent_cluster_lanes.cu.j2: one
-# barrier a step, the partial sums meeting by shuffles, h pushed into every block's next
-# buffer, the projection loaded ahead), fitted by benchmarks/fit_cluster_model.py
-# (non-negative least squares, relative error) to the 66 tiles of
-# benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt: median error 17%; the
-# pick runs within 1.00–1.09× of the fastest tile at 6 of the 8 cases, 1.24× and 1.37× at
-# GRU H=100 B=1 and LSTM H=128 B=1. Against the shared-memory form it wins where W sits in
-# registers and steps are short (GRU H=100 B=1: 1.32 → 1.01 µs a step at best, LSTM
-# H=128 B=1: 1.22 → 0.92) and loses at large batch with W in shared memory (GRU H=256
-# B=64: 6.46 → 9.41): the planner prices both and takes the cheaper.
+# The FMA cluster kernel with the K split in lanes (recurrent_cluster_lanes.cu.j2: the
+# partial sums meeting by shuffles, h sent to every block by st.async and mbarrier, the
+# projection loaded ahead), fitted by benchmarks/fit_cluster_model.py (non-negative least
+# squares, relative error; the exchange as measured alone, cluster_exchange_seconds, taken
+# off first) to the 80 tiles of benchmarks/results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt:
+# median error 8%; the pick runs within 1.00–1.03× of the fastest tile at 7 of the 8
+# cases, 1.18× at GRU H=256 B=64. The exchange replaced a
+# cluster barrier (fitted then at 0.077 µs a block of the cluster,
+# results/cluster-tile-sweep-lanes-h100-2026-11-23.txt): GRU H=100 B=1 0.98 → 0.78 µs a
+# step at the fastest tile, LSTM H=256 B=8 2.58 → 2.16, GRU H=256 B=64 9.41 → 5.50.
+# LANES_FMA_SECONDS (W in shared memory) keeps its fit to the earlier sweep, which had
+# such tiles. Against the shared-memory form the planner prices both and takes the cheaper.
 LANES_FMA_SECONDS = 0.0197e-6            # a multiply-add of one thread's chain, W in shared memory
-LANES_FMA_REGISTERS_SECONDS = 0.0064e-6  # the same with W in registers
+LANES_FMA_REGISTERS_SECONDS = 0.0011e-6  # the same with W in registers
 LANES_LOAD_SECONDS = 0.0                 # a shared load: hidden behind the chain (fitted 0)
-LANES_SHUFFLE_SECONDS = 0.0221e-6        # a shuffle round of one partial sum
-LANES_PUSH_SECONDS = 0.0                 # a store of h into a block: overlapped (fitted 0)
-LANES_STEP_SECONDS = 0.0728e-6           # the cell and the barrier of a block
-LANES_WARP_SECONDS = 0.0256e-6           # the barrier, per warp of the block
-LANES_SYNC_PER_BLOCK_SECONDS = 0.0766e-6  # the cluster barrier, per block of the cluster
+LANES_SHUFFLE_SECONDS = 0.0067e-6        # a shuffle round of one partial sum
+LANES_PUSH_SECONDS = 0.2729e-6           # the cell of one (row, unit) and its store of h
+LANES_STEP_SECONDS = 0.0                 # the cell and the fixed work of a step (fitted 0)
+LANES_WARP_SECONDS = 0.0305e-6           # the block barrier, per warp of the block
+LANES_SEND_SECONDS = 0.0                 # a round of st.async of the slice (fitted 0)
 # The constants above by name: lanes_terms counts each step's work under these names.
 LANES_PRICES = {name: value for name, value in dict(globals()).items()
                 if name.startswith("LANES_") and name.endswith("_SECONDS")}
 
 
-def lanes_sync_seconds(threads: int, cluster: int) -> float:
-    """The lanes form's barrier and fixed work of a step (fitted, above)."""
-    return LANES_STEP_SECONDS + LANES_WARP_SECONDS * math.ceil(threads / 32) + \
-        (LANES_SYNC_PER_BLOCK_SECONDS * cluster if cluster > 1 else 0.0)
+def lanes_sync_seconds(hidden: int, tile: ClusterTile) -> float:
+    """The lanes form's barrier, h exchange and fixed work of a step (fitted, above; the
+    exchange as measured alone, cluster_exchange_seconds)."""
+    terms = lanes_terms(hidden, 1, tile)
+    return sum(terms[n] * LANES_PRICES[n] for n in
+               ("LANES_STEP_SECONDS", "LANES_WARP_SECONDS", "LANES_SEND_SECONDS")) + \
+        cluster_exchange_seconds(tile.cluster)
 
 
 # A step's h exchange by st.async and mbarrier, measured alone for one cluster of each size
@@ -301,10 +306,19 @@ def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
     return {fma: products * k_per_thread,
             "LANES_LOAD_SECONDS": k_per_thread * loads,
             "LANES_SHUFFLE_SECONDS": products * int(math.log2(tile.k_split)),
-            "LANES_PUSH_SECONDS": tile.cells * tile.cluster,
+            "LANES_PUSH_SECONDS": tile.cells,
             "LANES_STEP_SECONDS": 1.0,
             "LANES_WARP_SECONDS": math.ceil(tile.threads / 32),
-            "LANES_SYNC_PER_BLOCK_SECONDS": tile.cluster if tile.cluster > 1 else 0}
+            "LANES_SEND_SECONDS": lanes_send_rounds(hidden, tile)}
+
+
+def lanes_send_rounds(hidden: int, tile: ClusterTile) -> int:
+    """Rounds of st.async of the lanes form's exchange: a block's threads send its slice of
+    h (units × batch rows rounded up to odd, 4 bytes each) to every other block."""
+    if tile.cluster == 1:
+        return 0
+    return math.ceil((tile.cluster - 1) * min(tile.units_per_block, hidden) * (tile.batch_per_block | 1)
+                     / tile.threads)
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
@@ -322,7 +336,8 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     # slower (bench-h100-2026-11-23.json at d4c0e6a).
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
     if tile.k_lanes:
-        return waves * sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
+        return waves * (sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
+                        + cluster_exchange_seconds(tile.cluster))
     k_per_thread, cells, loads = _thread_chain(hidden, gates, tile)
     registers = tile.weights_in_registers
     chain = cells * k_per_thread * (CLUSTER_FMA_REGISTERS_SECONDS if registers else CLUSTER_FMA_SECONDS) + \

@@ -93,8 +93,9 @@ def plan_persistence(model, plan, target):
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
                 elif best.k_lanes:
-                    sync = "K split in lanes, h pushed to every block, one barrier a step; barrier"
-                    seconds_ = lanes_sync_seconds(best.threads, best.cluster)
+                    sync = ("K split in lanes, h sent to every block by st.async and mbarrier; "
+                            "barrier and exchange")
+                    seconds_ = lanes_sync_seconds(H, best)
                 else:
                     sync, seconds_ = "cluster barrier", cluster_sync_seconds(best.cluster)
                 held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
