@@ -9,6 +9,11 @@ two forms coexisted); the exchange measured alone is taken off first.
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt --all-lanes
 
+The shared-memory form of the FMA cluster kernel (CLUSTER_*, ``cost.cluster_shared_terms``),
+with --shared: the lines without " lanes", the exchange measured alone taken off first.
+
+    python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-exchange-h100-2026-11-24.txt --shared
+
 The tensor-core cluster kernel, both forms (CLUSTER_* and REGISTERS_*,
 ``cost.tensor_cluster_terms``), with --tensor: the exchange measured alone
 (``cost.cluster_exchange_seconds``) is taken off each time first, and each wave of
@@ -27,7 +32,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from rnncc.passes.cost import cluster_exchange_seconds, lanes_terms, tensor_cluster_terms, tensor_cluster_waves
+from rnncc.passes.cost import (cluster_exchange_seconds, cluster_shared_terms, lanes_terms, tensor_cluster_terms,
+                               tensor_cluster_waves)
 from rnncc.tiles import ClusterTile, TensorTile
 from rnncc.target import PRESETS
 
@@ -35,14 +41,15 @@ LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb
                   r"ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?( lanes)?: measured ([\d.]+)")
 
 
-def points(text: str, all_lanes: bool):
-    """(case, tile, µs a step, waves) of each line of a sweep of the lanes form."""
+def points(text: str, all_lanes: bool, shared: bool = False):
+    """(case, tile, µs a step, waves) of each line of a sweep of the lanes form, or with
+    ``shared`` of the shared-memory form (the lines without " lanes")."""
     for m in LINE.finditer(text):
         cell = m.group(1)
         H, B, c, units, bpb, rpt, ks, upt, threads = map(int, m.groups()[1:10])
-        if not (all_lanes or m.group(12)):
+        if shared == bool(m.group(12)) or not (shared or all_lanes or m.group(12)):
             continue
-        tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)), k_lanes=True)
+        tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)), k_lanes=not shared)
         assert tile.threads == threads, m.group(0)
         waves = math.ceil(math.ceil(B / bpb) * c / PRESETS["h100"].sm_count)
         yield (cell, H, B), tile, float(m.group(13)), waves
@@ -68,7 +75,7 @@ def tensor_rows(text: str):
         yield (cell, dtype, H, B), tile, float(m.group(11)), terms, waves * cluster_exchange_seconds(c) * 1e6
 
 
-def main(path: str, all_lanes: bool, tensor: bool) -> None:
+def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False) -> None:
     text = Path(path).read_text()
     if tensor:
         found = list(tensor_rows(text))
@@ -76,8 +83,9 @@ def main(path: str, all_lanes: bool, tensor: bool) -> None:
         terms = [t for _, _, _, t, _ in found]
         fixed = np.array([e for *_, e in found])
     else:
-        rows = list(points(text, all_lanes))
-        terms = [lanes_terms(H, GATES.get(cell, 1), tile) for (cell, H, B), tile, _, _ in rows]
+        rows = list(points(text, all_lanes, shared))
+        count = cluster_shared_terms if shared else lanes_terms
+        terms = [count(H, GATES.get(cell, 1), tile) for (cell, H, B), tile, _, _ in rows]
         # The exchange measured alone, taken off as for the tensor kernel (since the lanes
         # form exchanges h by st.async and mbarrier too; a sweep from before that, with its
         # cluster barrier, fitted LANES_SYNC_PER_BLOCK_SECONDS instead).
@@ -104,4 +112,4 @@ def main(path: str, all_lanes: bool, tensor: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv)
+    main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv, "--shared" in sys.argv)

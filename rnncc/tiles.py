@@ -169,22 +169,23 @@ class ClusterTile(FmaThreads):
     # shared memory into registers once, and steps multiply from there.
     weights_in_registers: bool = False
     # The lanes form (recurrent_cluster_lanes.cu.j2): the K split's threads adjacent lanes
-    # whose partial sums meet by shuffles, h pushed to every block, one barrier a step.
+    # whose partial sums meet by shuffles, one block barrier a step.
     k_lanes: bool = False
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
         """Must equal SHARED_BYTES in the cluster templates (a static_assert checks). The
-        shared-memory form: the resident tile plus the double-buffered slice of h the peers
-        read. The lanes form: the block's rows of W_hh (k contiguous, each an odd number of
-        4-byte words), two buffers of h for all K, rows an odd number of floats apart, and
-        in a cluster of several blocks the buffers' two mbarriers."""
-        if not self.k_lanes:
-            h_own = 2 * self.batch_per_block * self.units_per_block * 4
-            return resident_shared_bytes(self, hidden, gates, itemsize) + h_own
+        shared-memory form: the resident tile with a second buffer of h (the peers send the
+        next step's into it). The lanes form: the block's rows of W_hh (k contiguous, each
+        an odd number of 4-byte words) and two buffers of h for all K, rows an odd number of
+        floats apart. Either, in a cluster of several blocks: the buffers' two mbarriers."""
         k_rows = math.ceil(hidden / self.k_tile) * self.k_tile
+        mbarriers = 2 * 8 if self.cluster > 1 else 0
+        if not self.k_lanes:
+            return resident_shared_bytes(self, hidden, gates, itemsize) + \
+                k_rows * (self.batch_per_block + 4) * 4 + mbarriers
         row_words = k_rows * itemsize // 4 | 1
         w = (self.units_per_block * gates * row_words * 4 + 15) // 16 * 16
-        return w + 2 * k_rows * (self.batch_per_block | 1) * 4 + (2 * 8 if self.cluster > 1 else 0)
+        return w + 2 * k_rows * (self.batch_per_block | 1) * 4 + mbarriers
 
     @property
     def cells(self) -> int:

@@ -174,7 +174,7 @@ def test_compile_cost_and_cache_hits_are_logged(nvcc, tmp_path, monkeypatch, cap
 
 
 def test_every_spin_wait_is_bounded_in_the_generated_code():
-    """The grid barrier and the tensor cluster kernel's mbarrier wait give up after
+    """The grid barrier and the cluster kernels' mbarrier wait give up after
     spin_timeout_ns and report in status; every persistent kernel takes both arguments."""
     def one(persistence, precision, dtype="float16"):
         spec = {"name": "spin", "dtype": dtype, "input_size": 64,
@@ -189,11 +189,10 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
         if persistence == "grid":
             assert "grid_barrier(barrier, status, spin_timeout_ns)" in k.source
             assert "spin_expired(++spins, start, spin_timeout_ns)" in k.source
-        elif precision == "tensor":
+        elif k.cluster > 1:
             assert "mbarrier.try_wait" in k.source and "report_timeout(status, 2u)" in k.source
-        else:  # the FMA cluster kernel waits only at hardware barriers (cluster or block)
-            assert "try_wait" not in k.source
-            assert ("cluster.sync();" in k.source) != ("__syncthreads();  // a cluster of one block" in k.source)
+        else:  # a cluster of one block waits only at __syncthreads
+            assert "try_wait" not in k.source and "cluster.sync" not in k.source
 
 
 @pytest.mark.parametrize("source,defines", [

@@ -214,27 +214,33 @@ def test_tensor_cluster_registers_form_wgmma(gpu, cell, dtype, hidden, batch, se
     assert "wgmma.mma_async" in m.kernel_of("l0", "recurrent").source
 
 
-# The lanes form of the FMA cluster kernel, its tile forced: (H, B, S, cluster, units a
-# block, batch rows of a cluster, rows a thread, K split, W in registers). Clusters of 2–8
-# exchange h by st.async and mbarriers, a cluster of 1 waits at __syncthreads. H=1 and 33
-# leave the last block units past H (H=33: 4 × 9); B=5 in tiles of 4 runs two clusters,
-# the second with 3 rows past the batch; S=1 runs no exchange; H=256 B=64 is the sweep's
-# large case (16 clusters of 8).
-LANES_SIZES = [(1, 1, 7, 1, 1, 1, 1, 4, True), (33, 5, 256, 4, 9, 4, 2, 8, True),
-               (100, 1, 2200, 4, 25, 1, 1, 8, True), (100, 20, 35, 2, 50, 2, 1, 4, False),
-               (128, 3, 1, 8, 16, 4, 2, 8, True), (256, 64, 33, 8, 32, 2, 1, 8, False)]
+# The FMA cluster kernel, both forms, its tile forced: (H, B, S, cluster, units a block,
+# batch rows of a cluster, rows a thread, K split, W in registers, lanes form). Clusters of
+# 2–8 exchange h by st.async and mbarriers, a cluster of 1 waits at __syncthreads. H=1,
+# 33 and 130 leave the last block units past H (H=33: 4 × 9); B=5 in tiles of 4 runs two
+# clusters, the second with 3 rows past the batch (B=9 in tiles of 8: one row); S=1 runs
+# no exchange; H=256 B=64 is the sweep's large case (16 or 32 clusters of 8). The last
+# has K-split partial sums of 36 bytes a gate (odd words), which the mbarriers once followed.
+FMA_CLUSTER_SIZES = [(1, 1, 7, 1, 1, 1, 1, 4, True, True), (33, 5, 256, 4, 9, 4, 2, 8, True, True),
+                     (100, 1, 2200, 4, 25, 1, 1, 8, True, True), (100, 20, 35, 2, 50, 2, 1, 4, False, True),
+                     (128, 3, 1, 8, 16, 4, 2, 8, True, True), (256, 64, 33, 8, 32, 2, 1, 8, False, True),
+                     (1, 1, 7, 1, 1, 1, 1, 1, False, False), (33, 5, 256, 4, 9, 4, 2, 2, False, False),
+                     (100, 20, 35, 4, 25, 4, 1, 4, True, False), (130, 9, 40, 2, 65, 8, 4, 4, False, False),
+                     (256, 64, 33, 8, 32, 4, 2, 8, False, False), (256, 3, 1, 8, 32, 4, 1, 4, True, False),
+                     (33, 3, 40, 4, 9, 1, 1, 2, False, False)]
 
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("hidden,batch,seq,cluster,units,rows,rows_a_thread,k_split,registers", LANES_SIZES)
-def test_cluster_lanes_form(gpu, cell, dtype, hidden, batch, seq, cluster, units, rows, rows_a_thread,
-                            k_split, registers):
+@pytest.mark.parametrize("hidden,batch,seq,cluster,units,rows,rows_a_thread,k_split,registers,lanes",
+                         FMA_CLUSTER_SIZES)
+def test_fma_cluster_tiles(gpu, cell, dtype, hidden, batch, seq, cluster, units, rows, rows_a_thread,
+                           k_split, registers, lanes):
     from rnncc.tiles import ClusterTile
     itemsize = 4 if dtype == "float32" else 2
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     tile = ClusterTile(cluster, units, rows, rows_a_thread, k_split, 1,
-                       weights_in_registers=registers, k_lanes=True)
+                       weights_in_registers=registers, k_lanes=lanes)
 
     def force(m):
         return m.with_persistence("l0", Persistent.of("cluster", "fma", tile, hidden, gates, itemsize),
@@ -245,8 +251,9 @@ def test_cluster_lanes_form(gpu, cell, dtype, hidden, batch, seq, cluster, units
                               force=force)
     assert m.plan.layers[0].persistence.value.tile == tile
     source = m.kernel_of("l0", "recurrent").source
-    assert "The K split's partial sums by butterfly shuffles" in source
+    assert ("The K split's partial sums by butterfly shuffles" in source) == lanes
     assert ("st.async" in source) == (cluster > 1)
+    assert "cluster.sync();\n    }" not in source  # no cluster barrier in the step loop
 
 
 # Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not
@@ -1158,14 +1165,17 @@ def test_persistent_model_beside_a_long_kernel(gpu, torch):
     m.check_errors()
 
 
-@pytest.mark.parametrize("mode", ["grid", "cluster"])
-def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mode):
+@pytest.mark.parametrize("mode,dtype", [("grid", "float16"), ("cluster", "float16"), ("cluster", "float32")])
+def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mode, dtype):
     """RNNCC_SPIN_TIMEOUT_MS=0 makes the first wait give up: the kernel ends, the model
-    raises DeviceTimeout naming the layer and mode, and the next call is right again."""
-    case = ("lstm", "float16", 1024 if mode == "grid" else 256, 8, 1, mode, None)
+    raises DeviceTimeout naming the layer and mode, and the next call is right again. The
+    cluster cases: the tensor-core kernel (fp16) and the FMA kernel (fp32 exact)."""
+    case = ("lstm", dtype, 1024 if mode == "grid" else 256, 8, 1, mode, None)
     m = caller_model(case)
-    assert m.plan.layers[0].persistence.value.mode == mode
-    x = torch.randn(48, 8, case[2], device="cuda", dtype=torch.half)
+    v = m.plan.layers[0].persistence.value
+    assert v.mode == mode and v.math == ("fma" if dtype == "float32" else "tensor")
+    assert mode == "grid" or v.tile.cluster > 1
+    x = torch.randn(48, 8, case[2], device="cuda", dtype=getattr(torch, dtype))
     want = m(x)[0].clone()
     torch.cuda.synchronize()
     monkeypatch.setenv("RNNCC_SPIN_TIMEOUT_MS", "0")

@@ -173,9 +173,10 @@ def clusters_at_once(target: Target, cluster: int) -> int:
 
 
 def cluster_sizes(target: Target) -> list[int]:
-    """Cluster sizes of the FMA cluster kernels: powers of two up to the portable size. Their
-    step ends in a cluster barrier, which measured 1.41 µs a step alone at 16 blocks against
-    0.71 at 8 (results/cluster-exchange-16-h100-2026-11-23.txt) and has not been swept there."""
+    """Cluster sizes of the FMA cluster kernels: powers of two up to the portable size. (Their
+    step ended in a cluster barrier then, which measured 1.41 µs a step alone at 16 blocks
+    against 0.71 at 8, results/cluster-exchange-16-h100-2026-11-23.txt; with the st.async
+    exchange, 0.69 at 16, larger clusters have not been swept.)"""
     return [c for c in (1, 2, 4, 8) if c <= min(largest_cluster(target), target.max_cluster_size)]
 
 
@@ -216,29 +217,61 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> lis
     return out
 
 
-# The FMA cluster kernel's step (K split through shared memory), fitted (non-negative
-# least squares over 168 tiles of 8 cases, float32, H 33–256, B 1–64, clusters of 1–8, weights in shared memory or in
-# registers) to benchmarks/results/cluster-tile-sweep-h100-2026-11-23.txt (at c49f1d9) and
-# cluster-tile-sweep-registers-h100-2026-11-23.txt (at def723b, the K loop unrolled). A step
-# is a chain of dependent latencies, not a throughput: its time follows one thread's work
-# (its multiply-adds and shared loads, then the partial sums its K split leaves it), plus,
-# in a cluster of several blocks, rounds of the gather through distributed shared memory
-# and the cluster barrier. Median error 19%; at each of the 8 cases the pick runs within
-# 14% of the fastest tile measured, where the model before the fit was up to 62% off.
-CLUSTER_FMA_SECONDS = 0.0176e-6            # a multiply-add of one thread's chain, W in shared memory
-CLUSTER_FMA_REGISTERS_SECONDS = 0.0097e-6  # the same with W in registers
-CLUSTER_LOAD_SECONDS = 0.0064e-6           # a shared load (h, and W unless in registers)
-CLUSTER_REDUCE_SECONDS = 0.0035e-6         # a partial sum of the K split, summed by one thread
-CLUSTER_DSMEM_ROUND_SECONDS = 0.5465e-6    # a round of the gather from the peers' shared memory
-CLUSTER_SYNC_PER_BLOCK_SECONDS = 0.0255e-6  # the cluster barrier, per block of the cluster
+# The FMA cluster kernel's step, shared-memory form (K split through shared memory, h
+# exchanged by st.async and mbarrier), fitted by benchmarks/fit_cluster_model.py --shared
+# (non-negative least squares, relative error; the exchange as measured alone,
+# cluster_exchange_seconds, taken off first) to the 52 tiles of that form in
+# benchmarks/results/cluster-tile-sweep-exchange-h100-2026-11-24.txt (9 cases, float32,
+# H 33–256, B 1–64, clusters of 1–8, W in shared memory or registers). A step is a chain of
+# dependent latencies, not a throughput: one thread's multiply-adds and shared loads, the
+# partial sums its K split leaves it, the rounds of sending its block's slice, and a fixed
+# part. Median error 9%; at 7 of the 9 cases the pick is the fastest tile measured, at the
+# other two within 4%. The form ended its step in a cluster barrier and a gather from the
+# peers before (fitted at 0.55 µs a round of the gather,
+# results/cluster-tile-sweep-registers-h100-2026-11-23.txt): at the same tiles LSTM fp32
+# H=256 B=8 2.23 → 2.01 µs a step, B=64 8.05 → 7.20. The model reads the large batch low
+# (3.7 µs a step for 7.2 at LSTM H=256 B=64): the ranking within a case holds, the
+# absolute time there does not.
+CLUSTER_FMA_SECONDS = 0.0064e-6            # a multiply-add of one thread's chain, W in shared memory
+CLUSTER_FMA_REGISTERS_SECONDS = 0.0064e-6  # the same with W in registers
+CLUSTER_LOAD_SECONDS = 0.0056e-6           # a shared load (h, and W unless in registers)
+CLUSTER_REDUCE_SECONDS = 0.0095e-6         # a partial sum of the K split, summed by one thread
+CLUSTER_FMA_STEP_SECONDS = 0.1104e-6       # the cell and the barriers of a step
+CLUSTER_FMA_SEND_SECONDS = 0.0045e-6       # a round of st.async of the block's slice to its peers
+# The constants above by name: cluster_shared_terms counts each step's work under these names.
+CLUSTER_PRICES = {name: value for name, value in dict(globals()).items()
+                  if name.startswith("CLUSTER_") and name.endswith("_SECONDS")}
 
 
-def cluster_sync_seconds(cluster: int) -> float:
-    """The FMA cluster kernel's cluster barrier and one round of its DSMEM gather (fitted,
-    above); none in a cluster of one block, which waits at __syncthreads."""
-    if cluster == 1:
-        return 0.0
-    return CLUSTER_DSMEM_ROUND_SECONDS + CLUSTER_SYNC_PER_BLOCK_SECONDS * cluster
+def cluster_shared_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
+    """The counts of one step of the FMA cluster kernel's shared-memory form that the
+    CLUSTER_* constants price, by constant name (the features benchmarks/fit_cluster_model.py
+    fits): one thread's chain of multiply-adds and shared loads, the partial sums its K
+    split leaves it, and the rounds of sending the block's slice of h."""
+    k_per_thread, products, loads = _thread_chain(hidden, gates, tile)
+    fma = "CLUSTER_FMA_REGISTERS_SECONDS" if tile.weights_in_registers else "CLUSTER_FMA_SECONDS"
+    return {fma: products * k_per_thread,
+            "CLUSTER_LOAD_SECONDS": k_per_thread * loads,
+            "CLUSTER_REDUCE_SECONDS": (tile.k_split - 1) * products,
+            "CLUSTER_FMA_SEND_SECONDS": send_rounds(hidden, tile),
+            "CLUSTER_FMA_STEP_SECONDS": 1.0}
+
+
+def send_rounds(hidden: int, tile: ClusterTile) -> int:
+    """Rounds of st.async of an FMA cluster kernel's exchange: a block's threads send its
+    slice of h (its units × the rows of an h buffer, 4 bytes each) to every other block."""
+    if tile.cluster == 1:
+        return 0
+    pitch = tile.batch_per_block | 1 if tile.k_lanes else tile.batch_per_block + 4
+    return math.ceil((tile.cluster - 1) * min(tile.units_per_block, hidden) * pitch / tile.threads)
+
+
+def cluster_sync_seconds(hidden: int, tile: ClusterTile) -> float:
+    """The shared-memory form's exchange (measured alone, cluster_exchange_seconds), its
+    sends and fixed work of a step (fitted, above)."""
+    terms = cluster_shared_terms(hidden, 1, tile)
+    return sum(terms[n] * CLUSTER_PRICES[n] for n in ("CLUSTER_FMA_STEP_SECONDS", "CLUSTER_FMA_SEND_SECONDS")) + \
+        cluster_exchange_seconds(tile.cluster)
 
 
 # The FMA cluster kernel with the K split in lanes (recurrent_cluster_lanes.cu.j2: the
@@ -309,16 +342,7 @@ def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
             "LANES_PUSH_SECONDS": tile.cells,
             "LANES_STEP_SECONDS": 1.0,
             "LANES_WARP_SECONDS": math.ceil(tile.threads / 32),
-            "LANES_SEND_SECONDS": lanes_send_rounds(hidden, tile)}
-
-
-def lanes_send_rounds(hidden: int, tile: ClusterTile) -> int:
-    """Rounds of st.async of the lanes form's exchange: a block's threads send its slice of
-    h (units × batch rows rounded up to odd, 4 bytes each) to every other block."""
-    if tile.cluster == 1:
-        return 0
-    return math.ceil((tile.cluster - 1) * min(tile.units_per_block, hidden) * (tile.batch_per_block | 1)
-                     / tile.threads)
+            "LANES_SEND_SECONDS": send_rounds(hidden, tile)}
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
@@ -338,17 +362,9 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     if tile.k_lanes:
         return waves * (sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
                         + cluster_exchange_seconds(tile.cluster))
-    k_per_thread, cells, loads = _thread_chain(hidden, gates, tile)
-    registers = tile.weights_in_registers
-    chain = cells * k_per_thread * (CLUSTER_FMA_REGISTERS_SECONDS if registers else CLUSTER_FMA_SECONDS) + \
-        k_per_thread * loads * CLUSTER_LOAD_SECONDS
-    reduce = (tile.k_split - 1) * cells * CLUSTER_REDUCE_SECONDS
-    exchange = 0.0
-    if tile.cluster > 1:
-        rounds = math.ceil(math.ceil(hidden / tile.k_tile) * tile.k_tile * tile.batch_per_block
-                           / tile.threads)
-        exchange = rounds * CLUSTER_DSMEM_ROUND_SECONDS + CLUSTER_SYNC_PER_BLOCK_SECONDS * tile.cluster
-    return waves * (chain + reduce + exchange)
+    return waves * (sum(count * CLUSTER_PRICES[name]
+                        for name, count in cluster_shared_terms(hidden, gates, tile).items())
+                    + cluster_exchange_seconds(tile.cluster))
 
 
 def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[ClusterTile]:

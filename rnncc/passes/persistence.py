@@ -4,9 +4,9 @@ sequence).
 ``grid`` keeps each block's slice of W_hhᵀ in shared memory for all steps and meets at a
 software grid barrier each step; possible when the slices fit one block per SM (so every
 block is co-resident). ``cluster`` (sm_90 thread-block clusters) holds all of W_hhᵀ in one
-cluster's shared memory and exchanges h through distributed shared memory, with a cluster
-barrier (FMA, clusters of up to 8 blocks) or st.async and mbarriers (tensor cores, clusters
-of any size up to 16 blocks, the non-portable sizes above 8 opted into); clusters serve
+cluster's shared memory and exchanges h through distributed shared memory by st.async and
+mbarriers (FMA: clusters of up to 8 blocks; tensor cores: of any size up to 16 blocks, the
+non-portable sizes above 8 opted into); clusters serve
 independent batch tiles, as many at once as the GPU holds (Target.clusters_at_once). The mode with the lowest predicted time per step is
 chosen. Layers in precision ``tensor`` run both persistent modes on tensor cores
 (``TensorTile``, mma.sync).
@@ -97,7 +97,8 @@ def plan_persistence(model, plan, target):
                             "barrier and exchange")
                     seconds_ = lanes_sync_seconds(H, best)
                 else:
-                    sync, seconds_ = "cluster barrier", cluster_sync_seconds(best.cluster)
+                    sync = "h sent to every block by st.async and mbarrier; exchange"
+                    seconds_ = cluster_sync_seconds(H, best)
                 held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
                     else f"{kib} KiB"
                 what = (f"W_hh in a cluster of {best.cluster} × {held}, {instruction}, "
