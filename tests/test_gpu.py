@@ -160,21 +160,26 @@ REGISTERS_SIZES = [(1, 1, 7, 1, 8), (33, 5, 256, 2, 8), (72, 9, 33, 4, 8), (100,
                    (130, 64, 40, 8, 16), (256, 8, 256, 8, 8), (256, 3, 1, 8, 8), (512, 11, 256, 16, 8)]
 
 
+def run_forced_cluster_tile(cell, dtype, hidden, batch, seq, tile, math):
+    """One layer on the cluster tile ``tile`` (a TensorTile with math "tensor", a
+    ClusterTile with "fma"), forced, run and compared with the reference; the model."""
+    itemsize = 4 if dtype == "float32" else 2
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    value = Persistent.of("cluster", math, tile, hidden, gates, itemsize)
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
+                              seed=hidden + batch + seq + tile.cluster, with_state=batch % 2 == 1,
+                              persistence="cluster", precision="tensor" if math == "tensor" else "exact",
+                              seq_len=seq, batch=batch,
+                              force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    return m
+
+
 def run_registers_form(cell, dtype, hidden, batch, seq, cluster, rows, wgmma):
     """One layer on the registers form's tile for (hidden, cluster, rows), forced, its
     product by wgmma or mma.sync, run and compared with the reference; the model."""
-    itemsize = 4 if dtype == "float32" else 2
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
-
-    def force(m):
-        tile = replace(TensorTile.registers_form(hidden, gates, cluster, rows), wgmma=wgmma)
-        return m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, hidden, gates, itemsize),
-                                  "forced by the test")
-    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
-                              seed=hidden + batch + seq + cluster, with_state=batch % 2 == 1,
-                              persistence="cluster", precision="tensor", seq_len=seq, batch=batch,
-                              force=force)
-    return m
+    tile = replace(TensorTile.registers_form(hidden, gates, cluster, rows), wgmma=wgmma)
+    return run_forced_cluster_tile(cell, dtype, hidden, batch, seq, tile, "tensor")
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -237,18 +242,9 @@ FMA_CLUSTER_SIZES = [(1, 1, 7, 1, 1, 1, 1, 4, True, True), (33, 5, 256, 4, 9, 4,
 def test_fma_cluster_tiles(gpu, cell, dtype, hidden, batch, seq, cluster, units, rows, rows_a_thread,
                            k_split, registers, lanes):
     from rnncc.tiles import ClusterTile
-    itemsize = 4 if dtype == "float32" else 2
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     tile = ClusterTile(cluster, units, rows, rows_a_thread, k_split, 1,
                        weights_in_registers=registers, k_lanes=lanes)
-
-    def force(m):
-        return m.with_persistence("l0", Persistent.of("cluster", "fma", tile, hidden, gates, itemsize),
-                                  "forced by the test")
-    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
-                              seed=hidden + batch + seq + cluster, with_state=batch % 2 == 1,
-                              persistence="cluster", precision="exact", seq_len=seq, batch=batch,
-                              force=force)
+    m = run_forced_cluster_tile(cell, dtype, hidden, batch, seq, tile, "fma")
     assert m.plan.layers[0].persistence.value.tile == tile
     source = m.kernel_of("l0", "recurrent").source
     assert ("The K split's partial sums by butterfly shuffles" in source) == lanes

@@ -266,14 +266,6 @@ def send_rounds(hidden: int, tile: ClusterTile) -> int:
     return math.ceil((tile.cluster - 1) * min(tile.units_per_block, hidden) * pitch / tile.threads)
 
 
-def cluster_sync_seconds(hidden: int, tile: ClusterTile) -> float:
-    """The shared-memory form's exchange (measured alone, cluster_exchange_seconds), its
-    sends and fixed work of a step (fitted, above)."""
-    terms = cluster_shared_terms(hidden, 1, tile)
-    return sum(terms[n] * CLUSTER_PRICES[n] for n in ("CLUSTER_FMA_STEP_SECONDS", "CLUSTER_FMA_SEND_SECONDS")) + \
-        cluster_exchange_seconds(tile.cluster)
-
-
 # The FMA cluster kernel with the K split in lanes (recurrent_cluster_lanes.cu.j2: the
 # partial sums meeting by shuffles, h sent to every block by st.async and mbarrier, the
 # projection loaded ahead), fitted by benchmarks/fit_cluster_model.py (non-negative least
@@ -299,12 +291,25 @@ LANES_PRICES = {name: value for name, value in dict(globals()).items()
                 if name.startswith("LANES_") and name.endswith("_SECONDS")}
 
 
-def lanes_sync_seconds(hidden: int, tile: ClusterTile) -> float:
-    """The lanes form's barrier, h exchange and fixed work of a step (fitted, above; the
-    exchange as measured alone, cluster_exchange_seconds)."""
-    terms = lanes_terms(hidden, 1, tile)
-    return sum(terms[n] * LANES_PRICES[n] for n in
-               ("LANES_STEP_SECONDS", "LANES_WARP_SECONDS", "LANES_SEND_SECONDS")) + \
+def fma_cluster_terms(hidden: int, gates: int, tile: ClusterTile) -> tuple[dict[str, float], dict[str, float]]:
+    """(counts by constant name, prices by constant name) of one step of the FMA cluster
+    kernel in the form of ``tile``: the lanes form's (lanes_terms, LANES_*) or the
+    shared-memory form's (cluster_shared_terms, CLUSTER_*)."""
+    if tile.k_lanes:
+        return lanes_terms(hidden, gates, tile), LANES_PRICES
+    return cluster_shared_terms(hidden, gates, tile), CLUSTER_PRICES
+
+
+# The terms of either form that are not its product: the fixed work of a step, the block
+# barrier by warps and the sends of the exchange (see cluster_sync_seconds).
+SYNC_TERMS = ("_STEP_SECONDS", "_WARP_SECONDS", "_SEND_SECONDS")
+
+
+def cluster_sync_seconds(hidden: int, tile: ClusterTile) -> float:
+    """An FMA cluster step's synchronisation, either form: its fixed work, barrier and
+    sends (fitted, above) and the exchange as measured alone (cluster_exchange_seconds)."""
+    counts, prices = fma_cluster_terms(hidden, 1, tile)
+    return sum(count * prices[name] for name, count in counts.items() if name.endswith(SYNC_TERMS)) + \
         cluster_exchange_seconds(tile.cluster)
 
 
@@ -315,8 +320,8 @@ EXCHANGE_MEASURED_US = {1: 0.0, 2: 0.173, 4: 0.245, 8: 0.363, 16: 0.694}
 
 
 def cluster_exchange_seconds(cluster: int) -> float:
-    """The tensor-core cluster kernel's h exchange (measured, above; linear between the
-    measured sizes); none in a cluster of 1."""
+    """A cluster kernel's h exchange by st.async and mbarrier (measured, above; linear
+    between the measured sizes); none in a cluster of 1."""
     sizes = sorted(EXCHANGE_MEASURED_US)
     lo = max(c for c in sizes if c <= cluster)
     hi = min((c for c in sizes if c >= cluster), default=lo)
@@ -359,11 +364,8 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     # driver says 15 fit at once; counted as two waves, the plan went to grid and ran 1.25×
     # slower (bench-h100-2026-11-23.json at d4c0e6a).
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
-    if tile.k_lanes:
-        return waves * (sum(count * LANES_PRICES[name] for name, count in lanes_terms(hidden, gates, tile).items())
-                        + cluster_exchange_seconds(tile.cluster))
-    return waves * (sum(count * CLUSTER_PRICES[name]
-                        for name, count in cluster_shared_terms(hidden, gates, tile).items())
+    counts, prices = fma_cluster_terms(hidden, gates, tile)
+    return waves * (sum(count * prices[name] for name, count in counts.items())
                     + cluster_exchange_seconds(tile.cluster))
 
 

@@ -28,7 +28,7 @@ from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import Persistence, Persistent, PerStep, StepTile
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
-                   cluster_tiles, h_projection_seconds, lanes_sync_seconds, library_step_seconds,
+                   cluster_tiles, h_projection_seconds, library_step_seconds,
                    persistent_seconds, persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
 
 
@@ -92,12 +92,9 @@ def plan_persistence(model, plan, target):
             else:
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
-                elif best.k_lanes:
-                    sync = ("K split in lanes, h sent to every block by st.async and mbarrier; "
-                            "barrier and exchange")
-                    seconds_ = lanes_sync_seconds(H, best)
                 else:
-                    sync = "h sent to every block by st.async and mbarrier; exchange"
+                    sync = ("K split in lanes, " if best.k_lanes else "") + \
+                        "h sent to every block by st.async and mbarrier; barrier and exchange"
                     seconds_ = cluster_sync_seconds(H, best)
                 held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
                     else f"{kib} KiB"
