@@ -1,4 +1,4 @@
-"""Fit a cluster kernel's step model to a tile sweep of it: non-negative least squares of
+"""Fit a persistent kernel's step model to a tile sweep of it: non-negative least squares of
 the measured µs a step over the counts of the model's terms, weighted by 1/measured
 (relative error). Prints the constants, the error and, per case, how far the model's pick
 is from the fastest tile. No GPU needed.
@@ -20,6 +20,11 @@ The tensor-core cluster kernel, both forms (CLUSTER_* and REGISTERS_*,
 clusters counted.
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt --tensor
+
+The FMA grid kernel (GRID_FMA_*, ``cost.grid_fma_terms``), with --grid: a sweep by
+``benchmarks/grid_tile_sweep.py fma``.
+
+    python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-fma-h100-2026-11-24.txt --grid
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from rnncc.passes.cost import (cluster_exchange_seconds, cluster_shared_terms, lanes_terms, tensor_cluster_terms,
-                               tensor_cluster_waves)
-from rnncc.tiles import ClusterTile, TensorTile
+from rnncc.passes.cost import (cluster_exchange_seconds, cluster_shared_terms, grid_fma_terms, lanes_terms,
+                               tensor_cluster_terms, tensor_cluster_waves)
+from rnncc.tiles import ClusterTile, PersistentTile, TensorTile
 from rnncc.target import PRESETS
 
 LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) rows/thread=(\d+) "
@@ -75,9 +80,28 @@ def tensor_rows(text: str):
         yield (cell, dtype, H, B), tile, float(m.group(11)), terms, waves * cluster_exchange_seconds(c) * 1e6
 
 
-def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False) -> None:
+GRID_LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) rows/thread=(\d+) ks=(\d+) "
+                       r"units/thread=(\d+) batch_blocks=(\d+) threads=(\d+): measured ([\d.]+)")
+
+
+def grid_rows(text: str):
+    """(case, tile, µs a step, {term: count}) of each line of a sweep of the FMA grid kernel."""
+    for m in GRID_LINE.finditer(text):
+        cell = m.group(1)
+        H, B, units, bpb, rpt, ks, upt, blocks, threads = map(int, m.groups()[1:10])
+        tile = PersistentTile(units, bpb, rpt, ks, blocks, upt)
+        assert tile.threads == threads, m.group(0)
+        yield (cell, H, B), tile, float(m.group(11)), grid_fma_terms(B, H, GATES.get(cell, 1), tile)
+
+
+def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False) -> None:
     text = Path(path).read_text()
-    if tensor:
+    if grid:
+        found = list(grid_rows(text))
+        rows = [(case, tile, us, 1) for case, tile, us, _ in found]
+        terms = [t for *_, t in found]
+        fixed = np.zeros(len(rows))
+    elif tensor:
         found = list(tensor_rows(text))
         rows = [(case, tile, us, 1) for case, tile, us, _, _ in found]
         terms = [t for _, _, _, t, _ in found]
@@ -103,7 +127,7 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False) -> None
     print(f"relative error: median {np.median(errors):.0%}, max {errors.max():.0%}")
     by_case: dict = {}
     for (case, tile, us, _), predicted in zip(rows, fit):
-        by_case.setdefault(case, []).append((round(predicted * 100), tile.cluster, tile.threads, us))
+        by_case.setdefault(case, []).append((round(predicted * 100), getattr(tile, "cluster", 0), tile.threads, us))
     for case, rs in by_case.items():
         pick = min(rs)
         fastest = min(r[3] for r in rs)
@@ -112,4 +136,5 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False) -> None
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv, "--shared" in sys.argv)
+    main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv, "--shared" in sys.argv,
+         "--grid" in sys.argv)

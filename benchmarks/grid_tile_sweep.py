@@ -11,6 +11,10 @@ Hopper GPU and PyTorch.
     python3 benchmarks/grid_tile_sweep.py lanes    # the lanes form at small batches: the
                                                    # model's best 2 tiles of each (cluster
                                                    # size, warps a block), to tell the two apart
+    python3 benchmarks/grid_tile_sweep.py fma      # the grid kernel in FMA (float32 exact):
+                                                   # the model's best 2 tiles of each (units a
+                                                   # block, batch tile, rows a thread, blocks
+                                                   # along y)
     python3 benchmarks/grid_tile_sweep.py tensor   # the cluster kernel on tensor cores, both
                                                    # forms (W in shared memory or in
                                                    # registers): the model's best 2 tiles of
@@ -32,8 +36,9 @@ from dataclasses import replace
 
 import rnncc
 from rnncc.build import compile_all
-from rnncc.passes.cost import cluster_seconds, cluster_tiles, tensor_seconds, tensor_tiles
-from rnncc.tiles import ClusterTile, Persistent
+from rnncc.passes.cost import (cluster_seconds, cluster_tiles, persistent_seconds, persistent_tiles,
+                               tensor_seconds, tensor_tiles)
+from rnncc.tiles import ClusterTile, Persistent, PersistentTile
 from rnncc.timing import time_graph
 
 S = 256
@@ -67,6 +72,14 @@ TENSOR_CASES = [("lstm", "float16", 256, 8), ("gru", "float16", 256, 8), ("lstm"
                 ("lstm", "float16", 512, 8), ("gru", "float16", 512, 8), ("lstm", "float16", 512, 64),
                 ("gru", "float16", 650, 20)]
 TENSOR_PER_GROUP = 2
+# (cell, dtype, H, B) for the grid kernel in FMA (float32 exact): the sweep's fp32 grid
+# points (H=650 at B=20 ran 21.5 µs a step on 3 batch tiles of 8 a block) and bench rows.
+FMA_CASES = [("lstm", "float32", 650, 20), ("gru", "float32", 650, 20), ("lstm", "float32", 650, 1),
+             ("gru", "float32", 512, 4), ("lstm", "float32", 1024, 4), ("lstm", "float32", 1024, 8),
+             ("gru", "float32", 1024, 1), ("lstm", "float32", 300, 64), ("gru", "float32", 1024, 8),
+             ("lstm", "float32", 512, 16)]
+FMA_PER_GROUP = 2
+FMA_WITHIN = 4.0  # ... of the groups whose best tile the model puts within 4× of its pick
 
 
 def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
@@ -79,15 +92,16 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
     tensor = mode in ("grid", "wide", "tensor")
-    persistence = "grid" if mode in ("grid", "wide") else "cluster"
+    persistence = "grid" if mode in ("grid", "wide", "fma") else "cluster"
     base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence=persistence,
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
     itemsize = 2 if dtype != "float32" else 4
     fits = [t for t in (tensor_tiles(H, l.gates, B, target, persistence, itemsize) if tensor
+                        else persistent_tiles(H, l.gates, B, target) if mode == "fma"
                         else cluster_tiles(H, l.gates, B, target))
             if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
-    seconds = tensor_seconds if tensor else cluster_seconds
+    seconds = tensor_seconds if tensor else persistent_seconds if mode == "fma" else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
     chosen = l.persistence.value.tile
     if mode == "wide":
@@ -101,6 +115,15 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
         for t in ranked:
             groups.setdefault((t.weights_in_registers, t.wgmma, t.cluster), []).append(t)
         ranked = [t for ts in groups.values() for t in ts[:TENSOR_PER_GROUP]]
+        ranked += [chosen] if chosen not in ranked else []
+    elif mode == "fma":
+        groups = {}
+        for t in ranked:
+            groups.setdefault((t.units_per_block, t.batch_per_block, t.batch_per_thread, t.batch_blocks),
+                              []).append(t)
+        best = seconds(B, H, l.gates, ranked[0], target, itemsize)
+        ranked = [t for ts in groups.values() for t in ts[:FMA_PER_GROUP]
+                  if seconds(B, H, l.gates, ts[0], target, itemsize) <= FMA_WITHIN * best]
         ranked += [chosen] if chosen not in ranked else []
     elif mode == "lanes":
         groups: dict[tuple[int, int], list] = {}
@@ -128,6 +151,10 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
 
 
 def describe(t) -> str:
+    if isinstance(t, PersistentTile):
+        return (f"units={t.units_per_block} bpb={t.batch_per_block} rows/thread={t.batch_per_thread} "
+                f"ks={t.k_split} units/thread={t.units_per_thread} batch_blocks={t.batch_blocks} "
+                f"threads={t.threads}")
     if isinstance(t, ClusterTile):
         return (f"cluster={t.cluster} units={t.units_per_block} bpb={t.batch_per_block} "
                 f"rows/thread={t.batch_per_thread} ks={t.k_split} units/thread={t.units_per_thread} "
@@ -144,7 +171,7 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
     (cell, dtype, H, B) cases instead of the mode's."""
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
-                      "lanes": LANES_CASES, "tensor": TENSOR_CASES}[mode]
+                      "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES}[mode]
     cases = [(c, variants(*c, mode, "h100" if build_only else "device")) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)

@@ -160,15 +160,16 @@ REGISTERS_SIZES = [(1, 1, 7, 1, 8), (33, 5, 256, 2, 8), (72, 9, 33, 4, 8), (100,
                    (130, 64, 40, 8, 16), (256, 8, 256, 8, 8), (256, 3, 1, 8, 8), (512, 11, 256, 16, 8)]
 
 
-def run_forced_cluster_tile(cell, dtype, hidden, batch, seq, tile, math):
-    """One layer on the cluster tile ``tile`` (a TensorTile with math "tensor", a
-    ClusterTile with "fma"), forced, run and compared with the reference; the model."""
+def run_forced_tile(cell, dtype, hidden, batch, seq, tile, math, mode="cluster"):
+    """One layer on the persistent tile ``tile`` of ``mode`` (a TensorTile with math
+    "tensor"; with "fma", a ClusterTile or in mode grid a PersistentTile), forced, run and
+    compared with the reference; the model."""
     itemsize = 4 if dtype == "float32" else 2
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
-    value = Persistent.of("cluster", math, tile, hidden, gates, itemsize)
+    value = Persistent.of(mode, math, tile, hidden, gates, itemsize)
     m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
-                              seed=hidden + batch + seq + tile.cluster, with_state=batch % 2 == 1,
-                              persistence="cluster", precision="tensor" if math == "tensor" else "exact",
+                              seed=hidden + batch + seq + getattr(tile, "cluster", 0), with_state=batch % 2 == 1,
+                              persistence=mode, precision="tensor" if math == "tensor" else "exact",
                               seq_len=seq, batch=batch,
                               force=lambda m: m.with_persistence("l0", value, "forced by the test"))
     return m
@@ -179,7 +180,7 @@ def run_registers_form(cell, dtype, hidden, batch, seq, cluster, rows, wgmma):
     product by wgmma or mma.sync, run and compared with the reference; the model."""
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     tile = replace(TensorTile.registers_form(hidden, gates, cluster, rows), wgmma=wgmma)
-    return run_forced_cluster_tile(cell, dtype, hidden, batch, seq, tile, "tensor")
+    return run_forced_tile(cell, dtype, hidden, batch, seq, tile, "tensor")
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -244,12 +245,32 @@ def test_fma_cluster_tiles(gpu, cell, dtype, hidden, batch, seq, cluster, units,
     from rnncc.tiles import ClusterTile
     tile = ClusterTile(cluster, units, rows, rows_a_thread, k_split, 1,
                        weights_in_registers=registers, k_lanes=lanes)
-    m = run_forced_cluster_tile(cell, dtype, hidden, batch, seq, tile, "fma")
+    m = run_forced_tile(cell, dtype, hidden, batch, seq, tile, "fma")
     assert m.plan.layers[0].persistence.value.tile == tile
     source = m.kernel_of("l0", "recurrent").source
     assert ("The K split's partial sums by butterfly shuffles" in source) == lanes
     assert ("st.async" in source) == (cluster > 1)
     assert "cluster.sync();\n    }" not in source  # no cluster barrier in the step loop
+
+
+# The FMA grid kernel's tiles: (H, B, S, units a block, batch tile, rows a thread, K split,
+# blocks along y). Units a block that are not powers of two (H=650: 5 a block on 130 SMs),
+# batch tiles of the batch rounded up to 4 rows (20, 12), H not a multiple of the units
+# (the last block's slice cut), and batches over the planned tile (B=9 on tiles of 4, B=20
+# on 3 tiles of 8 shared by 2 blocks along y: the loop over batch tiles).
+FMA_GRID_SIZES = [(650, 20, 35, 5, 20, 4, 8, 1), (33, 5, 40, 3, 12, 4, 2, 1), (130, 9, 7, 5, 4, 2, 4, 1),
+                  (1, 1, 7, 1, 4, 4, 1, 1), (300, 64, 16, 3, 64, 4, 4, 1), (513, 5, 256, 4, 8, 2, 8, 1),
+                  (100, 20, 9, 5, 8, 4, 4, 2)]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("hidden,batch,seq,units,rows,rows_a_thread,k_split,batch_blocks", FMA_GRID_SIZES)
+def test_fma_grid_tiles(gpu, cell, hidden, batch, seq, units, rows, rows_a_thread, k_split, batch_blocks):
+    from rnncc.tiles import PersistentTile
+    tile = PersistentTile(units, rows, rows_a_thread, k_split, batch_blocks)
+    m = run_forced_tile(cell, "float32", hidden, batch, seq, tile, "fma", mode="grid")
+    v = m.plan.layers[0].persistence.value
+    assert v.tile == tile and v.blocks == -(-hidden // units) * batch_blocks
 
 
 # Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not

@@ -114,34 +114,58 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
     return out
 
 
-# The software grid barrier on an H100: 1.2–1.9 µs measured at 8–132 blocks with the
-# counter-and-generation barrier. The FMA grid kernel has the barrier whose top bit flips
-# too, which took 0.54 µs less a step on tensor cores (results/step-split-h100-2026-11-24.txt
-# at 45d6ab9), but this model is not lowered by it: it already reads LSTM fp32 H=256 B=64
-# at 7.3 µs a step where the kernel ran 9.4 (d4c0e6a), and lowered it would send that row
-# from its cluster (7.5 measured) to the grid kernel.
-GRID_BARRIER_SECONDS = 1.5e-6
-# Each batch tile a block handles in a step stages h, synchronises and runs the epilogue:
-# LSTM H=256 took 4.1 µs/step with one tile a block (B=8) and 16.3 with eight (B=64)
-# (benchmarks/results/bench-h100-2026-11-23.json at commit 54e8670).
-PERSISTENT_TILE_SECONDS = 1.7e-6
+# The FMA grid kernel's step (recurrent_persistent.cu.j2), fitted by
+# benchmarks/fit_cluster_model.py --grid (non-negative least squares, relative error) to
+# the 284 tiles of benchmarks/results/grid-tile-sweep-fma-h100-2026-11-24.txt (10 cases,
+# float32, H 300–1024, B 1–64; units a block 3–8, batch tiles 1–64, K split 2–16, one or
+# several batch tiles a block). Median error 9%; at 8 of the 10 cases the pick is the
+# fastest tile measured, at the other two within 3%. The picks read 8–20% low (the tile
+# predicted fastest is the one the model underrates most). The terms the fit left at zero
+# (rounds of staging loads, the chain of one thread's multiply-adds alone, the K split's
+# sums) are left out. The model before, a throughput model with a 1.5 µs barrier and 1.7 µs
+# a batch tile, read these cases 0.6–2.6× what they ran (GRU H=512 B=4: 6.3 µs a step
+# predicted for its pick, 3.6 at the fastest tile, 5.8 at the pick).
+GRID_FMA_STEP_SECONDS = 1.7309e-6   # the grid barrier and the fixed part of a step
+GRID_FMA_TILE_SECONDS = 0.1173e-6   # a batch tile a block runs (its block barriers)
+GRID_FMA_LOAD_SECONDS = 0.0251e-6   # a thread's load of h into shared memory, for a batch tile
+GRID_FMA_ISSUE_SECONDS = 0.0016e-6  # an FMA or shared load of a thread's chain × warps a scheduler
+GRID_FMA_CELL_SECONDS = 0.3991e-6   # a (row, unit) of one cell thread's epilogue, its h stored
+GRID_FMA_LOOP_SECONDS = 0.8887e-6   # a batch tile on the path past the planned batch
+GRID_FMA_PRICES = {name: value for name, value in dict(globals()).items()
+                   if name.startswith("GRID_FMA_") and name.endswith("_SECONDS")}
+# A thread's staging loads are issued in rounds of at most this many (stage_h).
+GRID_STAGE_LOADS_A_ROUND = 32
+
+
+def grid_fma_terms(batch: int, hidden: int, gates: int, tile: PersistentTile,
+                   itemsize: int = 4) -> dict[str, float]:
+    """The counts of one step of the FMA grid kernel that the GRID_FMA_* constants price,
+    by constant name (the features benchmarks/fit_cluster_model.py --grid fits): per batch
+    tile a block runs, a thread's loads of h, its chain of multiply-adds and shared loads
+    times the warps that share a scheduler, the cells its epilogue runs, and whether the
+    tiles run on the general path (more batch tiles than blocks along y)."""
+    tiles = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
+    looped = math.ceil(batch / tile.batch_per_block) > tile.batch_blocks
+    k_padded = math.ceil(hidden / tile.k_tile) * tile.k_tile
+    loads = math.ceil(k_padded * tile.batch_per_block / tile.threads)
+    accumulators = tile.batch_per_thread * tile.units_per_thread * gates
+    float4_weights = itemsize == 4 and gates % 4 == 0
+    shared_loads = math.ceil(tile.batch_per_thread / 4) + \
+        tile.units_per_thread * (gates // 4 if float4_weights else gates)
+    chain = k_padded // tile.k_split * (accumulators + shared_loads)
+    return {"GRID_FMA_STEP_SECONDS": 1.0,
+            "GRID_FMA_TILE_SECONDS": tiles,
+            "GRID_FMA_LOAD_SECONDS": tiles * loads,
+            "GRID_FMA_ISSUE_SECONDS": tiles * chain * math.ceil(tile.threads / 32 / 4),
+            "GRID_FMA_CELL_SECONDS": tiles * tile.batch_per_thread * tile.units_per_thread,
+            "GRID_FMA_LOOP_SECONDS": tiles if looped else 0.0}
 
 
 def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile,
                        target: Target, itemsize: int) -> float:
-    """One step of the grid-persistent kernel: the per-step model of `step_seconds` for
-    the busiest block with W_hh already in shared memory (only h comes from L2), plus
-    one grid barrier and a fixed cost per batch tile."""
-    batch_tiles = math.ceil(batch / tile.batch_per_block)
-    tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
-    warps = math.ceil(tile.threads / 32)
-    issue = tiles_per_block * warps * math.ceil(hidden / tile.k_split) * \
-        fma_cycles_per_k(tile, gates, float4_weights=itemsize == 4)
-    l2 = tiles_per_block * tile.batch_per_block * hidden * itemsize / STEP_L2_BYTES_PER_CLOCK
-    utilisation = min(1.0, warps / STEP_WARPS_TO_HIDE)
-    padding = math.sqrt(batch_tiles * tile.batch_per_block / batch)
-    return (padding * max(issue, l2) / utilisation / clock_hz(target) + GRID_BARRIER_SECONDS
-            + tiles_per_block * PERSISTENT_TILE_SECONDS)
+    """One step of the FMA grid kernel: the GRID_FMA_* prices of `grid_fma_terms`."""
+    return sum(GRID_FMA_PRICES[name] * count
+               for name, count in grid_fma_terms(batch, hidden, gates, tile, itemsize).items())
 
 
 def grid_units(hidden: int, target: Target, largest: int) -> list[int]:
@@ -200,11 +224,15 @@ def every_block_owns_a_unit(cluster: int, units: int, hidden: int) -> bool:
 
 def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[PersistentTile]:
     """Candidates with at most one block per SM and ≤ 256 threads, so that co-residency
-    holds whatever the registers (256 × 255 < 65536) once shared memory fits."""
+    holds whatever the registers (256 × 255 < 65536) once shared memory fits. Units a
+    block: the power of two of `grid_units` and the fewest that fit the SMs (H=650: 5 a
+    block on 130 SMs beside 8 on 82); batch tiles: powers of two and the batch rounded up
+    to 4 rows (B=20: one tile of 20, where tiles of 8 or 16 loop over the batch a step)."""
     out = []
-    for units in grid_units(hidden, target, largest=32):
+    fewest = math.ceil(hidden / target.sm_count)
+    for units in sorted(set(grid_units(hidden, target, largest=32)) | ({fewest} if fewest <= 32 else set())):
         unit_tiles = math.ceil(hidden / units)
-        for bpb in (1, 2, 4, 8, 16, 32, 64):
+        for bpb in sorted({1, 2, 4, 8, 16, 32, 64} | ({-(-batch // 4) * 4} if batch <= 64 else set())):
             for tmb in (1, 2, 4):
                 for ks in (1, 2, 4, 8, 16):
                     if bpb % tmb:
