@@ -34,6 +34,9 @@ def matrix():
     for cell, dtype, H in zip(CELLS, ("bfloat16", "float32", "float16", "float32"), (256, 33, 1, 100)):
         yield dict(cell=cell, layout="wx", H=H, unroll=4, dtype=dtype, bias=cell != "lstm",
                    persistence="cluster")
+    # The FMA grid kernel on 5 units a block (H=650 on 130 SMs) and one batch tile of 20 rows.
+    yield dict(cell="gru", layout="xw", H=650, unroll=None, dtype="float32", bias=True, persistence="grid",
+               batch=20)
     # The other precision of each persistent mode: TF32 tensor cores for float32, FMA for
     # fp16/bf16 (the cases above take the defaults, exact and tensor).
     for cell, dtype, H, mode in zip(CELLS, ("float32", "float16", "float32", "bfloat16"),
@@ -46,7 +49,7 @@ def matrix():
                    gemm="cublas")
 
 
-def compile_case(case, batch=8):
+def compile_case(case):
     spec = {"name": f"m_{case['cell']}", "dtype": case["dtype"], "input_size": 17,
             "layers": [{"name": "a", "cell": case["cell"], "hidden_size": case["H"], "bias": case["bias"]},
                        {"name": "b", "cell": case["cell"], "hidden_size": case["H"], "bias": case["bias"],
@@ -58,7 +61,7 @@ def compile_case(case, batch=8):
                         "input": {"sum": ["b", "c"]}, "residual": True}],
             "outputs": ["d", {"name": "res", "sum": ["b", "c"]}, {"name": "cat", "concat": ["input", "c"]}]}
     return rnncc.compile(spec, target="h100", layout=case["layout"], unroll=case["unroll"],
-                         seq_len=16, batch=batch, persistence=case.get("persistence", "none"),
+                         seq_len=16, batch=case.get("batch", 8), persistence=case.get("persistence", "none"),
                          precision=case.get("precision"), gemm=case.get("gemm", "rnncc"))
 
 
@@ -97,7 +100,7 @@ def test_all_templates_render_and_compile(nvcc):
         kernels += m.kernels
         # The variant for sequences of different lengths: its recurrent kernels keep an
         # ended row's state, and a mask zeroes the outputs past each length.
-        varied = m.variant(16, 8, lengths=True)
+        varied = m.variant(16, case.get("batch", 8), lengths=True)
         assert varied.plan is m.plan
         recurrent = [k for k in varied.kernels if k.family == step]
         assert recurrent and all("lengths[b]" in k.source and "_lengths_" in k.name for k in recurrent)

@@ -505,6 +505,37 @@ def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
     assert max(off.values()) <= 1.05, off
 
 
+def test_grid_fma_model_picks_near_the_measured_fastest_tiles():
+    """The FMA grid kernel's model (GRID_FMA_*), fitted to its sweep
+    (benchmarks/results/grid-tile-sweep-fma-h100-2026-11-24.txt: units a block 3–8, batch
+    tiles 1–64, looped or not), picks at each of its 10 cases a tile within 5% of the
+    fastest measured, and the fastest at eight; each of the 10 picks is a tile the planner
+    weighs (persistent_tiles)."""
+    import re
+    from pathlib import Path
+
+    from rnncc.passes.cost import persistent_seconds, persistent_tiles
+    from rnncc.target import PRESETS
+    from rnncc.tiles import PersistentTile
+
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+            "grid-tile-sweep-fma-h100-2026-11-24.txt").read_text()
+    target, cases = PRESETS["h100"], {}
+    for m in re.finditer(r"(\w+) float32 H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) rows/thread=(\d+) ks=(\d+) "
+                         r"units/thread=(\d+) batch_blocks=(\d+) threads=\d+: measured ([\d.]+)", text):
+        H, B, units, bpb, rpt, ks, upt, blocks = map(int, m.groups()[1:9])
+        tile = PersistentTile(units, bpb, rpt, ks, blocks, upt)
+        gates = {"lstm": 4, "gru": 3}[m.group(1)]
+        predicted = persistent_seconds(B, H, gates, tile, target, 4)
+        cases.setdefault((m.group(1), H, B), []).append((round(predicted * 1e8), tile.threads,
+                                                         float(m.group(10)), tile))
+    assert len(cases) == 10
+    off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
+    assert off[-1] <= 1.05 and off[7] == 1.0, off
+    for (cell, H, B), rows in cases.items():
+        assert min(rows)[3] in persistent_tiles(H, {"lstm": 4, "gru": 3}[cell], B, target)
+
+
 def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
     """The lanes form's model (LANES_*, its h exchanged by st.async and mbarrier), fitted to
     its sweep (benchmarks/results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt),
