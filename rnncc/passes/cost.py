@@ -133,8 +133,6 @@ GRID_FMA_CELL_SECONDS = 0.3991e-6   # a (row, unit) of one cell thread's epilogu
 GRID_FMA_LOOP_SECONDS = 0.8887e-6   # a batch tile on the path past the planned batch
 GRID_FMA_PRICES = {name: value for name, value in dict(globals()).items()
                    if name.startswith("GRID_FMA_") and name.endswith("_SECONDS")}
-# A thread's staging loads are issued in rounds of at most this many (stage_h).
-GRID_STAGE_LOADS_A_ROUND = 32
 
 
 def grid_fma_terms(batch: int, hidden: int, gates: int, tile: PersistentTile,
