@@ -58,14 +58,20 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
     return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
 
 
-def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
-    """Issue cycles of one warp for one k of an FMA step tile: its accumulators' FMAs and
-    its shared loads on 4 schedulers, or the loads queued on the SM's one shared-memory
-    pipe (STEP_LDS_CYCLES each). h comes as float4 of 4 rows; a unit's weights as one
-    float4 of its 4 gates when `float4_weights` and G = 4, else one load per gate."""
+def fma_work_per_k(tile, gates: int, float4_weights: bool) -> tuple[int, int]:
+    """(multiply-adds, shared loads) of one thread of an FMA tile (step or grid kernel) for
+    one k: an accumulator per row × unit × gate; h as float4 of 4 rows, a unit's weights as
+    one float4 of its 4 gates when `float4_weights` and G = 4, else one load per gate."""
     acc = tile.batch_per_thread * tile.units_per_thread * gates
     w_loads = tile.units_per_thread * (gates // 4 if gates % 4 == 0 and float4_weights else gates)
-    lds = math.ceil(tile.batch_per_thread / 4) + w_loads
+    return acc, math.ceil(tile.batch_per_thread / 4) + w_loads
+
+
+def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
+    """Issue cycles of one warp for one k of an FMA step tile: its accumulators' FMAs and
+    its shared loads (`fma_work_per_k`) on 4 schedulers, or the loads queued on the SM's
+    one shared-memory pipe (STEP_LDS_CYCLES each)."""
+    acc, lds = fma_work_per_k(tile, gates, float4_weights)
     return max((acc + lds) / 4, lds * STEP_LDS_CYCLES)
 
 
@@ -146,10 +152,7 @@ def grid_fma_terms(batch: int, hidden: int, gates: int, tile: PersistentTile,
     looped = math.ceil(batch / tile.batch_per_block) > tile.batch_blocks
     k_padded = math.ceil(hidden / tile.k_tile) * tile.k_tile
     loads = math.ceil(k_padded * tile.batch_per_block / tile.threads)
-    accumulators = tile.batch_per_thread * tile.units_per_thread * gates
-    float4_weights = itemsize == 4 and gates % 4 == 0
-    shared_loads = math.ceil(tile.batch_per_thread / 4) + \
-        tile.units_per_thread * (gates // 4 if float4_weights else gates)
+    accumulators, shared_loads = fma_work_per_k(tile, gates, float4_weights=itemsize == 4)
     chain = k_padded // tile.k_split * (accumulators + shared_loads)
     return {"GRID_FMA_STEP_SECONDS": 1.0,
             "GRID_FMA_TILE_SECONDS": tiles,
