@@ -32,13 +32,14 @@ from __future__ import annotations
 import math
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
 
 from rnncc.passes.cost import (cluster_exchange_seconds, cluster_shared_terms, grid_fma_terms, lanes_terms,
-                               tensor_cluster_terms, tensor_cluster_waves)
+                               measured_exchange_seconds, tensor_cluster_terms, tensor_cluster_waves)
 from rnncc.tiles import ClusterTile, PersistentTile, TensorTile
 from rnncc.target import PRESETS
 
@@ -46,15 +47,18 @@ LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb
                   r"ks=(\d+) units/thread=(\d+) threads=(\d+)( registers)?( lanes)?: measured ([\d.]+)")
 
 
-def points(text: str, all_lanes: bool, shared: bool = False):
+def points(text: str, all_lanes: bool, shared: bool = False, old_lanes: bool = False):
     """(case, tile, µs a step, waves) of each line of a sweep of the lanes form, or with
-    ``shared`` of the shared-memory form (the lines without " lanes")."""
+    ``shared`` of the shared-memory form (the lines without " lanes"). ``old_lanes``: a
+    sweep from before the lanes form's K tile became its split (32 then)."""
     for m in LINE.finditer(text):
         cell = m.group(1)
         H, B, c, units, bpb, rpt, ks, upt, threads = map(int, m.groups()[1:10])
         if shared == bool(m.group(12)) or not (shared or all_lanes or m.group(12)):
             continue
         tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)), k_lanes=not shared)
+        if tile.k_lanes and not old_lanes:  # the lanes form's K tile, as cost.cluster_tiles makes it
+            tile = replace(tile, k_tile=max(ks, 2))
         assert tile.threads == threads, m.group(0)
         waves = math.ceil(math.ceil(B / bpb) * c / PRESETS["h100"].sm_count)
         yield (cell, H, B), tile, float(m.group(13)), waves
@@ -107,13 +111,13 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: b
         terms = [t for _, _, _, t, _ in found]
         fixed = np.array([e for *_, e in found])
     else:
-        rows = list(points(text, all_lanes, shared))
+        rows = list(points(text, all_lanes, shared, "--old-lanes" in sys.argv))
         count = cluster_shared_terms if shared else lanes_terms
         terms = [count(H, GATES.get(cell, 1), tile) for (cell, H, B), tile, _, _ in rows]
-        # The exchange measured alone, taken off as for the tensor kernel (since the lanes
-        # form exchanges h by st.async and mbarrier too; a sweep from before that, with its
-        # cluster barrier, fitted LANES_SYNC_PER_BLOCK_SECONDS instead).
-        fixed = np.array([w * cluster_exchange_seconds(tile.cluster) * 1e6 for _, tile, _, w in rows])
+        # The exchange measured alone where the form has one (the shared-memory form's slice
+        # exchange), taken off as for the tensor kernel; the lanes form's pushed h is in its
+        # terms.
+        fixed = np.array([w * measured_exchange_seconds(tile) * 1e6 for _, tile, _, w in rows])
     names = sorted({n for t in terms for n in t})
     a = np.array([[t.get(n, 0.0) * w for n in names] for t, (_, _, _, w) in zip(terms, rows)])
     y = np.array([us for _, _, us, _ in rows])

@@ -38,7 +38,7 @@ import rnncc
 from rnncc.build import compile_all
 from rnncc.passes.cost import (cluster_seconds, cluster_tiles, persistent_seconds, persistent_tiles,
                                tensor_seconds, tensor_tiles)
-from rnncc.tiles import ClusterTile, Persistent, PersistentTile
+from rnncc.tiles import ClusterTile, Persistent, PersistentTile, TensorTile
 from rnncc.timing import time_graph
 
 S = 256
@@ -115,7 +115,8 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
         for t in ranked:
             groups.setdefault((t.weights_in_registers, t.wgmma, t.cluster), []).append(t)
         ranked = [t for ts in groups.values() for t in ts[:TENSOR_PER_GROUP]]
-        ranked += [chosen] if chosen not in ranked else []
+        # (a half layer's pick may be the FMA lanes form, which the lanes mode sweeps)
+        ranked += [chosen] if chosen not in ranked and isinstance(chosen, TensorTile) else []
     elif mode == "fma":
         groups = {}
         for t in ranked:

@@ -227,23 +227,27 @@ def test_tensor_cluster_registers_form_wgmma(gpu, cell, dtype, hidden, batch, se
 # clusters, the second with 3 rows past the batch (B=9 in tiles of 8: one row); S=1 runs
 # no exchange; H=256 B=64 is the sweep's large case (16 or 32 clusters of 8). The last
 # has K-split partial sums of 36 bytes a gate (odd words), which the mbarriers once followed.
-FMA_CLUSTER_SIZES = [(1, 1, 7, 1, 1, 1, 1, 4, True, True), (33, 5, 256, 4, 9, 4, 2, 8, True, True),
-                     (100, 1, 2200, 4, 25, 1, 1, 8, True, True), (100, 20, 35, 2, 50, 2, 1, 4, False, True),
-                     (128, 3, 1, 8, 16, 4, 2, 8, True, True), (256, 64, 33, 8, 32, 2, 1, 8, False, True),
-                     (1, 1, 7, 1, 1, 1, 1, 1, False, False), (33, 5, 256, 4, 9, 4, 2, 2, False, False),
-                     (100, 20, 35, 4, 25, 4, 1, 4, True, False), (130, 9, 40, 2, 65, 8, 4, 4, False, False),
-                     (256, 64, 33, 8, 32, 4, 2, 8, False, False), (256, 3, 1, 8, 32, 4, 1, 4, True, False),
-                     (33, 3, 40, 4, 9, 1, 1, 2, False, False)]
+# The lanes form runs on K tiles of 32 and of its split (as the planner makes it: K padded
+# to the split only, H=33 in 8 lanes to 40, in 2 lanes to 34) and pushes h from every lane
+# of a K group to the peers (8 peers in 4 lanes: two sends a lane).
+FMA_CLUSTER_SIZES = [(1, 1, 7, 1, 1, 1, 1, 4, True, True, 4), (33, 5, 256, 4, 9, 4, 2, 8, True, True, 8),
+                     (100, 1, 2200, 4, 25, 1, 1, 8, True, True, 32), (100, 20, 35, 2, 50, 2, 1, 4, False, True, 4),
+                     (128, 3, 1, 8, 16, 4, 2, 8, True, True, 8), (256, 64, 33, 8, 32, 2, 1, 8, False, True, 32),
+                     (33, 3, 40, 2, 17, 1, 1, 2, True, True, 2), (100, 7, 64, 8, 13, 4, 1, 4, True, True, 4),
+                     (1, 1, 7, 1, 1, 1, 1, 1, False, False, 32), (33, 5, 256, 4, 9, 4, 2, 2, False, False, 32),
+                     (100, 20, 35, 4, 25, 4, 1, 4, True, False, 32), (130, 9, 40, 2, 65, 8, 4, 4, False, False, 32),
+                     (256, 64, 33, 8, 32, 4, 2, 8, False, False, 32), (256, 3, 1, 8, 32, 4, 1, 4, True, False, 32),
+                     (33, 3, 40, 4, 9, 1, 1, 2, False, False, 32)]
 
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("hidden,batch,seq,cluster,units,rows,rows_a_thread,k_split,registers,lanes",
+@pytest.mark.parametrize("hidden,batch,seq,cluster,units,rows,rows_a_thread,k_split,registers,lanes,k_tile",
                          FMA_CLUSTER_SIZES)
 def test_fma_cluster_tiles(gpu, cell, dtype, hidden, batch, seq, cluster, units, rows, rows_a_thread,
-                           k_split, registers, lanes):
+                           k_split, registers, lanes, k_tile):
     from rnncc.tiles import ClusterTile
-    tile = ClusterTile(cluster, units, rows, rows_a_thread, k_split, 1,
+    tile = ClusterTile(cluster, units, rows, rows_a_thread, k_split, 1, k_tile,
                        weights_in_registers=registers, k_lanes=lanes)
     m = run_forced_tile(cell, dtype, hidden, batch, seq, tile, "fma")
     assert m.plan.layers[0].persistence.value.tile == tile
@@ -338,6 +342,20 @@ def test_cluster_persistence(gpu, cell, hidden, batch, seq, dtype):
     m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden * batch,
                               with_state=True, persistence="cluster")
     assert m.plan.layers[0].persistence.value.mode == "cluster"
+
+
+# Half layers at small H, planned: the FMA cluster kernel's lanes form where the model
+# prices it below the tensor-core clusters (GRU fp16 H=100), W_hh converted to float in
+# registers; odd H, B past the planned batch, S=1 and the sweep's word-level shape.
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("hidden,batch,seq,planned", [(100, 1, 256, 1), (100, 20, 35, 20), (33, 5, 1, 5),
+                                                      (100, 9, 40, 4)])
+def test_half_layers_on_the_fma_lanes_form(gpu, cell, dtype, hidden, batch, seq, planned):
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden + batch,
+                              with_state=True, seq_len=max(seq, 35), batch=planned)
+    value = m.plan.layers[0].persistence.value
+    assert (value.mode, value.math, value.lanes) == ("cluster", "fma", True), value
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])

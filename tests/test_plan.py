@@ -24,9 +24,13 @@ def plan_of(spec, target="h100", **opts):
     return rnncc.compile(spec, target=target, **opts).plan
 
 
-def lstm(H=1024, I=1024, dtype="float32"):
+def lstm(H=1024, I=1024, dtype="float32", cell="lstm"):
     return {"name": "l", "dtype": dtype, "input_size": I,
-            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": H}]}
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+
+
+def gru(H=1024, I=1024, dtype="float32"):
+    return lstm(H, I, dtype, cell="gru")
 
 
 def test_every_layer_has_every_decision_with_a_reason():
@@ -173,7 +177,7 @@ def test_precision_defaults_and_tolerances():
 def test_tensor_tiles_fit_and_cover_the_units():
     """Tensor-core tiles: M = units·G rows padded to 16-row tiles, batch tiles of 8, at most
     512 threads, shared memory as the template computes it, every unit owned."""
-    for dtype, H, B in (("float16", 1024, 8), ("float16", 256, 64), ("float32", 1024, 8), ("bfloat16", 33, 5)):
+    for dtype, H, B in (("float16", 1024, 8), ("float16", 256, 64), ("float32", 1024, 8), ("bfloat16", 513, 5)):
         v = plan_of(lstm(H=H, I=16, dtype=dtype), batch=B, precision="tensor").layers[0].persistence.value
         t = v.tile
         assert v.math == "tensor" and v.mode in ("grid", "cluster") and isinstance(t, TensorTile)
@@ -182,6 +186,23 @@ def test_tensor_tiles_fit_and_cover_the_units():
         assert v.shared_bytes <= 227 * 1024
         owners = t.cluster if v.mode == "cluster" else v.blocks // t.batch_blocks
         assert owners * t.units_per_block >= H
+
+
+def test_half_layers_weigh_the_fma_lanes_form_against_tensor_cores():
+    """fp16 and bf16 layers in precision tensor also price the FMA cluster kernel's lanes
+    form (products of half operands are exact in fp32 either way): at H=100 its step is the
+    shorter (measured 0.68 µs a step for GRU fp16 B=1 against tensor-core clusters' ~0.87,
+    results/cluster-tile-sweep-lanes-push-h100-2026-11-24.txt), at H=1024 tensor cores keep
+    it; the reason says which and why, float32 exact is unchanged."""
+    for dtype in ("float16", "bfloat16"):
+        small = plan_of(gru(H=100, I=100, dtype=dtype), batch=1).layers[0].persistence
+        assert (small.value.mode, small.value.math, small.value.lanes) == ("cluster", "fma", True)
+        assert "FMA priced below the tensor-core cluster kernel's best tile" in small.reason
+        assert small.value.tile.k_tile == max(small.value.tile.k_split, 2)  # K padded to the split
+        large = plan_of(lstm(H=1024, I=1024, dtype=dtype), batch=8).layers[0].persistence
+        assert large.value.math == "tensor" and "FMA priced below" not in large.reason
+    exact = plan_of(gru(H=100, I=100, dtype="float32"), batch=1).layers[0].persistence
+    assert exact.value.math == "fma" and "FMA priced below" not in exact.reason
 
 
 def test_gemm_bound_layers_go_to_cublaslt():
@@ -487,6 +508,8 @@ def _measured_cluster_tiles(sweep: str, lanes: bool, text: str | None = None) ->
             continue
         tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)),
                            k_lanes=lanes)
+        if lanes:  # the lanes form's K tile: its split (cost.cluster_tiles)
+            tile = replace(tile, k_tile=max(ks, 2))
         assert tile.threads == threads
         gates = {"lstm": 4, "gru": 3}.get(m.group(1), 1)
         predicted = cluster_seconds(B, H, gates, tile, PRESETS["h100"], 4)
@@ -537,19 +560,19 @@ def test_grid_fma_model_picks_near_the_measured_fastest_tiles():
 
 
 def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
-    """The lanes form's model (LANES_*, its h exchanged by st.async and mbarrier), fitted to
-    its sweep (benchmarks/results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt),
-    picks at each of its 8 cases a tile within 20% of the fastest measured, and within 3% at
-    seven of them. (Lines of the sweep without " lanes" are the planner's pick of the other
-    form, which the lanes model does not price.)"""
+    """The lanes form's model (LANES_*, its h pushed by st.async from every lane of a K
+    group), fitted to its sweep (benchmarks/results/cluster-tile-sweep-lanes-push-h100-2026-11-24.txt),
+    picks at each of its 8 float32 cases a tile within 25% of the fastest measured, and
+    within 5% at seven of them. (Lines of the sweep without " lanes" are the planner's pick
+    of the other form, which the lanes model does not price.)"""
     from pathlib import Path
-    sweep = "cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt"
+    sweep = "cluster-tile-sweep-lanes-push-h100-2026-11-24.txt"
     text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" / sweep).read_text()
     only_lanes = "\n".join(line for line in text.splitlines() if " lanes:" in line)
     cases = _measured_cluster_tiles(sweep, lanes=True, text=only_lanes)
     assert len(cases) == 8
     off = sorted(min(rows)[2] / min(r[2] for r in rows) for rows in cases.values())
-    assert off[-1] <= 1.2 and off[6] <= 1.03, off
+    assert off[-1] <= 1.25 and off[6] <= 1.05, off
 
 
 def test_tensor_cluster_model_picks_near_the_measured_fastest_tiles():

@@ -287,34 +287,38 @@ def cluster_shared_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str
 
 
 def send_rounds(hidden: int, tile: ClusterTile) -> int:
-    """Rounds of st.async of an FMA cluster kernel's exchange: a block's threads send its
+    """Rounds of st.async of the shared-memory form's exchange: a block's threads send its
     slice of h (its units × the rows of an h buffer, 4 bytes each) to every other block."""
     if tile.cluster == 1:
         return 0
-    pitch = tile.batch_per_block | 1 if tile.k_lanes else tile.batch_per_block + 4
-    return math.ceil((tile.cluster - 1) * min(tile.units_per_block, hidden) * pitch / tile.threads)
+    return math.ceil((tile.cluster - 1) * min(tile.units_per_block, hidden) * (tile.batch_per_block + 4)
+                     / tile.threads)
 
 
 # The FMA cluster kernel with the K split in lanes (recurrent_cluster_lanes.cu.j2: the
-# partial sums meeting by shuffles, h sent to every block by st.async and mbarrier, the
-# projection loaded ahead), fitted by benchmarks/fit_cluster_model.py (non-negative least
-# squares, relative error; the exchange as measured alone, cluster_exchange_seconds, taken
-# off first) to the 80 tiles of benchmarks/results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt:
-# median error 8%; the pick runs within 1.00–1.03× of the fastest tile at 7 of the 8
-# cases, 1.18× at GRU H=256 B=64. The exchange replaced a
-# cluster barrier (fitted then at 0.077 µs a block of the cluster,
-# results/cluster-tile-sweep-lanes-h100-2026-11-23.txt): GRU H=100 B=1 0.98 → 0.78 µs a
-# step at the fastest tile, LSTM H=256 B=8 2.58 → 2.16, GRU H=256 B=64 9.41 → 5.50.
-# LANES_FMA_SECONDS (W in shared memory) keeps its fit to the earlier sweep, which had
-# such tiles. Against the shared-memory form the planner prices both and takes the cheaper.
+# partial sums meeting by shuffles, every lane of a K group running the cell and pushing
+# its h to its peers by st.async, one mbarrier wait a step, the projection loaded ahead),
+# fitted by benchmarks/fit_cluster_model.py (non-negative least squares, relative error)
+# to the 80 float32 tiles of benchmarks/results/cluster-tile-sweep-lanes-push-h100-2026-11-24.txt
+# (8 cases, H 64–256, B 1–64, clusters of 1–8): median error 7%; the pick runs within
+# 1.00–1.05× of the fastest tile at 7 of the 8 cases, 1.24× at GRU H=256 B=64 (whose
+# batch the model reads 3× low). The push replaced a __syncthreads and the block's slice
+# sent in rounds (the exchange measured alone then, cluster_exchange_seconds, taken off
+# first; results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt): at the fastest
+# tile GRU H=100 B=1 0.78 → 0.66 µs a step, GRU H=100 B=20 0.88 → 0.73, LSTM H=64 B=1
+# 0.64 → 0.63; the K padded to the split instead of 32 came with it. A (row, unit) cell
+# is the largest term: a thread with two runs 0.3–0.5 µs a step slower than one with one.
+# LANES_FMA_SECONDS (W in shared memory, which the planner no longer offers in this form)
+# keeps its fit to the first sweep, results/cluster-tile-sweep-lanes-h100-2026-11-23.txt.
 LANES_FMA_SECONDS = 0.0197e-6            # a multiply-add of one thread's chain, W in shared memory
-LANES_FMA_REGISTERS_SECONDS = 0.0011e-6  # the same with W in registers
-LANES_LOAD_SECONDS = 0.0                 # a shared load: hidden behind the chain (fitted 0)
-LANES_SHUFFLE_SECONDS = 0.0067e-6        # a shuffle round of one partial sum
-LANES_PUSH_SECONDS = 0.2729e-6           # the cell of one (row, unit) and its store of h
-LANES_STEP_SECONDS = 0.0                 # the cell and the fixed work of a step (fitted 0)
-LANES_WARP_SECONDS = 0.0305e-6           # the block barrier, per warp of the block
-LANES_SEND_SECONDS = 0.0                 # a round of st.async of the slice (fitted 0)
+LANES_FMA_REGISTERS_SECONDS = 0.0        # the same with W in registers: hidden behind the loads (fitted 0)
+LANES_LOAD_SECONDS = 0.0095e-6           # a shared load of h
+LANES_SHUFFLE_SECONDS = 0.0208e-6        # a shuffle round of one partial sum
+LANES_PUSH_SECONDS = 0.2055e-6           # the cell of one (row, unit), its stores and sends of h
+LANES_STEP_SECONDS = 0.0                 # the fixed work of a step (fitted 0)
+LANES_WARP_SECONDS = 0.0240e-6           # a warp of the block (the wait, or __syncthreads in a cluster of 1)
+LANES_PEER_SECONDS = 0.0                 # a lane's st.async of one cell's h to a peer (fitted 0)
+LANES_REMOTE_SECONDS = 0.0154e-6         # a peer block: the wait for the slowest of more blocks' h
 # The constants above by name: lanes_terms counts each step's work under these names.
 LANES_PRICES = {name: value for name, value in dict(globals()).items()
                 if name.startswith("LANES_") and name.endswith("_SECONDS")}
@@ -331,15 +335,22 @@ def fma_cluster_terms(hidden: int, gates: int, tile: ClusterTile) -> tuple[dict[
 
 # The terms of either form that are not its product: the fixed work of a step, the block
 # barrier by warps and the sends of the exchange (see cluster_sync_seconds).
-SYNC_TERMS = ("_STEP_SECONDS", "_WARP_SECONDS", "_SEND_SECONDS")
+SYNC_TERMS = ("_STEP_SECONDS", "_WARP_SECONDS", "_SEND_SECONDS", "_PEER_SECONDS", "_REMOTE_SECONDS")
+
+
+def measured_exchange_seconds(tile: ClusterTile) -> float:
+    """The exchange as measured alone that an FMA cluster step adds to its fitted terms:
+    the shared-memory form's slice exchange (cluster_exchange_seconds); none for the lanes
+    form, whose pushed h is priced by its own terms (LANES_PEER_SECONDS, LANES_REMOTE_SECONDS)."""
+    return 0.0 if tile.k_lanes else cluster_exchange_seconds(tile.cluster)
 
 
 def cluster_sync_seconds(hidden: int, tile: ClusterTile) -> float:
     """An FMA cluster step's synchronisation, either form: its fixed work, barrier and
-    sends (fitted, above) and the exchange as measured alone (cluster_exchange_seconds)."""
+    sends (fitted, above) and the exchange as measured alone where the form has one."""
     counts, prices = fma_cluster_terms(hidden, 1, tile)
     return sum(count * prices[name] for name, count in counts.items() if name.endswith(SYNC_TERMS)) + \
-        cluster_exchange_seconds(tile.cluster)
+        measured_exchange_seconds(tile)
 
 
 # A step's h exchange by st.async and mbarrier, measured alone for one cluster of each size
@@ -376,7 +387,9 @@ def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
             "LANES_PUSH_SECONDS": tile.cells,
             "LANES_STEP_SECONDS": 1.0,
             "LANES_WARP_SECONDS": math.ceil(tile.threads / 32),
-            "LANES_SEND_SECONDS": send_rounds(hidden, tile)}
+            # Each lane of a K group sends its cells' h to every KSPLIT-th peer.
+            "LANES_PEER_SECONDS": math.ceil((tile.cluster - 1) / tile.k_split) * tile.cells,
+            "LANES_REMOTE_SECONDS": tile.cluster - 1}
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
@@ -395,7 +408,7 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
     counts, prices = fma_cluster_terms(hidden, gates, tile)
     return waves * (sum(count * prices[name] for name, count in counts.items())
-                    + cluster_exchange_seconds(tile.cluster))
+                    + measured_exchange_seconds(tile))
 
 
 def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[ClusterTile]:
@@ -419,7 +432,10 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
                         # The lanes form only with W in registers: with W in shared memory
                         # it measured 1.05–1.8× slower than the shared-memory form on the
                         # same tiles (58 tiles of both sweeps), with W in registers 0.76–1.07×.
-                        lanes = replace(t, k_lanes=True, weights_in_registers=True)
+                        # Its K is padded to the split only (the K tile is the split, at
+                        # least 2 so that a row of half weights is whole words): H=100 in
+                        # 4 lanes multiplies 100 k, not the 128 of a 32-wide tile.
+                        lanes = replace(t, k_lanes=True, weights_in_registers=True, k_tile=max(ks, 2))
                         if lanes.registers_fit(hidden, gates):
                             out.append(lanes)
     return out

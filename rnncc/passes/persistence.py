@@ -67,22 +67,31 @@ def plan_persistence(model, plan, target):
                 f"product and exchange a step that the persistent kernels lack (a rule); {none[2]}; "
                 f"predicted {none[0] * 1e6:.1f} µs/step", "model", per_step, measured))
         candidates = {"none": none}
+
+        def fitting(tiles):
+            return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget]
+
+        # Each mode's kernel families: (tiles that fit, their price, math, product).
         if l.precision.value == "tensor":
-            modes = {m: ([t for t in tensor_tiles(H, G, B, target, m, itemsize)
-                          if t.shared_bytes(H, G, itemsize) <= budget], tensor_seconds)
-                     for m in ("grid", "cluster")}
-            math_, product = "tensor", "mma.sync"
+            modes = {m: [(fitting(tensor_tiles(H, G, B, target, m, itemsize)), tensor_seconds,
+                          "tensor", "mma.sync")] for m in ("grid", "cluster")}
+            if itemsize == 2:
+                # Half operands are exact in fp32 either way, so the FMA cluster kernel's lanes
+                # form (W_hh converted into registers once) computes what tensor cores do, in
+                # another order of the sums; at small H its step is the shorter (GRU fp16
+                # H=100: tensor-core clusters floor near 0.87 µs a step).
+                modes["cluster"].append((fitting(t for t in cluster_tiles(H, G, B, target) if t.k_lanes),
+                                         cluster_seconds, "fma", "FMA"))
         else:
-            modes = {"grid": ([t for t in persistent_tiles(H, G, B, target)
-                               if t.shared_bytes(H, G, itemsize) <= budget], persistent_seconds),
-                     "cluster": ([t for t in cluster_tiles(H, G, B, target)
-                                  if t.shared_bytes(H, G, itemsize) <= budget], cluster_seconds)}
-            math_, product = "fma", "FMA"
-        for mode, (fits, seconds) in modes.items():
-            if not fits:
+            modes = {"grid": [(fitting(persistent_tiles(H, G, B, target)), persistent_seconds, "fma", "FMA")],
+                     "cluster": [(fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA")]}
+        for mode, families in modes.items():
+            priced = [(round(seconds(B, H, G, t, target, itemsize) * 1e8), getattr(t, "cluster", 0), t.threads,
+                       i, t, seconds, math_, product)
+                      for i, (fits, seconds, math_, product) in enumerate(families) for t in fits]
+            if not priced:
                 continue
-            best = min(fits, key=lambda t: (round(seconds(B, H, G, t, target, itemsize) * 1e8),
-                                            getattr(t, "cluster", 0), t.threads))
+            *_, best, seconds, math_, product = min(priced, key=lambda p: p[:4])
             value = Persistent.of(mode, math_, best, H, G, itemsize)
             kib = value.shared_bytes // 1024
             # The registers form's product by wgmma, priced against mma.sync's.
@@ -93,14 +102,18 @@ def plan_persistence(model, plan, target):
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
                 else:
-                    sync = ("K split in lanes, " if best.k_lanes else "") + \
-                        "h sent to every block by st.async and mbarrier; barrier and exchange"
+                    sync = ("K split in lanes, each lane pushing its cells' h to peers by st.async, one "
+                            "mbarrier wait; push and wait" if best.k_lanes else
+                            "h sent to every block by st.async and mbarrier; barrier and exchange")
                     seconds_ = cluster_sync_seconds(H, best)
                 held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
                     else f"{kib} KiB"
                 what = (f"W_hh in a cluster of {best.cluster} × {held}, {instruction}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"{sync} {seconds_ * 1e6:.1f} µs")
+            if math_ == "fma" and l.precision.value == "tensor":
+                what += ("; FMA priced below the tensor-core cluster kernel's best tile (half operands "
+                         "are exact in fp32 either way)")
             candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
         if forced is not None:
             if forced not in candidates:
