@@ -43,8 +43,13 @@ __device__ __forceinline__ T load_coherent(const T* p) {
     asm volatile("ld.global.cg.u16 %0, [%1];\n" : "=h"(bits) : "l"(p));
     return __ushort_as_half(bits);
 }
-// Accurate expf/tanhf (no --use_fast_math): the reference is float64.
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+// sigmoid by the hardware's exp2 and a reciprocal without IEEE rounding (__expf,
+// __fdividef): expf's range reduction and 1/x's rounded division sat on every gate's
+// path, 0.09 µs of a 0.60 µs GRU step at H=100 (benchmarks/results/step-parts-h100-2026-11-24.txt),
+// for a difference from them of at most 2.4e-7 in that layer's outputs over 2048 steps.
+// Its error is relative to exp(-v), so a gate near 0 or 1 keeps its accuracy; 1/(1+inf)
+// is 0. tanhf stays the library's (ex2.approx inside, a polynomial near 0).
+__device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
 // Software grid barrier. All blocks are co-resident: the runtime launches the kernel
 // cooperatively, so the driver starts it only when every block fits at once.
 // barrier[0] counts arrivals the way cooperative groups' grid sync does: block (0, 0) adds
@@ -169,7 +174,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 231936, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_b71448aebe(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_bf6fa58e1f(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
