@@ -2,7 +2,9 @@
 # One GPU session's evidence: the GPU tests, examples/torch_lstm.py and `rnncc run`
 # timings beside cuDNN. Writes into $OUT (default ./gpu-session-out); expects rnncc and
 # PyCUDA importable. Usage: COMMIT=<sha> bash benchmarks/gpu_session.sh
-# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit;
+# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit,
+# and TESTS_K a part of the tests (a pytest -k expression; the summary file is then named
+# gpu-tests-<date>-<TESTS_PART>.txt);
 # "floors" adds the exchange and step-floor microbenchmarks of issue 14's design.
 set -uo pipefail
 OUT=${OUT:-gpu-session-out}
@@ -10,15 +12,16 @@ mkdir -p "$OUT"
 day=$(date -u +%F)
 PARTS=${PARTS:-tests runs bench}
 export RNNCC_COMMIT=${COMMIT:-unknown}
-summary="$OUT/gpu-tests-$day.txt"
+summary="$OUT/gpu-tests-$day${TESTS_PART:+-$TESTS_PART}.txt"
 if [[ " $PARTS " == *" tests "* ]]; then
 {
     echo "rnncc GPU test run, $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/device: /'
     python3 -c "import torch, pycuda; print(f'torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, PyCUDA {pycuda.VERSION_TEXT}')"
     nvcc --version | tail -1
-    echo "command: python3 -m pytest -m gpu -n 8 -rA tests/"
-    python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ 2>&1 | grep -v -i "benchmark" 
+    # TESTS_K: a -k expression, to run the suite in parts that each fit a device call.
+    echo "command: python3 -m pytest -m gpu -n 8 -rA tests/${TESTS_K:+ -k \"$TESTS_K\"}"
+    python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ ${TESTS_K:+-k "$TESTS_K"} 2>&1 | grep -v -i "benchmark" 
 } | tee "$summary"
 fi
 if [[ " $PARTS " == *" runs "* ]]; then

@@ -142,9 +142,22 @@ TENSOR_SIZES = {"grid": [(33, 5, 64), (256, 8, 256), (1024, 64, 16)],
 @pytest.mark.parametrize("persistence,hidden,batch,seq",
                          [(p, *size) for p, sizes in TENSOR_SIZES.items() for size in sizes])
 def test_tensor_cores(gpu, cell, dtype, persistence, hidden, batch, seq):
+    def on_tensor_cores(m):
+        """The plan, or where it took the FMA lanes form (half layers at small H, priced
+        below tensor cores there) the tensor-core kernel's best tile, forced."""
+        l = m.plan.layers[0]
+        if l.persistence.value.math == "tensor":
+            return m
+        from rnncc.passes.cost import tensor_seconds, tensor_tiles
+        itemsize, planned = 4 if dtype == "float32" else 2, m.plan.options.batch
+        tiles = [t for t in tensor_tiles(hidden, l.gates, planned, m.target, persistence, itemsize)
+                 if t.shared_bytes(hidden, l.gates, itemsize) <= m.target.shared_memory_per_block_optin]
+        best = min(tiles, key=lambda t: tensor_seconds(planned, hidden, l.gates, t, m.target, itemsize))
+        return m.with_persistence("l0", Persistent.of(persistence, "tensor", best, hidden, l.gates, itemsize),
+                                  "forced by the test: tensor cores")
     m, _, errors = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
                                    seed=hidden + batch + seq, with_state=batch % 2 == 1,
-                                   persistence=persistence, precision="tensor")
+                                   persistence=persistence, precision="tensor", force=on_tensor_cores)
     v = m.plan.layers[0].persistence.value
     assert (v.mode, v.math) == (persistence, "tensor")
     assert "mma.sync" in next(k.source for k in m.kernels if k.family.startswith("recurrent_"))
@@ -1200,15 +1213,19 @@ def test_persistent_model_beside_a_long_kernel(gpu, torch):
     m.check_errors()
 
 
-@pytest.mark.parametrize("mode,dtype", [("grid", "float16"), ("cluster", "float16"), ("cluster", "float32")])
-def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mode, dtype):
+@pytest.mark.parametrize("mode,dtype,hidden,math", [("grid", "float16", 1024, "tensor"),
+                                                    ("cluster", "float16", 256, "tensor"),
+                                                    ("cluster", "float32", 256, "fma"),
+                                                    ("cluster", "float16", 100, "fma")])
+def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mode, dtype, hidden, math):
     """RNNCC_SPIN_TIMEOUT_MS=0 makes the first wait give up: the kernel ends, the model
     raises DeviceTimeout naming the layer and mode, and the next call is right again. The
-    cluster cases: the tensor-core kernel (fp16) and the FMA kernel (fp32 exact)."""
-    case = ("lstm", dtype, 1024 if mode == "grid" else 256, 8, 1, mode, None)
+    cluster cases: the tensor-core kernel (fp16 H=256), the FMA kernel (fp32 exact) and its
+    lanes form, whose lanes push h and wait on one mbarrier (fp16 H=100)."""
+    case = ("lstm", dtype, hidden, 8, 1, mode, None)
     m = caller_model(case)
     v = m.plan.layers[0].persistence.value
-    assert v.mode == mode and v.math == ("fma" if dtype == "float32" else "tensor")
+    assert v.mode == mode and v.math == math and (hidden != 100 or v.lanes)
     assert mode == "grid" or v.tile.cluster > 1
     x = torch.randn(48, 8, case[2], device="cuda", dtype=getattr(torch, dtype))
     want = m(x)[0].clone()
