@@ -40,58 +40,83 @@ def merge(m: Merge, tensors: Mapping[str, np.ndarray]) -> np.ndarray:
     return out
 
 
+def layer_weights(layer: Layer, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A layer's parameters in float64, by torch's names less the layer prefix; zero
+    biases where the layer has none."""
+    w = {k: np.asarray(weights[f"{layer.name}.{k}"], dtype=np.float64)
+         for k in ("weight_ih", "weight_hh") + (("weight_hr",) if layer.proj_size else ())}
+    for k in ("bias_ih", "bias_hh"):
+        w[k] = (np.asarray(weights[f"{layer.name}.{k}"], np.float64) if layer.bias
+                else np.zeros(layer.gates * layer.hidden_size))
+    return w
+
+
+def step(layer: Layer, w: Mapping[str, np.ndarray], x_t: np.ndarray, h: np.ndarray,
+         c: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """One step of ``layer`` from (h, c) on x_t [B, I]: (h', c', the step's values that the
+    backward reads: its operands, the gates after their activations, and for LSTMP r)."""
+    H = layer.hidden_size
+    gi = x_t @ w["weight_ih"].T + w["bias_ih"]
+    gh = h @ w["weight_hh"].T + w["bias_hh"]
+    saved = {"x": x_t, "h": h, "c": c}
+    if layer.cell == "lstm":
+        pre = gi + gh
+        i, f, o = (_sigmoid(pre[:, k * H:(k + 1) * H]) for k in (0, 1, 3))
+        g = np.tanh(pre[:, 2 * H:3 * H])
+        c = f * c + i * g
+        r = o * np.tanh(c)
+        h = r @ w["weight_hr"].T if layer.proj_size else r
+        saved |= {"i": i, "f": f, "g": g, "o": o, "c_new": c, "r": r}
+    elif layer.cell == "gru":
+        r = _sigmoid(gi[:, :H] + gh[:, :H])
+        z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+        n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+        saved |= {"r": r, "z": z, "n": n, "gh_n": gh[:, 2 * H:]}
+        h = (1.0 - z) * n + z * h
+    elif layer.cell == "rnn_tanh":
+        h = np.tanh(gi + gh)
+        saved["h_new"] = h
+    else:  # rnn_relu
+        pre = gi + gh
+        h = np.maximum(pre, 0.0)
+        saved["pre"] = pre
+    return h, c, saved
+
+
 def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
               h0: np.ndarray | None = None, c0: np.ndarray | None = None,
-              lengths: np.ndarray | None = None):
+              lengths: np.ndarray | None = None, tape: list | None = None):
     """One layer over a whole sequence x [S, B, I]. Returns (y [S, B, P], h_n, c_n), P being
     h's width (layer.out_size; c_n is [B, H]). With
     ``lengths`` [B], a row keeps its h and c at the steps t ≥ lengths[b] (y holds that
-    kept h there)."""
+    kept h there). ``tape``: a list that gets (t, the step's saved values, the rows running)
+    for each step in the order they run (reference_grad's backward reads it)."""
     S, B, _ = x.shape
     H, P = layer.hidden_size, layer.out_size
-    w = {k: np.asarray(weights[f"{layer.name}.{k}"], dtype=np.float64)
-         for k in ("weight_ih", "weight_hh") + (("weight_hr",) if layer.proj_size else ())}
-    zeros = np.zeros(layer.gates * H)
-    b_ih = np.asarray(weights[f"{layer.name}.bias_ih"], np.float64) if layer.bias else zeros
-    b_hh = np.asarray(weights[f"{layer.name}.bias_hh"], np.float64) if layer.bias else zeros
+    w = layer_weights(layer, weights)
     h = np.zeros((B, P)) if h0 is None else np.asarray(h0, dtype=np.float64)
     c = np.zeros((B, H)) if c0 is None else np.asarray(c0, dtype=np.float64)
     y = np.empty((S, B, P))
     for t in (reversed(range(S)) if layer.reverse else range(S)):
-        h_was, c_was = h, c
-        gi = x[t] @ w["weight_ih"].T + b_ih
-        gh = h @ w["weight_hh"].T + b_hh
-        if layer.cell == "lstm":
-            pre = gi + gh
-            i, f, g, o = (pre[:, k * H:(k + 1) * H] for k in range(4))
-            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h = _sigmoid(o) * np.tanh(c)
-            if layer.proj_size:
-                h = h @ w["weight_hr"].T
-        elif layer.cell == "gru":
-            r = _sigmoid(gi[:, :H] + gh[:, :H])
-            z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
-            n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
-            h = (1.0 - z) * n + z * h
-        elif layer.cell == "rnn_tanh":
-            h = np.tanh(gi + gh)
-        else:  # rnn_relu
-            h = np.maximum(gi + gh, 0.0)
-        if lengths is not None:
-            running = (t < np.asarray(lengths))[:, None]
-            h, c = np.where(running, h, h_was), np.where(running, c, c_was)
+        h_new, c_new, saved = step(layer, w, x[t], h, c)
+        running = np.ones((B, 1), bool) if lengths is None else (t < np.asarray(lengths))[:, None]
+        if tape is not None:
+            tape.append((t, saved, running))
+        h, c = np.where(running, h_new, h), np.where(running, c_new, c)
         y[t] = h
     return y, h, (c if layer.cell == "lstm" else None)
 
 
 def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
         state: State | None = None,
-        lengths: np.ndarray | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
+        lengths: np.ndarray | None = None,
+        record: dict | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
     """Run ``model`` on x [S, B, input_size] in float64.
 
     ``state`` maps a layer name to its initial h [B, H] (GRU/RNN) or (h, c) (LSTM; h
     [B, proj_size] with a projection);
     missing layers start from zeros. ``lengths`` [B] (0 ≤ each ≤ S): each row's steps.
+    ``record``: a dict that gets, by layer name, (the layer's merged input, its tape).
     Returns (outputs in model order, final state dict of the same form).
     """
     state = state or {}
@@ -105,7 +130,10 @@ def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
             else:
                 h0 = state[layer.name]
         x_layer = merge(layer.input, tensors)
-        y, h, c = run_layer(layer, weights, x_layer, h0, c0, lengths)
+        tape = [] if record is not None else None
+        y, h, c = run_layer(layer, weights, x_layer, h0, c0, lengths, tape)
+        if record is not None:
+            record[layer.name] = (x_layer, tape)
         out = y + x_layer if layer.residual else y
         # A bidirectional layer's backward half (column H) follows its forward half.
         tensors[layer.tensor_name] = np.concatenate([tensors[layer.tensor_name], out], -1) \
