@@ -7,8 +7,11 @@ and return what it returns. On a CUDA tensor the forward runs the compiled kerne
 compile per dtype, for any S and B); on a CPU tensor it runs the float64 reference
 executor and returns the input's dtype (a slow path for development, warned once).
 
-Inference only: with grad mode on, a forward on inputs or parameters that require grad
-raises, rather than return outputs whose backward would be silently wrong.
+Gradients: on the CPU the reference's hand-written float64 backward (``reference_grad``)
+serves autograd, so a CPU model trains (slowly). The CUDA kernels have no backward yet:
+there, with grad mode on, a forward on inputs or parameters that require grad raises,
+rather than return outputs whose backward would be silently wrong; so does dropout between
+layers in training mode, which neither path applies.
 """
 
 from __future__ import annotations
@@ -20,14 +23,13 @@ import warnings
 from functools import lru_cache
 from typing import Any, Mapping
 
-import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from . import reference
 from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
+from .reference_autograd import ReferenceFunction
 from .spec import load as load_spec
 
 
@@ -52,18 +54,24 @@ def _user_stacklevel() -> int:
 _TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
-def _refuse_training(owner: str, tensors, parameters) -> None:
-    if torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
-                                    or any(p.requires_grad for p in parameters)):
+def _refuse_training(owner: str, tensors, parameters, cuda: bool, dropout: float = 0.0) -> None:
+    """Raise where this forward would need a backward that rnncc does not have: on CUDA
+    (the kernels have none yet), or with dropout between layers in training mode (which
+    neither path applies). On the CPU the reference's float64 backward serves autograd."""
+    if not (torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
+                                         or any(p.requires_grad for p in parameters))):
+        return
+    if cuda:
         raise RuntimeError(
-            f"{owner}: rnncc runs inference only (no backward yet), and this forward would "
-            "need gradients (grad mode is on and the input or parameters require grad). Run it "
-            "under torch.no_grad() or torch.inference_mode(), or call requires_grad_(False) "
-            "on the module.")
-
-
-def _numpy64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float64).numpy()
+            f"{owner}: rnncc's CUDA kernels have no backward yet, and this forward would need "
+            "gradients (grad mode is on and the input or parameters require grad). Run it under "
+            "torch.no_grad() or torch.inference_mode(), call requires_grad_(False) on the "
+            "module, or train on CPU tensors, where rnncc's float64 reference computes "
+            "gradients (slowly).")
+    if dropout:
+        raise RuntimeError(
+            f"{owner}: dropout={dropout} between layers in training mode is not supported with "
+            "gradients (rnncc applies no dropout); set dropout=0 or call eval().")
 
 
 def _layout(model: IrModel) -> tuple:
@@ -112,17 +120,18 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
     warnings.warn("rnncc on CPU tensors runs its NumPy reference executor, a slow path "
                   "meant for development; move the module and its inputs to CUDA for the "
                   "compiled kernels", CpuPathWarning, stacklevel=_user_stacklevel())
-    xs = _numpy64(x.transpose(0, 1) if batch_first else x)
-    st = {k: tuple(_numpy64(p) for p in v) if isinstance(v, tuple) else _numpy64(v)
-          for k, v in state.items()}
-    outs, final = reference.run(model, {k: _numpy64(w) for k, w in weights.items()}, xs, st,
-                                None if lengths is None else lengths.numpy())
-
-    def back(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a).to(x.dtype)
-    outs = tuple(back(o.transpose(1, 0, 2) if batch_first else o) for o in outs)
-    final = {k: tuple(back(p) for p in v) if isinstance(v, tuple) else back(v)
-             for k, v in final.items()}
+    # One autograd node: the reference forward, and its float64 backward if asked for.
+    names = _weight_names(model)
+    given = tuple((k, isinstance(v, tuple)) for k, v in state.items())
+    flat = ReferenceFunction.apply(
+        model, names, given, None if lengths is None else lengths.numpy(),
+        x.transpose(0, 1) if batch_first else x, *(weights[n] for n in names),
+        *(t for v in state.values() for t in (v if isinstance(v, tuple) else (v,))))
+    outs = tuple(o.transpose(0, 1) if batch_first else o for o in flat[:len(model.outputs)])
+    final, i = {}, len(model.outputs)
+    for layer in model.layers:
+        final[layer.name] = (flat[i], flat[i + 1]) if layer.cell == "lstm" else flat[i]
+        i += 2 if layer.cell == "lstm" else 1
     return outs, final
 
 
@@ -349,7 +358,8 @@ class _RecurrentTwin(torch.nn.Module):
         name = f"rnncc.nn.{type(self).__name__}"
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
-        _refuse_training(name, (input, *states), self.parameters())
+        _refuse_training(name, (input, *states), self.parameters(), input.is_cuda,
+                         self.dropout if self.training and self.num_layers > 1 else 0.0)
         param_dtype = self._parameters["weight_ih_l0"].dtype
         dtype = _TORCH_DTYPES.get(param_dtype)
         if dtype is None and input.is_cuda:
@@ -524,9 +534,10 @@ class Model(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, state: Mapping[str, Any] | None = None):
         states = [t for v in (state or {}).values() for t in (v if isinstance(v, tuple) else (v,))]
-        _refuse_training(self._owner, (x, *states), self.parameters())
+        _refuse_training(self._owner, (x, *states), self.parameters(), x.is_cuda)
         dtype = _TORCH_DTYPES.get(next(self.parameters()).dtype, self.spec.dtype)
-        weights = {f"{name}.{k}": p.detach() for name, layer in self.layers.items()
+        # Not detached: on the CPU the reference's backward gives the parameters' gradients.
+        weights = {f"{name}.{k}": p for name, layer in self.layers.items()
                    for k, p in layer.named_parameters()}
         outs, final = _run(self._specs[dtype], self._layout, weights, x, dict(state or {}),
                            self.batch_first)

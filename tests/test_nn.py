@@ -1,5 +1,6 @@
-"""rnncc.nn on the CPU: torch.nn twins (state_dict, numbers), optimize, Model(spec), the
-training error and the slow-path warning. The GPU path is in test_gpu.py."""
+"""rnncc.nn on the CPU: torch.nn twins (state_dict, numbers), optimize, Model(spec),
+gradients through the reference's float64 backward, what has no backward yet, and the
+slow-path warning. The GPU path is in test_gpu.py."""
 
 from __future__ import annotations
 
@@ -75,17 +76,73 @@ def test_unsupported_arguments_are_refused():
         rnn.RNN(4, 4, nonlinearity="gelu")
 
 
-def test_training_is_refused_not_silently_wrong():
+def twin_and_torch_float64(torch_cls, rnncc_cls, kw, **more):
+    torch.manual_seed(7)
+    theirs = torch_cls(4, 5, **kw, **more).double()
+    ours = rnncc_cls(4, 5, **kw, **more, dtype=torch.float64)
+    ours.load_state_dict(theirs.state_dict())
+    return theirs, ours
+
+
+@pytest.mark.parametrize("torch_cls,rnncc_cls,kw", TWINS)
+@pytest.mark.parametrize("num_layers,batch_first,bidirectional", [(1, False, False), (2, True, True)])
+def test_cpu_twins_give_torch_nn_gradients(torch_cls, rnncc_cls, kw, num_layers, batch_first, bidirectional):
+    """On the CPU a twin trains: the reference's float64 backward gives torch.nn's
+    gradients of the input, the initial state and every parameter (issue 17, item 3)."""
+    theirs, ours = twin_and_torch_float64(torch_cls, rnncc_cls, kw, num_layers=num_layers,
+                                          batch_first=batch_first, bidirectional=bidirectional)
+    lstm = torch_cls is torch.nn.LSTM
+    LD, P = num_layers * (1 + bidirectional), kw.get("proj_size") or 5
+    x = torch.randn(3, 6, 4, dtype=torch.float64)
+    h0, c0 = torch.randn(LD, 3 if batch_first else 6, P, dtype=torch.float64), \
+        torch.randn(LD, 3 if batch_first else 6, 5, dtype=torch.float64)
+    grads = []
+    for module in (theirs, ours):
+        inputs = [t.clone().requires_grad_() for t in (x, h0, c0)]
+        y, final = module(inputs[0], tuple(inputs[1:]) if lstm else inputs[1])
+        loss = (y * y.detach().sin()).sum() + sum((f * f.detach().cos()).sum()
+                                                   for f in (final if lstm else (final,)))
+        loss.backward()
+        grads.append([t.grad for t in inputs[:3 if lstm else 2]] + [p.grad for p in module.parameters()])
+        module.zero_grad()
+    assert len(grads[0]) == len(grads[1])
+    for want, got in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-11)
+
+
+def test_cpu_gradients_pass_gradcheck_through_packed_sequences_and_model_specs():
+    theirs, gru = twin_and_torch_float64(torch.nn.GRU, rnn.GRU, {}, num_layers=2)
+    x, h0 = torch.randn(4, 3, 4, dtype=torch.float64), torch.randn(2, 3, 5, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x, h: gru(x, h)[0], (x.requires_grad_(), h0.requires_grad_()))
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([4, 1, 3]), enforce_sorted=False)
+    assert torch.autograd.gradcheck(
+        lambda data: gru(torch.nn.utils.rnn.PackedSequence(data, packed.batch_sizes, packed.sorted_indices,
+                                                           packed.unsorted_indices))[0].data,
+        (packed.data.detach().requires_grad_(),))
+    m = rnn.Model(ROOT / "examples/dense_skip.yaml", dtype=torch.float64)  # sums and concats
+    for p in m.parameters():  # small weights keep the finite differences well conditioned
+        torch.nn.init.uniform_(p, -0.1, 0.1)
+    x = torch.randn(2, 1, 128, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: m(x)[0], (x,), eps=1e-6, atol=1e-6)
+    y, _ = m(x)
+    y.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
+
+
+def test_what_has_no_backward_says_so():
+    """The CUDA kernels have no backward yet: a forward that would need one raises there,
+    naming the CPU path; so does dropout between layers in training mode."""
     lstm = rnn.LSTM(4, 5)
-    x = torch.randn(3, 2, 4)
-    with pytest.raises(RuntimeError, match="inference only.*torch.no_grad\\(\\) or torch.inference_mode\\(\\)"):
-        lstm(x)  # parameters require grad, grad mode is on
-    with torch.inference_mode():
-        lstm(x)
-    lstm.requires_grad_(False)
-    lstm(x)  # nothing requires grad
-    with pytest.raises(RuntimeError, match="inference only"):
-        lstm(x.requires_grad_())
+    with pytest.raises(RuntimeError, match="CUDA kernels have no backward yet.*torch.no_grad\\(\\).*CPU tensors"):
+        rnn._refuse_training("rnncc.nn.LSTM", (torch.randn(3, 2, 4),), lstm.parameters(), cuda=True)
+    rnn._refuse_training("rnncc.nn.LSTM", (torch.randn(3, 2, 4),), lstm.parameters(), cuda=False)
+    with torch.no_grad():
+        rnn._refuse_training("rnncc.nn.LSTM", (torch.randn(3, 2, 4),), lstm.parameters(), cuda=True)
+    stacked = rnn.LSTM(4, 5, num_layers=2, dropout=0.5)
+    with pytest.raises(RuntimeError, match="dropout=0.5 between layers in training mode is not supported"):
+        stacked(torch.randn(3, 2, 4))
+    stacked.eval()
+    stacked(torch.randn(3, 2, 4)).__getitem__(0).sum().backward()  # eval: no dropout, gradients
 
 
 class Nested(torch.nn.Module):
