@@ -5,9 +5,11 @@ is from the fastest tile. No GPU needed.
 
 The lanes form of the FMA cluster kernel (LANES_*, ``cost.lanes_terms``): lines marked
 " lanes" are of that form, or every line with --all-lanes (the first sweep, run before the
-two forms coexisted); the exchange measured alone is taken off first.
+two forms coexisted); its pushed h is priced by its own terms, nothing taken off. Its K
+tile is its split (``cost.cluster_tiles``); --old-lanes reads a sweep from before that
+(K tiles of 32, the sweeps of 2026-11-23 and cluster-tile-sweep-lanes-exchange-*).
 
-    python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-lanes-h100-2026-11-23.txt --all-lanes
+    python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-lanes-push-h100-2026-11-24.txt
 
 The shared-memory form of the FMA cluster kernel (CLUSTER_*, ``cost.cluster_shared_terms``),
 with --shared: the lines without " lanes", the exchange measured alone taken off first.

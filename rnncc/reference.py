@@ -1,4 +1,6 @@
-"""NumPy float64 executor of any Model: the oracle every kernel is checked against.
+"""NumPy float64 executor of any Model: the oracle every kernel is checked against. ``step``
+is the one place a cell's forward is written; ``run_layer``'s tape and ``run``'s record keep
+what its backward (``reference_grad``) reads.
 
 Semantics are exactly PyTorch's (torch.nn.LSTM / GRU / RNN), written once here:
   LSTM  gates (i, f, g, o) = x W_ihᵀ + b_ih + h W_hhᵀ + b_hh
