@@ -8,10 +8,11 @@ compile per dtype, for any S and B); on a CPU tensor it runs the float64 referen
 executor and returns the input's dtype (a slow path for development, warned once).
 
 Gradients: on the CPU the reference's hand-written float64 backward (``reference_grad``)
-serves autograd, so a CPU model trains (slowly). The CUDA kernels have no backward yet:
-there, with grad mode on, a forward on inputs or parameters that require grad raises,
-rather than return outputs whose backward would be silently wrong; so does dropout between
-layers in training mode, which neither path applies.
+serves autograd, so a CPU model trains (slowly), with dropout between layers in training
+mode as torch.nn applies it. The CUDA kernels have no backward and apply no dropout yet:
+there, with grad mode on, a forward on inputs or parameters that require grad raises, and
+so does a forward in training mode with dropout between layers, rather than return outputs
+whose values or backward would be silently wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import warnings
 from functools import lru_cache
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
@@ -55,13 +57,14 @@ _TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloa
 
 
 def _refuse_training(owner: str, tensors, parameters, cuda: bool, dropout: float = 0.0) -> None:
-    """Raise where this forward would need a backward that rnncc does not have: on CUDA
-    (the kernels have none yet), or with dropout between layers in training mode (which
-    neither path applies). On the CPU the reference's float64 backward serves autograd."""
-    if not (torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
-                                         or any(p.requires_grad for p in parameters))):
+    """Raise where a CUDA forward would need what the kernels lack: a backward (grad mode
+    on, and the input or parameters require grad), or dropout between layers (``dropout``:
+    its probability where the module is in training mode with several layers, else 0). On
+    the CPU the reference applies dropout and its float64 backward serves autograd."""
+    if not cuda:
         return
-    if cuda:
+    if torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
+                                    or any(p.requires_grad for p in parameters)):
         raise RuntimeError(
             f"{owner}: rnncc's CUDA kernels have no backward yet, and this forward would need "
             "gradients (grad mode is on and the input or parameters require grad). Run it under "
@@ -70,8 +73,25 @@ def _refuse_training(owner: str, tensors, parameters, cuda: bool, dropout: float
             "gradients (slowly).")
     if dropout:
         raise RuntimeError(
-            f"{owner}: dropout={dropout} between layers in training mode is not supported with "
-            "gradients (rnncc applies no dropout); set dropout=0 or call eval().")
+            f"{owner}: dropout={dropout} between layers in training mode, which rnncc's CUDA "
+            "kernels do not apply; call eval() (or set dropout=0), or run on CPU tensors, where "
+            "rnncc applies it as torch.nn does.")
+
+
+def _dropout_masks(suffixes, width: int, p: float, S: int, B: int) -> dict[str, np.ndarray]:
+    """torch.nn's dropout between layers, drawn from torch's generator: for each layer past
+    the first (both directions of it read the same tensor), a mask [S, B, width] (its
+    input's width) of 0 and 1/(1 − p) (all 0 at p = 1), by the reference's layer names."""
+    masks, level = {}, {}
+    for name in suffixes:
+        k = int(name[1:].partition("_")[0])
+        if k == 0:
+            continue
+        if k not in level:
+            keep = (torch.rand(S, B, width, dtype=torch.float64) >= p).numpy()
+            level[k] = keep * (0.0 if p >= 1.0 else 1.0 / (1.0 - p))
+        masks[name] = level[k]
+    return masks
 
 
 def _layout(model: IrModel) -> tuple:
@@ -107,11 +127,13 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
 
 
 def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
-         state: dict, batch_first: bool, lengths: torch.Tensor | None = None):
+         state: dict, batch_first: bool, lengths: torch.Tensor | None = None,
+         dropout_masks: dict[str, np.ndarray] | None = None):
     """(outputs tuple, final state dict of torch tensors) of the model ``spec`` (JSON) on x:
     on CUDA through the custom op rnncc::forward, on the CPU by the reference executor.
     ``lengths`` (a CPU tensor [B]): sequences of different lengths, run eagerly (their
-    callers, packed sequences, have shapes that depend on the data anyway)."""
+    callers, packed sequences, have shapes that depend on the data anyway).
+    ``dropout_masks`` (the CPU path's): by layer name, time-major masks of its input."""
     if x.is_cuda and lengths is not None:
         return _runner_of(spec).gpu(_model_of(spec), weights, x, state, batch_first, lengths=lengths)
     if x.is_cuda:
@@ -124,7 +146,7 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
     names = _weight_names(model)
     given = tuple((k, isinstance(v, tuple)) for k, v in state.items())
     flat = ReferenceFunction.apply(
-        model, names, given, None if lengths is None else lengths.numpy(),
+        model, names, given, None if lengths is None else lengths.numpy(), dropout_masks,
         x.transpose(0, 1) if batch_first else x, *(weights[n] for n in names),
         *(t for v in state.values() for t in (v if isinstance(v, tuple) else (v,))))
     outs = tuple(o.transpose(0, 1) if batch_first else o for o in flat[:len(model.outputs)])
@@ -358,8 +380,8 @@ class _RecurrentTwin(torch.nn.Module):
         name = f"rnncc.nn.{type(self).__name__}"
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
-        _refuse_training(name, (input, *states), self.parameters(), input.is_cuda,
-                         self.dropout if self.training and self.num_layers > 1 else 0.0)
+        dropout = self.dropout if self.training and self.num_layers > 1 else 0.0
+        _refuse_training(name, (input, *states), self.parameters(), input.is_cuda, dropout)
         param_dtype = self._parameters["weight_ih_l0"].dtype
         dtype = _TORCH_DTYPES.get(param_dtype)
         if dtype is None and input.is_cuda:
@@ -398,8 +420,11 @@ class _RecurrentTwin(torch.nn.Module):
                                                batch_first, stacked_state=True, lengths=lengths)
             h_n, c_n = final if lstm else (final, None)
         else:
+            S, B = x.shape[:2] if not batch_first else x.shape[1::-1]
+            width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
+            masks = _dropout_masks(self._suffixes, width, dropout, S, B) if dropout else None
             outs, final = _run(spec, self._layout, self._weights(), x, state, batch_first,
-                               lengths=lengths)
+                               lengths=lengths, dropout_masks=masks)
             layers = [final[layer] for layer in self._suffixes]
             if lstm:
                 h_n = torch.stack([h for h, _ in layers])

@@ -112,13 +112,16 @@ def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
 def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
         state: State | None = None,
         lengths: np.ndarray | None = None,
-        record: dict | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
+        record: dict | None = None,
+        dropout_masks: Mapping[str, np.ndarray] | None = None) -> tuple[tuple[np.ndarray, ...], dict]:
     """Run ``model`` on x [S, B, input_size] in float64.
 
     ``state`` maps a layer name to its initial h [B, H] (GRU/RNN) or (h, c) (LSTM; h
     [B, proj_size] with a projection);
     missing layers start from zeros. ``lengths`` [B] (0 ≤ each ≤ S): each row's steps.
     ``record``: a dict that gets, by layer name, (the layer's merged input, its tape).
+    ``dropout_masks``: by layer name, a mask [S, B, its input size] that multiplies the
+    layer's merged input (torch's dropout between layers: 0 or 1/(1 − p) each element).
     Returns (outputs in model order, final state dict of the same form).
     """
     state = state or {}
@@ -132,6 +135,8 @@ def run(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
             else:
                 h0 = state[layer.name]
         x_layer = merge(layer.input, tensors)
+        if dropout_masks and layer.name in dropout_masks:
+            x_layer = x_layer * dropout_masks[layer.name]
         tape = [] if record is not None else None
         y, h, c = run_layer(layer, weights, x_layer, h0, c0, lengths, tape)
         if record is not None:

@@ -5,7 +5,7 @@ states), ``grad`` runs the forward of ``reference`` with a tape of every step an
 back: through each layer in reverse time (back-propagation through time, the cell's
 derivatives written out below), each layer's merge (a sum passes its gradient to every
 source, a concat a slice of it to each), a residual layer's h + x, a bidirectional
-layer's two column halves, and lengths (a row past its length kept its state, so its
+layer's two column halves, dropout masks on a layer's input, and lengths (a row past its length kept its state, so its
 gradient passes that step untouched; outputs past a length are padding, zero). It returns
 the gradients of the input, of every parameter by its weights key, and of the initial
 states. Semantics are torch.nn's, so torch's autograd in float64 must agree to rounding.
@@ -120,13 +120,15 @@ def _merge_backward(m: Merge, sizes: Mapping[str, int], grad: np.ndarray,
 
 def grad(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
          grad_outputs: Sequence[np.ndarray], state: State | None = None,
-         lengths: np.ndarray | None = None, grad_final: State | None = None) -> Gradients:
+         lengths: np.ndarray | None = None, grad_final: State | None = None,
+         dropout_masks: Mapping[str, np.ndarray] | None = None) -> Gradients:
     """Gradients of a loss whose gradients with respect to ``model``'s outputs (in model
     order, each [S, B, size]) are ``grad_outputs`` and, optionally, with respect to the
     final states (``grad_final``, of ``reference.run``'s final-state form), at the input
-    x [S, B, input_size], the initial ``state`` and ``lengths`` of ``reference.run``."""
+    x [S, B, input_size], the initial ``state``, ``lengths`` and ``dropout_masks`` of
+    ``reference.run``."""
     record: dict = {}
-    outputs, _ = run(model, weights, x, state, lengths, record)
+    outputs, _ = run(model, weights, x, state, lengths, record, dropout_masks)
     if len(grad_outputs) != len(outputs):
         raise ValueError(f"reference_grad: got {len(grad_outputs)} output gradients, expected "
                          f"{len(outputs)} (the model's outputs: {[o.name for o in model.outputs]})")
@@ -151,6 +153,8 @@ def grad(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
         dx, dw, dh0, dc0 = layer_backward(layer, weights, tape, g_out, dh_n, dc_n)
         if layer.residual:  # out = h + x
             dx = dx + g_out
+        if dropout_masks and layer.name in dropout_masks:  # x = merged input × mask
+            dx = dx * dropout_masks[layer.name]
         _merge_backward(layer.input, sizes, dx, grads)
         weight_grads |= {f"{layer.name}.{k}": v for k, v in dw.items()}
         state_grads[layer.name] = (dh0, dc0) if layer.cell == "lstm" else dh0

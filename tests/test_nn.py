@@ -129,20 +129,58 @@ def test_cpu_gradients_pass_gradcheck_through_packed_sequences_and_model_specs()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
 
 
-def test_what_has_no_backward_says_so():
-    """The CUDA kernels have no backward yet: a forward that would need one raises there,
-    naming the CPU path; so does dropout between layers in training mode."""
-    lstm = rnn.LSTM(4, 5)
+def test_what_the_cuda_kernels_lack_says_so():
+    """The CUDA kernels have no backward and apply no dropout yet: a CUDA forward that would
+    need either raises, naming the CPU path; the CPU path needs neither refused."""
+    lstm, x = rnn.LSTM(4, 5), torch.randn(3, 2, 4)
     with pytest.raises(RuntimeError, match="CUDA kernels have no backward yet.*torch.no_grad\\(\\).*CPU tensors"):
-        rnn._refuse_training("rnncc.nn.LSTM", (torch.randn(3, 2, 4),), lstm.parameters(), cuda=True)
-    rnn._refuse_training("rnncc.nn.LSTM", (torch.randn(3, 2, 4),), lstm.parameters(), cuda=False)
+        rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=True)
     with torch.no_grad():
-        rnn._refuse_training("rnncc.nn.LSTM", (torch.randn(3, 2, 4),), lstm.parameters(), cuda=True)
-    stacked = rnn.LSTM(4, 5, num_layers=2, dropout=0.5)
-    with pytest.raises(RuntimeError, match="dropout=0.5 between layers in training mode is not supported"):
-        stacked(torch.randn(3, 2, 4))
-    stacked.eval()
-    stacked(torch.randn(3, 2, 4)).__getitem__(0).sum().backward()  # eval: no dropout, gradients
+        rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=True)
+        with pytest.raises(RuntimeError, match="dropout=0.5 between layers in training mode, which rnncc's "
+                                               "CUDA kernels do not apply; call eval"):
+            rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=True, dropout=0.5)
+    rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=False, dropout=0.5)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_cpu_dropout_between_layers_as_torch_applies_it(bidirectional):
+    """Training mode on the CPU: each layer past the first reads its input times a mask of
+    0 and 1/(1 − p) from torch's generator, as torch.nn.LSTM(dropout=p) does; checked
+    against single-layer torch modules composed with the same masks, outputs and every
+    gradient, and at p = 1 against torch.nn itself (layer 2 reads zeros either way)."""
+    p, L, S, B, H = 0.3, 3, 5, 2, 4
+    torch.manual_seed(3)
+    ours = rnn.LSTM(3, H, num_layers=L, dropout=p, bidirectional=bidirectional, dtype=torch.float64)
+    dirs = 1 + bidirectional
+    layers = [torch.nn.LSTM(3 if k == 0 else H * dirs, H, bidirectional=bidirectional).double() for k in range(L)]
+    for k, m in enumerate(layers):
+        for name, param in m.named_parameters():
+            param.data.copy_(getattr(ours, name.replace("_l0", f"_l{k}")))
+    x = torch.randn(S, B, 3, dtype=torch.float64)
+    torch.manual_seed(11)
+    masks = [(torch.rand(S, B, H * dirs, dtype=torch.float64) >= p).double() / (1 - p) for _ in range(L - 1)]
+    torch.manual_seed(11)
+    xs = [x.clone().requires_grad_() for _ in range(2)]
+    y, _ = ours(xs[0])
+    out = xs[1]
+    for k, m in enumerate(layers):
+        out, _ = m(out if k == 0 else out * masks[k - 1])
+    torch.testing.assert_close(y, out, rtol=1e-12, atol=1e-12)
+    g = torch.randn_like(y)
+    (y * g).sum().backward()
+    (out * g).sum().backward()
+    torch.testing.assert_close(xs[0].grad, xs[1].grad, rtol=1e-9, atol=1e-11)
+    for k, m in enumerate(layers):
+        for name, param in m.named_parameters():
+            torch.testing.assert_close(getattr(ours, name.replace("_l0", f"_l{k}")).grad, param.grad,
+                                       rtol=1e-9, atol=1e-11)
+    theirs = torch.nn.LSTM(3, H, num_layers=L, dropout=1.0, bidirectional=bidirectional).double()
+    ours = rnn.LSTM(3, H, num_layers=L, dropout=1.0, bidirectional=bidirectional, dtype=torch.float64)
+    ours.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x)[0], theirs(x)[0], rtol=1e-12, atol=1e-12)
+    ours.eval(), theirs.eval()  # no dropout in eval mode
+    torch.testing.assert_close(ours(x)[0], theirs(x)[0], rtol=1e-12, atol=1e-12)
 
 
 class Nested(torch.nn.Module):
@@ -235,7 +273,7 @@ def test_the_cuda_forward_traces_into_one_graph(rnncc_tagger):
     x = torch.randn(3, 7, 16)
     eager = model(x)  # the CPU path (reference executor)
     import unittest.mock
-    cuda_branch = lambda *args, lengths=None: rnn._run_gpu(*args)  # noqa: E731
+    cuda_branch = lambda *args, lengths=None, dropout_masks=None: rnn._run_gpu(*args)  # noqa: E731
     with unittest.mock.patch.object(rnn, "_run", cuda_branch):
         got = torch.compile(model, fullgraph=True, backend="eager")(x)
     assert rel(got, eager) <= TOL
