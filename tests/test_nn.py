@@ -251,6 +251,21 @@ def test_example_runs_on_the_cpu_and_warns_once():
     assert "swap_into_model.py" in warning[0]  # at the user's line, not inside torch
 
 
+def test_training_example_learns_the_same_curve_on_the_cpu(tmp_path):
+    """examples/train_char_lm.py, one short run without dropout: torch.nn's and the rnncc
+    twin's loss curves agree to float32 rounding and fall; its JSON has both."""
+    import json
+    proc = subprocess.run([sys.executable, "examples/train_char_lm.py", "--epochs", "2", "--dropout", "0",
+                           "--hidden", "32", "-o", str(tmp_path / "lm")], cwd=ROOT, capture_output=True,
+                          text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "lm.json").read_text())
+    ours, theirs = record["loss"]["rnncc"], record["loss"]["torch.nn"]
+    assert len(ours) == len(theirs) == 14 and record["largest_gap"] < 1e-3
+    assert ours[-1] < ours[0] - 0.5
+    assert "rnncc.optimize: replaced lstm" in proc.stdout
+
+
 def test_the_cuda_forward_traces_into_one_graph(rnncc_tagger):
     """torch.compile(fullgraph=True) sees the CUDA branch as one custom op (rnncc::forward)
     with a fake implementation. Checked here on CPU tensors: the op gets a CPU kernel (the
