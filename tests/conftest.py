@@ -141,3 +141,44 @@ def residuals_as_sums(model):
     return rnncc.ir.Model.from_dict({"name": model.name + "_sums", "dtype": model.dtype,
                                      "input_size": model.input_size, "layers": layers,
                                      "outputs": outputs})
+
+
+def residual_lstm_stack(H: int, L: int, name: str = "residual"):
+    """GNMT's encoder form for the reference tests: L float64 ``torch.nn.LSTM(H, H)``
+    modules, the rnncc spec of them with h + input from the third layer on, and the
+    modules' weights under rnncc's keys. (modules, model, weights)."""
+    import torch
+
+    import rnncc
+
+    mods = [torch.nn.LSTM(H, H).double() for _ in range(L)]
+    model = rnncc.load({"name": name, "input_size": H, "layers": [
+        {"name": f"l{i}", "cell": "lstm", "hidden_size": H, **({"residual": True} if i >= 2 else {})}
+        for i in range(L)]})
+    return mods, model, single_layer_weights({f"l{i}": m for i, m in enumerate(mods)})
+
+
+def single_layer_weights(modules) -> dict:
+    """The weights of one-layer torch.nn modules by name, under rnncc's keys
+    (``<name>.weight_ih`` …)."""
+    return {f"{name}.{k}": getattr(m, f"{k}_l0").detach().numpy()
+            for name, m in modules.items() for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+
+
+def skip_connections_by_hand():
+    """Three one-layer float64 torch.nn modules and the rnncc spec that composes them: a
+    sum of a layer with itself (b reads a + a), a concat with the input (c reads b and the
+    input), two outputs (c, and the sum of a, b and c). ({name: module}, model, weights)."""
+    import torch
+
+    import rnncc
+
+    modules = {"a": torch.nn.LSTM(6, 10).double(), "b": torch.nn.GRU(10, 10).double(),
+               "c": torch.nn.RNN(16, 10).double()}
+    model = rnncc.load({
+        "name": "skips", "input_size": 6,
+        "layers": [{"name": "a", "cell": "lstm", "hidden_size": 10},
+                   {"name": "b", "cell": "gru", "hidden_size": 10, "input": {"sum": ["a", "a"]}},
+                   {"name": "c", "cell": "rnn_tanh", "hidden_size": 10, "input": {"concat": ["b", "input"]}}],
+        "outputs": ["c", {"name": "res", "sum": ["a", "b", "c"]}]})
+    return modules, model, single_layer_weights(modules)

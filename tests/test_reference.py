@@ -47,20 +47,11 @@ def test_cells_and_stacks_match_torch(cell, layers, bias):
 
 
 def test_skip_connections_composed_by_hand():
+    from conftest import skip_connections_by_hand
+
     torch.manual_seed(1)
-    a = torch.nn.LSTM(6, 10).double()
-    b = torch.nn.GRU(10, 10).double()
-    c = torch.nn.RNN(16, 10).double()  # concat(b, input)
-    model = rnncc.load({
-        "name": "skips", "input_size": 6,
-        "layers": [{"name": "a", "cell": "lstm", "hidden_size": 10},
-                   {"name": "b", "cell": "gru", "hidden_size": 10, "input": {"sum": ["a", "a"]}},
-                   {"name": "c", "cell": "rnn_tanh", "hidden_size": 10, "input": {"concat": ["b", "input"]}}],
-        "outputs": ["c", {"name": "res", "sum": ["a", "b", "c"]}]})
-    weights = {}
-    for name, mod in (("a", a), ("b", b), ("c", c)):
-        for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            weights[f"{name}.{k}"] = getattr(mod, f"{k}_l0").detach().numpy()
+    modules, model, weights = skip_connections_by_hand()
+    a, b, c = modules.values()
     x = torch.randn(5, 3, 6, dtype=torch.float64)
     with torch.no_grad():
         ya, _ = a(x)
@@ -74,14 +65,11 @@ def test_skip_connections_composed_by_hand():
 def test_residual_layers_match_a_torch_loop_with_residual_adds():
     """GNMT's encoder as torch writes it: a loop of nn.LSTM calls, h + input from the third
     layer on; its final states are the LSTMs' own (h, not h + input)."""
+    from conftest import residual_lstm_stack
+
     torch.manual_seed(2)
-    H, L = 12, 5
-    mods = [torch.nn.LSTM(H, H).double() for _ in range(L)]
-    model = rnncc.load({"name": "gnmt_small", "input_size": H, "layers": [
-        {"name": f"l{i}", "cell": "lstm", "hidden_size": H, **({"residual": True} if i >= 2 else {})}
-        for i in range(L)]})
-    weights = {f"l{i}.{k}": getattr(m, f"{k}_l0").detach().numpy()
-               for i, m in enumerate(mods) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    H = 12
+    mods, model, weights = residual_lstm_stack(H, 5, "gnmt_small")
     x = torch.randn(7, 3, H, dtype=torch.float64)
     with torch.no_grad():
         out, states = x, []

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rnncc
+from conftest import residual_lstm_stack, skip_connections_by_hand
 from rnncc import reference_grad
 
 torch = pytest.importorskip("torch")
@@ -112,15 +113,8 @@ def test_grad_through_skips_composed_by_hand():
     """A sum of a layer with itself, a concat with the input, two outputs (one a sum of
     three layers), as torch.nn calls composed by hand."""
     torch.manual_seed(1)
-    a, b, c = torch.nn.LSTM(6, 10).double(), torch.nn.GRU(10, 10).double(), torch.nn.RNN(16, 10).double()
-    model = rnncc.load({
-        "name": "skips", "input_size": 6,
-        "layers": [{"name": "a", "cell": "lstm", "hidden_size": 10},
-                   {"name": "b", "cell": "gru", "hidden_size": 10, "input": {"sum": ["a", "a"]}},
-                   {"name": "c", "cell": "rnn_tanh", "hidden_size": 10, "input": {"concat": ["b", "input"]}}],
-        "outputs": ["c", {"name": "res", "sum": ["a", "b", "c"]}]})
-    weights = {f"{n}.{k}": getattr(m, f"{k}_l0").detach().numpy()
-               for n, m in (("a", a), ("b", b), ("c", c)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    modules, model, weights = skip_connections_by_hand()
+    a, b, c = modules.values()
     x = torch.randn(5, 3, 6, dtype=torch.float64, requires_grad=True)
     ya, _ = a(x)
     yb, _ = b(ya + ya)
@@ -137,13 +131,8 @@ def test_grad_through_skips_composed_by_hand():
 def test_grad_of_residual_layers_matches_a_torch_loop_with_residual_adds():
     """GNMT's form: h + input from the third layer on, as a loop of nn.LSTM calls."""
     torch.manual_seed(2)
-    H, L = 6, 4
-    mods = [torch.nn.LSTM(H, H).double() for _ in range(L)]
-    model = rnncc.load({"name": "residual", "input_size": H, "layers": [
-        {"name": f"l{i}", "cell": "lstm", "hidden_size": H, **({"residual": True} if i >= 2 else {})}
-        for i in range(L)]})
-    weights = {f"l{i}.{k}": getattr(m, f"{k}_l0").detach().numpy()
-               for i, m in enumerate(mods) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    H = 6
+    mods, model, weights = residual_lstm_stack(H, 4)
     x = torch.randn(5, 2, H, dtype=torch.float64, requires_grad=True)
     out = x
     for i, m in enumerate(mods):
