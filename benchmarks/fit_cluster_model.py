@@ -42,7 +42,7 @@ from scipy.optimize import nnls
 
 from rnncc.passes.cost import (cluster_exchange_seconds, cluster_shared_terms, grid_fma_terms, lanes_terms,
                                measured_exchange_seconds, tensor_cluster_terms, tensor_cluster_waves)
-from rnncc.tiles import ClusterTile, PersistentTile, TensorTile
+from rnncc.tiles import ClusterTile, PersistentTile, TensorTile, lanes_k_tile
 from rnncc.target import PRESETS
 
 LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) rows/thread=(\d+) "
@@ -60,7 +60,7 @@ def points(text: str, all_lanes: bool, shared: bool = False, old_lanes: bool = F
             continue
         tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)), k_lanes=not shared)
         if tile.k_lanes and not old_lanes:  # the lanes form's K tile, as cost.cluster_tiles makes it
-            tile = replace(tile, k_tile=max(ks, 2))
+            tile = replace(tile, k_tile=lanes_k_tile(ks))
         assert tile.threads == threads, m.group(0)
         waves = math.ceil(math.ceil(B / bpb) * c / PRESETS["h100"].sm_count)
         yield (cell, H, B), tile, float(m.group(13)), waves
@@ -100,7 +100,8 @@ def grid_rows(text: str):
         yield (cell, H, B), tile, float(m.group(11)), grid_fma_terms(B, H, GATES.get(cell, 1), tile)
 
 
-def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False) -> None:
+def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False,
+         old_lanes: bool = False) -> None:
     text = Path(path).read_text()
     if grid:
         found = list(grid_rows(text))
@@ -113,7 +114,7 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: b
         terms = [t for _, _, _, t, _ in found]
         fixed = np.array([e for *_, e in found])
     else:
-        rows = list(points(text, all_lanes, shared, "--old-lanes" in sys.argv))
+        rows = list(points(text, all_lanes, shared, old_lanes))
         count = cluster_shared_terms if shared else lanes_terms
         terms = [count(H, GATES.get(cell, 1), tile) for (cell, H, B), tile, _, _ in rows]
         # The exchange measured alone where the form has one (the shared-memory form's slice
@@ -143,4 +144,4 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: b
 
 if __name__ == "__main__":
     main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv, "--shared" in sys.argv,
-         "--grid" in sys.argv)
+         "--grid" in sys.argv, "--old-lanes" in sys.argv)

@@ -78,19 +78,17 @@ def _refuse_training(owner: str, tensors, parameters, cuda: bool, dropout: float
             "rnncc applies it as torch.nn does.")
 
 
-def _dropout_masks(suffixes, width: int, p: float, S: int, B: int) -> dict[str, np.ndarray]:
+def _dropout_masks(suffixes, directions: int, width: int, p: float, S: int,
+                   B: int) -> dict[str, np.ndarray]:
     """torch.nn's dropout between layers, drawn from torch's generator: for each layer past
-    the first (both directions of it read the same tensor), a mask [S, B, width] (its
-    input's width) of 0 and 1/(1 − p) (all 0 at p = 1), by the reference's layer names."""
-    masks, level = {}, {}
-    for name in suffixes:
-        k = int(name[1:].partition("_")[0])
-        if k == 0:
-            continue
-        if k not in level:
-            keep = (torch.rand(S, B, width, dtype=torch.float64) >= p).numpy()
-            level[k] = keep * (0.0 if p >= 1.0 else 1.0 / (1.0 - p))
-        masks[name] = level[k]
+    the first, a mask [S, B, width] (its input's width) of 0 and 1/(1 − p) (all 0 at p = 1),
+    by the reference's layer names (``suffixes``: layer after layer, ``directions`` names
+    a layer, which share its mask since they read the same tensor)."""
+    masks = {}
+    for first in range(directions, len(suffixes), directions):
+        keep = (torch.rand(S, B, width, dtype=torch.float64) >= p).numpy()
+        mask = keep * (0.0 if p >= 1.0 else 1.0 / (1.0 - p))
+        masks |= {name: mask for name in suffixes[first:first + directions]}
     return masks
 
 
@@ -422,7 +420,8 @@ class _RecurrentTwin(torch.nn.Module):
         else:
             S, B = x.shape[:2] if not batch_first else x.shape[1::-1]
             width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
-            masks = _dropout_masks(self._suffixes, width, dropout, S, B) if dropout else None
+            masks = _dropout_masks(self._suffixes, 1 + self.bidirectional, width, dropout, S, B) \
+                if dropout else None
             outs, final = _run(spec, self._layout, self._weights(), x, state, batch_first,
                                lengths=lengths, dropout_masks=masks)
             layers = [final[layer] for layer in self._suffixes]

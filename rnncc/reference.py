@@ -99,12 +99,17 @@ def run_layer(layer: Layer, weights: Mapping[str, np.ndarray], x: np.ndarray,
     h = np.zeros((B, P)) if h0 is None else np.asarray(h0, dtype=np.float64)
     c = np.zeros((B, H)) if c0 is None else np.asarray(c0, dtype=np.float64)
     y = np.empty((S, B, P))
+    ends = None if lengths is None else np.asarray(lengths)
+    everyone = np.ones((B, 1), bool)  # the rows running at a step without lengths
     for t in (reversed(range(S)) if layer.reverse else range(S)):
         h_new, c_new, saved = step(layer, w, x[t], h, c)
-        running = np.ones((B, 1), bool) if lengths is None else (t < np.asarray(lengths))[:, None]
+        running = everyone if ends is None else (t < ends)[:, None]
         if tape is not None:
             tape.append((t, saved, running))
-        h, c = np.where(running, h_new, h), np.where(running, c_new, c)
+        if ends is None:
+            h, c = h_new, c_new
+        else:
+            h, c = np.where(running, h_new, h), np.where(running, c_new, c)
         y[t] = h
     return y, h, (c if layer.cell == "lstm" else None)
 

@@ -153,6 +153,13 @@ def register_cap(threads: int) -> int:
     return min(255, 65536 // (-(-threads // 128) * 128))
 
 
+def lanes_k_tile(k_split: int) -> int:
+    """The K tile of the FMA cluster kernel's lanes form: its K split, so that K is padded
+    to the split only (H=100 in 4 lanes multiplies 100 k, not the 128 of a 32-wide tile);
+    at least 2, so that a row of half weights is whole 4-byte words."""
+    return max(k_split, 2)
+
+
 @dataclass(frozen=True)
 class ClusterTile(FmaThreads):
     """Tile of the cluster-persistent step: `cluster` blocks share one batch tile of

@@ -12,7 +12,7 @@ import rnncc
 from rnncc import build
 from rnncc.passes import build_plan
 from rnncc.target import PRESETS, get
-from rnncc.tiles import ClusterTile, LibraryProjection, PerStep, TensorTile
+from rnncc.tiles import ClusterTile, LibraryProjection, PerStep, TensorTile, lanes_k_tile
 
 from conftest import residuals_as_sums
 
@@ -508,8 +508,8 @@ def _measured_cluster_tiles(sweep: str, lanes: bool, text: str | None = None) ->
             continue
         tile = ClusterTile(c, units, bpb, rpt, ks, upt, weights_in_registers=bool(m.group(11)),
                            k_lanes=lanes)
-        if lanes:  # the lanes form's K tile: its split (cost.cluster_tiles)
-            tile = replace(tile, k_tile=max(ks, 2))
+        if lanes:  # the lanes form's K tile, as cost.cluster_tiles makes it
+            tile = replace(tile, k_tile=lanes_k_tile(ks))
         assert tile.threads == threads
         gates = {"lstm": 4, "gru": 3}.get(m.group(1), 1)
         predicted = cluster_seconds(B, H, gates, tile, PRESETS["h100"], 4)

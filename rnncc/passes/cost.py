@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
-                     StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block, mma_k)
+                     StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block, lanes_k_tile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -432,10 +432,7 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
                         # The lanes form only with W in registers: with W in shared memory
                         # it measured 1.05–1.8× slower than the shared-memory form on the
                         # same tiles (58 tiles of both sweeps), with W in registers 0.76–1.07×.
-                        # Its K is padded to the split only (the K tile is the split, at
-                        # least 2 so that a row of half weights is whole words): H=100 in
-                        # 4 lanes multiplies 100 k, not the 128 of a 32-wide tile.
-                        lanes = replace(t, k_lanes=True, weights_in_registers=True, k_tile=max(ks, 2))
+                        lanes = replace(t, k_lanes=True, weights_in_registers=True, k_tile=lanes_k_tile(ks))
                         if lanes.registers_fit(hidden, gates):
                             out.append(lanes)
     return out
