@@ -40,6 +40,9 @@ class Config:
     packed: bool = False
     # An LSTM's proj_size (LSTMP, speech models' layer): h = W_hr (o ⊙ tanh c), P wide.
     proj: int = 0
+    # "forward", or "forward+backward": a training step's forward and the gradients of the
+    # input and every parameter (torch.autograd.grad), the twin against torch.nn's module.
+    passes: str = "forward"
 
     @property
     def math(self) -> str:
@@ -54,6 +57,13 @@ class Config:
     def label(self) -> str:
         return f"{network(asdict(self))} {self.kind} H={self.hidden} B={self.batch}" + \
             (f" S={self.seq_len}" if self.seq_len != S else "")
+
+
+def training_configs() -> list[Config]:
+    """Issue 17's rows: forward and backward of one layer against cuDNN's."""
+    step = {"passes": "forward+backward"}
+    return [Config("lstm", "float16", 512, 8, **step), Config("lstm", "float32", 1024, 64, precision="exact", **step),
+            Config("lstm", "bfloat16", 1024, 8, **step), Config("gru", "float16", 512, 8, **step)]
 
 
 def issue_configs(cells=("lstm", "gru")) -> list[Config]:
@@ -73,7 +83,7 @@ def issue_configs(cells=("lstm", "gru")) -> list[Config]:
         out.append(Config("lstm", "float16", 512, 64, packed=True))
         # An ASR encoder's LSTMP layers (no target in the issues; at least cuDNN's time).
         out.append(Config("lstm", "float16", 1024, 8, layers=2, proj=256))
-    return out
+    return out + [c for c in training_configs() if c.cell in cells]
 
 
 def stack_configs() -> list[Config]:
@@ -94,6 +104,9 @@ def gnmt_spec(dtype: str, hidden: int, layers: int) -> dict:
 
 def target_speedup(cfg: Config) -> float:
     """cuDNN time ÷ rnncc time asked for by the performance targets."""
+    if cfg.passes != "forward":
+        return {("lstm", "float16"): 1.5, ("lstm", "float32"): 1.5, ("lstm", "bfloat16"): 3.0,
+                ("gru", "float16"): 2.0}.get((cfg.cell, cfg.dtype), 1.0)
     if cfg.model == "gnmt":
         return 2.0
     if cfg.proj:
@@ -135,6 +148,8 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
 
     if cfg.packed:
         return run_packed_config(cfg, warmup, repeats)
+    if cfg.passes != "forward":
+        return run_training_config(cfg, warmup, repeats)
 
     torch.manual_seed(0)
     tf32 = cfg.kind == "float32 tf32"
@@ -256,6 +271,58 @@ def run_packed_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "schedule": f"one call with lengths, {plan.schedule.value.kind}", "compile_s": compile_s}
 
 
+def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
+    """A training step's passes: the twin of a torch.nn module beside the module (cuDNN),
+    same weights and inputs, each timed from the forward to the gradients of the input and
+    every parameter (``torch.autograd.grad`` from one output gradient)."""
+    import torch
+
+    import rnncc.nn
+
+    torch.manual_seed(0)
+    tf32 = cfg.kind == "float32 tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    tdt = getattr(torch, cfg.dtype)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers).to("cuda", tdt)
+    start = time.perf_counter()
+    twin, _ = rnncc.nn.twin_of(module)
+    inputs = [torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt).requires_grad_()
+              for _ in range(3)]
+    dy = torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt)
+    turn = iter(range(10**9))
+
+    def step(m, x=None):
+        x = inputs[next(turn) % 3] if x is None else x
+        return torch.autograd.grad(m(x)[0], [x, *m.parameters()], dy)
+    ours = step(twin, inputs[0])
+    compile_s = time.perf_counter() - start
+    theirs = step(module, inputs[0])
+    error = max(max_relative_error(a.float().cpu().numpy(), b.float().cpu().numpy())
+                for a, b in zip(ours, theirs))
+    # Gradients go through S steps of both sides' rounding: four times the forward's bound.
+    agree = error <= 4 * tolerance(cfg.dtype, cfg.math)
+    timed = time_interleaved({"rnncc": lambda: step(twin), "cudnn": lambda: step(module)},
+                             warmup, repeats, settle=1)
+    t_ours, t_theirs = timed["rnncc"], timed["cudnn"]
+    graphs = graph_baselines(lambda x: step(module, x), lambda x: step(twin, x), inputs[0], warmup, repeats)
+    spec = twin._specs[cfg.dtype]
+    plan = rnncc.nn._runner_of(rnncc.nn._training_spec(spec)).compiled[(cfg.dtype, tf32)][0] \
+        .variant(cfg.seq_len, cfg.batch).plan
+    return {**asdict(cfg), "pass": cfg.passes, "precision": cfg.math, "kind": cfg.kind, "agree": agree,
+            "max_relative_error_vs_cudnn": error,
+            "rnncc_ms": t_ours.median_ms, "rnncc_spread_ms": [t_ours.min_ms, t_ours.max_ms],
+            "cudnn_ms": t_theirs.median_ms, "cudnn_spread_ms": [t_theirs.min_ms, t_theirs.max_ms],
+            "speedup": t_theirs.median_ms / t_ours.median_ms, **graphs,
+            "rnncc_us_per_step": t_ours.per_step_us(cfg.seq_len),
+            "cudnn_us_per_step": t_theirs.per_step_us(cfg.seq_len),
+            "target_speedup": target_speedup(cfg),
+            "persistence": plan.layers[0].persistence.value.mode, "layout": plan.layers[0].layout.value,
+            "math": plan.layers[0].persistence.value.math, "tf32": tf32,
+            "schedule": plan.schedule.value.kind + ", then the backward (grid)", "compile_s": compile_s}
+
+
 def gnmt_loop(hidden: int, layers: int):
     """GNMT's encoder as a torch user writes it: one-layer nn.LSTM calls, the output of each
     layer from the third on plus its input. Returns (output, None) like nn.LSTM's call."""
@@ -314,7 +381,8 @@ def network(r: dict) -> str:
     LSTMP's proj_size."""
     layers, cell = r.get("layers", 1), ("bi" if r.get("bidirectional") else "") + r["cell"]
     return (r.get("model") or (f"{layers}×{cell}" if layers > 1 else cell)) + \
-        (" packed" if r.get("packed") else "") + (f" P={r['proj']}" if r.get("proj") else "")
+        (" packed" if r.get("packed") else "") + (f" P={r['proj']}" if r.get("proj") else "") + \
+        (" fwd+bwd" if r.get("passes", "forward") != "forward" else "")
 
 
 def _ratio(value: float | None) -> str:
@@ -330,7 +398,7 @@ def plot(results: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     results = [r for r in results if r.get("layers", 1) == 1 and not r.get("bidirectional")
-               and not r.get("packed") and not r.get("proj")]
+               and not r.get("packed") and not r.get("proj") and r.get("passes", "forward") == "forward"]
 
     cells = sorted({r["cell"] for r in results})
     dtypes = [d for d in ("float32", "float32 tf32", "float16", "bfloat16")

@@ -18,7 +18,7 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
-from .tiles import H_PROJECTION_BLOCK, ClusterTile, PersistentTile, StepTile
+from .tiles import H_PROJECTION_BLOCK, BackwardTile, ClusterTile, PersistentTile, StepTile
 
 
 @dataclass(frozen=True)
@@ -513,6 +513,52 @@ def render(plan: Plan, lengths: bool = False) -> tuple[KernelSource, ...]:
     if lengths:
         kernels.append(render_mask(plan))
     return tuple(kernels)
+
+
+
+# ---- the backward ------------------------------------------------------------------------
+
+def backward_params(cell: str) -> tuple[Param, ...]:
+    """Parameters of a layer's backward recurrence (all float32; [S, B, ·] time-major,
+    contiguous, in the order the layer ran its steps)."""
+    gru, lstm = cell == "gru", cell == "lstm"
+    params = [_ptr("pre", "float", "[S, B, G·H] in: the gates' pre-activations, torch's gate order "
+                   + ("(x·W_ihᵀ + b_ih)" if gru else "(x·W_ihᵀ + h·W_hhᵀ + both biases)")
+                   + "; out: their gradients dG", const=False)]
+    if gru:
+        params += [_ptr("pre_h", "float", "[S, B, 3·H] in: h·W_hhᵀ + b_hh; out: the gradients "
+                        "through W_hh (n's times r)", const=False),
+                   _ptr("h_prev", "float", "[S, B, H] h of the step before each step")]
+    if lstm:
+        params += [_ptr("c_seq", "float", "[S, B, H] out: c of each step", const=False),
+                   _ptr("c0", "float", "[B, H] the initial c (nullptr: zeros)")]
+    params += [_ptr("w_hh", "float", "[G·H, H] W_hh"),
+               _ptr("dy", "float", "[S, B, H] the loss's gradient with respect to each step's h"),
+               _ptr("dh_n", "float", "[B, H] ... to the final h (nullptr: zeros)")]
+    if lstm:
+        params.append(_ptr("dc_n", "float", "[B, H] ... to the final c (nullptr: zeros)"))
+    params.append(_ptr("dh0", "float", "[B, H] out: the gradient of the initial h", const=False))
+    if lstm:
+        params.append(_ptr("dc0", "float", "[B, H] out: the gradient of the initial c", const=False))
+    params += [_i32("seq_len", "S"), _i32("batch", "B"),
+               _ptr("barrier", "unsigned", "grid barrier words, zeroed before the launch", const=False),
+               _ptr("status", "unsigned", "host word: set when a spin-wait passed its bound", const=False),
+               _i64("spin_timeout_ns", "bound of every spin-wait (ns)")]
+    return tuple(params)
+
+
+def render_backward(cell: str, hidden: int, gates: int, tile: BackwardTile) -> KernelSource:
+    """The backward recurrence of a layer of ``cell`` and ``hidden`` units, tiled by ``tile``.
+    The code depends on neither the dtype (float32 throughout) nor the batch."""
+    params = backward_params(cell)
+    where = "shared memory" if tile.w_in_shared else "L2"
+    decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, W_hh columns in {where}"]
+    source = environment().get_template("backward_recurrent.cu.j2").render(
+        kernel=_code_header(f"{cell} layer backward, H={hidden}", "float32", decisions),
+        entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, tile=tile)
+    name, entry, source = _identify(
+        f"backward_{cell}_h{hidden}_u{tile.units}{'' if tile.w_in_shared else '_wl2'}", source)
+    return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
 
 
 assert set(DTYPES) == {"float32", "float16", "bfloat16"}  # storage() in common.cuh.j2 knows these

@@ -7,12 +7,14 @@ and return what it returns. On a CUDA tensor the forward runs the compiled kerne
 compile per dtype, for any S and B); on a CPU tensor it runs the float64 reference
 executor and returns the input's dtype (a slow path for development, warned once).
 
-Gradients: on the CPU the reference's hand-written float64 backward (``reference_grad``)
-serves autograd, so a CPU model trains (slowly), with dropout between layers in training
-mode as torch.nn applies it. The CUDA kernels have no backward and apply no dropout yet:
-there, with grad mode on, a forward on inputs or parameters that require grad raises, and
-so does a forward in training mode with dropout between layers, rather than return outputs
-whose values or backward would be silently wrong.
+Gradients: on CUDA the forward of inputs or parameters that require grad (grad mode on)
+runs the training forward, which also keeps every layer's output sequence, and its
+backward is rnncc's (``rnncc.backward``: the gates recomputed by two GEMMs, the reverse
+recurrence in one grid-persistent kernel, the weight and input gradients as GEMMs), through
+the custom ops rnncc::forward_train and rnncc::backward, so torch.compile traces it. Not yet
+on CUDA: dropout between layers in training mode, LSTMP (proj_size) and packed sequences
+with gradients, each refused by name. On the CPU the reference's hand-written float64
+backward (``reference_grad``) serves autograd, dropout included (slowly).
 """
 
 from __future__ import annotations
@@ -56,26 +58,34 @@ def _user_stacklevel() -> int:
 _TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
-def _refuse_training(owner: str, tensors, parameters, cuda: bool, dropout: float = 0.0) -> None:
-    """Raise where a CUDA forward would need what the kernels lack: a backward (grad mode
-    on, and the input or parameters require grad), or dropout between layers (``dropout``:
-    its probability where the module is in training mode with several layers, else 0). On
-    the CPU the reference applies dropout and its float64 backward serves autograd."""
+def _needs_grad(tensors, parameters) -> bool:
+    """Whether autograd would want this forward's backward: grad mode on, and the input,
+    a state or a parameter requires grad."""
+    return torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
+                                        or any(p.requires_grad for p in parameters))
+
+
+def _refuse_training(owner: str, needs_grad: bool, cuda: bool, dropout: float = 0.0,
+                     proj_size: int = 0, packed: bool = False) -> None:
+    """Raise where a CUDA forward would need what the kernels lack: dropout between layers
+    (``dropout``: its probability where the module is in training mode with several
+    layers, else 0), or a backward (``needs_grad``) of an LSTMP layer or of packed
+    sequences. On the CPU the reference does all of these."""
     if not cuda:
         return
-    if torch.is_grad_enabled() and (any(t.requires_grad for t in tensors if t is not None)
-                                    or any(p.requires_grad for p in parameters)):
-        raise RuntimeError(
-            f"{owner}: rnncc's CUDA kernels have no backward yet, and this forward would need "
-            "gradients (grad mode is on and the input or parameters require grad). Run it under "
-            "torch.no_grad() or torch.inference_mode(), call requires_grad_(False) on the "
-            "module, or train on CPU tensors, where rnncc's float64 reference computes "
-            "gradients (slowly).")
     if dropout:
         raise RuntimeError(
             f"{owner}: dropout={dropout} between layers in training mode, which rnncc's CUDA "
             "kernels do not apply; call eval() (or set dropout=0), or run on CPU tensors, where "
             "rnncc applies it as torch.nn does.")
+    unsupported = ("proj_size (LSTMP)" if proj_size else
+                   "packed sequences (lengths)" if packed else None)
+    if needs_grad and unsupported:
+        raise RuntimeError(
+            f"{owner}: this forward needs gradients (grad mode is on and the input or parameters "
+            f"require grad), and rnncc's CUDA backward does not cover {unsupported} yet. Run it "
+            "under torch.no_grad(), or train on CPU tensors, where rnncc's float64 reference "
+            "computes gradients (slowly).")
 
 
 def _dropout_masks(suffixes, directions: int, width: int, p: float, S: int,
@@ -134,6 +144,8 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
     ``dropout_masks`` (the CPU path's): by layer name, time-major masks of its input."""
     if x.is_cuda and lengths is not None:
         return _runner_of(spec).gpu(_model_of(spec), weights, x, state, batch_first, lengths=lengths)
+    if x.is_cuda and _needs_grad((x, *_state_tensors(state)), weights.values()):
+        return _run_train(spec, layout, weights, x, state, batch_first)
     if x.is_cuda:
         return _run_gpu(spec, layout, weights, x, state, batch_first)
     model = _model_of(spec)
@@ -227,13 +239,8 @@ def _forward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: l
     an LSTM layer). ``h0`` has one tensor per layer or none, ``c0`` one per LSTM layer; an
     empty tensor means that layer starts from zeros."""
     model = _model_of(spec)
-    state, lstm_c0 = {}, iter(c0)
-    for i, l in enumerate(model.layers if h0 else ()):
-        c = next(lstm_c0) if l.cell == "lstm" else None
-        if h0[i].numel():
-            state[l.name] = (h0[i], c) if l.cell == "lstm" else h0[i]
-    outs, final = _runner_of(spec).gpu(model, dict(zip(_weight_names(model), weights)), x, state,
-                                       batch_first)
+    outs, final = _runner_of(spec).gpu(model, dict(zip(_weight_names(model), weights)), x,
+                                       _given_state(model, h0, c0), batch_first)
     flat = [o for o in outs]
     for l in model.layers:
         flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]
@@ -251,6 +258,139 @@ def _(spec, x, weights, h0, c0, batch_first):
     for l in model.layers:
         out += [x.new_empty(B, l.out_size)] + ([x.new_empty(B, l.hidden_size)] if l.cell == "lstm" else [])
     return out
+
+
+# ---- the CUDA training forward and its backward, as custom ops --------------------------
+# rnncc::forward_train runs a variant of the model whose outputs also include every layer's
+# tensor (what the backward reads); rnncc::backward computes every gradient from them
+# (rnncc.backward). The first's registered autograd formula calls the second, so eager
+# autograd and torch.compile(fullgraph=True) take the same path. Both take time-major x.
+
+def _state_tensors(state: Mapping) -> list[torch.Tensor]:
+    return [t for v in state.values() for t in (v if isinstance(v, tuple) else (v,))]
+
+
+@lru_cache(maxsize=None)
+def _training_spec(spec: str) -> str:
+    """The spec with every layer's tensor an output (after the model's own): the training
+    forward returns each layer's sequence, which the backward reads."""
+    model = _model_of(spec)
+    raw = model.to_dict()
+    plain = {o.name for o in model.outputs if o.is_layer}
+    raw["outputs"] = raw["outputs"] + [l.name for l in model.layers
+                                       if l.tensor_name == l.name and l.name not in plain]
+    return json.dumps(raw)
+
+
+def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor]) -> dict:
+    """The state dict of the ops' h0/c0 lists (an empty tensor: not given)."""
+    state, lstm_c0 = {}, iter(c0)
+    for i, l in enumerate(model.layers if h0 else ()):
+        c = next(lstm_c0) if l.cell == "lstm" else None
+        if h0[i].numel():
+            state[l.name] = (h0[i], c) if l.cell == "lstm" else h0[i]
+    return state
+
+
+def _final_count(model: IrModel) -> int:
+    return sum(2 if l.cell == "lstm" else 1 for l in model.layers)
+
+
+@torch.library.custom_op("rnncc::forward_train", mutates_args=())
+def _forward_train(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
+                   c0: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The model's outputs, each layer's h_n (and c_n), then the tensors of the layers that
+    are not an output as they are, all [S, B, ·] time-major."""
+    model, train = _model_of(spec), _model_of(_training_spec(spec))
+    outs, final = _runner_of(_training_spec(spec)).gpu(
+        train, dict(zip(_weight_names(model), weights)), x, _given_state(model, h0, c0), False)
+    flat = list(outs[:len(model.outputs)])
+    for l in model.layers:
+        flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]
+    return flat + list(outs[len(model.outputs):])
+
+
+@_forward_train.register_fake
+def _(spec, x, weights, h0, c0):
+    model, train = _model_of(spec), _model_of(_training_spec(spec))
+    S, B = x.shape[:2]
+    out = [x.new_empty(S, B, o.size) for o in model.outputs]
+    for l in model.layers:
+        out += [x.new_empty(B, l.out_size)] + ([x.new_empty(B, l.hidden_size)] if l.cell == "lstm" else [])
+    return out + [x.new_empty(S, B, o.size) for o in train.outputs[len(model.outputs):]]
+
+
+@torch.library.custom_op("rnncc::backward", mutates_args=())
+def _backward(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
+              c0: list[torch.Tensor], sequences: list[torch.Tensor],
+              grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Gradients of x, of each weight, of each h0 and c0 (empty where not given), from the
+    training forward's outputs and extra sequences (``sequences``) and the gradients of its
+    outputs and final states (``grads``)."""
+    from . import backward
+
+    model, train = _model_of(spec), _model_of(_training_spec(spec))
+    tensors = {o.name: t for o, t in zip(train.outputs, sequences) if o.is_layer}
+    n = len(model.outputs)
+    final, i = {}, n
+    for l in model.layers:
+        final[l.name] = (grads[i], grads[i + 1]) if l.cell == "lstm" else grads[i]
+        i += 2 if l.cell == "lstm" else 1
+    names = _weight_names(model)
+    dx, dw, dstate = backward.model_backward(model, dict(zip(names, weights)), x, tensors,
+                                             _given_state(model, h0, c0), grads[:n], final)
+    out = [dx.to(x.dtype)] + [dw[name].to(w.dtype) for name, w in zip(names, weights)]
+    for l, h in zip(model.layers, h0):
+        d = dstate[l.name][0] if l.cell == "lstm" else dstate[l.name]
+        out.append(d.to(h.dtype) if h.numel() else h.new_empty(0))
+    for l, c in zip([l for l in model.layers if l.cell == "lstm"], c0):
+        out.append(dstate[l.name][1].to(c.dtype) if c.numel() else c.new_empty(0))
+    return out
+
+
+@_backward.register_fake
+def _(spec, x, weights, h0, c0, sequences, grads):
+    return [torch.empty_like(x)] + [torch.empty_like(w) for w in weights] \
+        + [torch.empty_like(h) for h in h0] + [torch.empty_like(c) for c in c0]
+
+
+def _setup_train(ctx, inputs, output):
+    spec, x, weights, h0, c0 = inputs
+    model = _model_of(spec)
+    n, finals = len(model.outputs), _final_count(model)
+    ctx.spec, ctx.counts = spec, (len(weights), len(h0), len(c0), n + finals)
+    ctx.save_for_backward(x, *weights, *h0, *c0, *output[:n], *output[n + finals:])
+
+
+def _train_backward(ctx, grads):
+    nw, nh, nc, graded = ctx.counts
+    saved = ctx.saved_tensors
+    x, weights = saved[0], list(saved[1:1 + nw])
+    h0, c0 = list(saved[1 + nw:1 + nw + nh]), list(saved[1 + nw + nh:1 + nw + nh + nc])
+    sequences = list(saved[1 + nw + nh + nc:])
+    flat = torch.ops.rnncc.backward(ctx.spec, x, weights, h0, c0, sequences, list(grads[:graded]))
+    return (None, flat[0], list(flat[1:1 + nw]), list(flat[1 + nw:1 + nw + nh]),
+            list(flat[1 + nw + nh:]))
+
+
+_forward_train.register_autograd(_train_backward, setup_context=_setup_train)
+
+
+def _run_train(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
+               state: dict, batch_first: bool):
+    """The CUDA forward with autograd: (outputs tuple, final state dict), as ``_run``."""
+    outputs, layers, names = layout
+    none = x.new_empty(0)
+    h0 = [(state[n][0] if lstm else state[n]) if n in state else none for n, lstm in layers] if state else []
+    c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm] if state else []
+    flat = torch.ops.rnncc.forward_train(spec, x.transpose(0, 1) if batch_first else x,
+                                         [weights[n] for n in names], h0, c0)
+    final, i = {}, outputs
+    for n, lstm in layers:
+        final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
+        i += 2 if lstm else 1
+    outs = tuple(o.transpose(0, 1) if batch_first else o for o in flat[:outputs])
+    return outs, final
 
 
 def _permute_rows(state, order: torch.Tensor | None):
@@ -379,7 +519,8 @@ class _RecurrentTwin(torch.nn.Module):
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
         dropout = self.dropout if self.training and self.num_layers > 1 else 0.0
-        _refuse_training(name, (input, *states), self.parameters(), input.is_cuda, dropout)
+        needs_grad = _needs_grad((input, *states), self.parameters())
+        _refuse_training(name, needs_grad, input.is_cuda, dropout, self.proj_size, lengths is not None)
         param_dtype = self._parameters["weight_ih_l0"].dtype
         dtype = _TORCH_DTYPES.get(param_dtype)
         if dtype is None and input.is_cuda:
@@ -412,7 +553,7 @@ class _RecurrentTwin(torch.nn.Module):
                 state[layer] = tuple(p[k].contiguous() for p in parts) if lstm \
                     else parts[0][k].contiguous()
         spec = self._specs[dtype or "float32"]
-        if x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling():
+        if x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling() and not needs_grad:
             # Eager: the compiled model writes torch.nn's h_n (c_n) [L, B, H] in place.
             outs, final = _runner_of(spec).gpu(_model_of(spec), self._weights(), x, state,
                                                batch_first, stacked_state=True, lengths=lengths)
@@ -557,8 +698,9 @@ class Model(torch.nn.Module):
         self._layout = _layout(self.spec)
 
     def forward(self, x: torch.Tensor, state: Mapping[str, Any] | None = None):
-        states = [t for v in (state or {}).values() for t in (v if isinstance(v, tuple) else (v,))]
-        _refuse_training(self._owner, (x, *states), self.parameters(), x.is_cuda)
+        needs_grad = _needs_grad((x, *_state_tensors(state or {})), self.parameters())
+        _refuse_training(self._owner, needs_grad, x.is_cuda,
+                         proj_size=max(l.proj_size for l in self.spec.layers))
         dtype = _TORCH_DTYPES.get(next(self.parameters()).dtype, self.spec.dtype)
         # Not detached: on the CPU the reference's backward gives the parameters' gradients.
         weights = {f"{name}.{k}": p for name, layer in self.layers.items()

@@ -14,7 +14,7 @@ states. Semantics are torch.nn's, so torch's autograd in float64 must agree to r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -118,6 +118,47 @@ def _merge_backward(m: Merge, sizes: Mapping[str, int], grad: np.ndarray,
             _add(grads, source, grad)
 
 
+def tensor_sizes(model: Model) -> dict[str, int]:
+    """The feature width of every tensor a merge may read: the input and each layer's."""
+    sizes = {INPUT: model.input_size}
+    for layer in model.layers:
+        sizes[layer.tensor_name] = layer.column + layer.out_size
+    return sizes
+
+
+def backpropagate(model: Model, grad_outputs: Sequence, layer_backward: Callable, zeros: Callable,
+                  dropout_masks: Mapping | None = None):
+    """The model's backward over its graph, whatever computes a layer's: the outputs'
+    gradients go to their sources through the merges, then each layer from the last,
+    ``layer_backward(layer, dy)`` → (dx, its parameters' gradients by torch's names less the
+    layer prefix, dh0, dc0 or None), its dx through a residual's h + x, the dropout mask and
+    its input merge. ``zeros(width)``: a zero gradient [S, B, width] for a tensor nothing
+    read. Arrays are NumPy's here and PyTorch's on the GPU (``rnncc.backward``): only
+    slicing, + and * are used. Returns (the input's gradient, the weights' by key, the
+    initial states' by layer)."""
+    sizes = tensor_sizes(model)
+    grads: dict = {}
+    for output, g in zip(model.outputs, grad_outputs):
+        _merge_backward(output.merge, sizes, g, grads)
+    weight_grads: dict = {}
+    state_grads: dict = {}
+    for layer in reversed(model.layers):
+        g_tensor = grads.get(layer.tensor_name)
+        if g_tensor is None:
+            g_tensor = zeros(sizes[layer.tensor_name])
+        g_out = g_tensor[..., layer.column:layer.column + layer.out_size]
+        dx, dw, dh0, dc0 = layer_backward(layer, g_out)
+        if layer.residual:  # out = h + x
+            dx = dx + g_out
+        if dropout_masks and layer.name in dropout_masks:  # x = merged input × mask
+            dx = dx * dropout_masks[layer.name]
+        _merge_backward(layer.input, sizes, dx, grads)
+        weight_grads |= {f"{layer.name}.{k}": v for k, v in dw.items()}
+        state_grads[layer.name] = (dh0, dc0) if layer.cell == "lstm" else dh0
+    d_input = grads.get(INPUT)
+    return (zeros(model.input_size) if d_input is None else d_input), weight_grads, state_grads
+
+
 def grad(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
          grad_outputs: Sequence[np.ndarray], state: State | None = None,
          lengths: np.ndarray | None = None, grad_final: State | None = None,
@@ -132,31 +173,19 @@ def grad(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,
     if len(grad_outputs) != len(outputs):
         raise ValueError(f"reference_grad: got {len(grad_outputs)} output gradients, expected "
                          f"{len(outputs)} (the model's outputs: {[o.name for o in model.outputs]})")
-    sizes = {INPUT: model.input_size}
-    for layer in model.layers:
-        sizes[layer.tensor_name] = layer.column + layer.out_size
-    grads: dict[str, np.ndarray] = {}
     past = None if lengths is None else \
         np.arange(x.shape[0])[:, None, None] >= np.asarray(lengths)[None, :, None]
-    for output, g in zip(model.outputs, grad_outputs):
-        g = np.asarray(g, dtype=np.float64)
-        _merge_backward(output.merge, sizes, g if past is None else np.where(past, 0.0, g), grads)
+    grad_outputs = [np.asarray(g, dtype=np.float64) for g in grad_outputs]
+    if past is not None:  # outputs past a row's length are padding
+        grad_outputs = [np.where(past, 0.0, g) for g in grad_outputs]
     grad_final = grad_final or {}
-    weight_grads: dict[str, np.ndarray] = {}
-    state_grads: dict[str, object] = {}
-    for layer in reversed(model.layers):
-        x_layer, tape = record[layer.name]
-        g_tensor = grads.get(layer.tensor_name, np.zeros((x.shape[0], x.shape[1], sizes[layer.tensor_name])))
-        g_out = g_tensor[..., layer.column:layer.column + layer.out_size]
+
+    def backward_of(layer: Layer, dy: np.ndarray):
         final = grad_final.get(layer.name)
         dh_n, dc_n = (final if layer.cell == "lstm" else (final, None)) if final is not None else (None, None)
-        dx, dw, dh0, dc0 = layer_backward(layer, weights, tape, g_out, dh_n, dc_n)
-        if layer.residual:  # out = h + x
-            dx = dx + g_out
-        if dropout_masks and layer.name in dropout_masks:  # x = merged input × mask
-            dx = dx * dropout_masks[layer.name]
-        _merge_backward(layer.input, sizes, dx, grads)
-        weight_grads |= {f"{layer.name}.{k}": v for k, v in dw.items()}
-        state_grads[layer.name] = (dh0, dc0) if layer.cell == "lstm" else dh0
-    d_input = grads.get(INPUT, np.zeros(np.shape(x)))
+        return layer_backward(layer, weights, record[layer.name][1], dy, dh_n, dc_n)
+
+    d_input, weight_grads, state_grads = backpropagate(
+        model, grad_outputs, backward_of, lambda width: np.zeros((x.shape[0], x.shape[1], width)),
+        dropout_masks)
     return Gradients(d_input, weight_grads, state_grads)

@@ -411,3 +411,58 @@ class Persistent:
 
 
 Persistence = Union[PerStep, Persistent]
+
+
+@dataclass(frozen=True)
+class BackwardTile:
+    """The block of a layer's backward recurrence (``templates/backward_recurrent.cu.j2``):
+    a grid-persistent kernel, one block an SM, block x owning ``units`` hidden units.
+
+    Each step in reverse time a block needs the gradient dh of its units, which is
+    dG·W_hh[:, its units] over every gate row of every unit (K = G·H): so it keeps those
+    columns of W_hh (G·H × units float32) in shared memory where they fit
+    (``w_in_shared``; else it reads them from L2 every step), and reads all of dG of the
+    step after from L2 once. Each batch row is a group of ``k_split`` lanes (a warp),
+    each summing every k_split-th k for all of the block's units, reduced by shuffles;
+    the lane u then runs unit u's cell backward. ``units`` is as few as the SMs allow,
+    so that the step's product spreads over as many SMs as can meet at a grid barrier."""
+
+    units: int
+    blocks: int
+    w_in_shared: bool
+    threads: ClassVar[int] = 256
+    k_split: ClassVar[int] = 32
+
+    @property
+    def rows_at_once(self) -> int:
+        """Batch rows a block works on at once (one per group of k_split lanes)."""
+        return self.threads // self.k_split
+
+    @property
+    def units_padded(self) -> int:
+        """A row of the resident W_hh columns: units rounded up to 4 floats, one 16-byte
+        load a lane (lanes reading adjacent rows then hit no bank twice)."""
+        return -(-self.units // 4) * 4
+
+    def w_bytes(self, gates: int, hidden: int) -> int:
+        return 4 * gates * hidden * self.units_padded
+
+    def shared_bytes(self, gates: int, hidden: int, batch: int) -> int:
+        """Dynamic shared memory of a launch: the W_hh columns where they are resident,
+        and two float32 carries (dh, dc) per batch row and unit."""
+        return (self.w_bytes(gates, hidden) if self.w_in_shared else 0) + 8 * batch * self.units
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"threads": self.threads, "k_split": self.k_split}
+
+
+def backward_tile(gates: int, hidden: int, batch: int, sm_count: int,
+                  shared_bytes_max: int) -> BackwardTile:
+    """The backward block of a layer of ``gates`` × ``hidden`` run on ``batch`` rows with
+    ``sm_count`` SMs: the fewest units a block such that there is one block an SM at most,
+    W_hh's columns in shared memory if they fit beside the rows' carries."""
+    units = math.ceil(hidden / sm_count)
+    blocks = math.ceil(hidden / units)
+    resident = BackwardTile(units, blocks, True)
+    return resident if resident.shared_bytes(gates, hidden, batch) <= shared_bytes_max \
+        else BackwardTile(units, blocks, False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import rnncc
-from rnncc import build
+from rnncc import build, codegen, tiles
 from rnncc.codegen import environment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,3 +295,38 @@ def test_projected_lstm_kernels_render_and_compile(nvcc, dtype, gemm):
     with ThreadPoolExecutor(max_workers=4) as pool:
         cubins = list(pool.map(lambda k: build.compile_cubin(k, "sm_90a"), kernels))
     assert all(c[:4] == b"\x7fELF" for c in cubins)
+
+
+@pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1)])
+def test_backward_kernels_render_and_compile(nvcc, cell, gates):
+    """The backward recurrence of every cell, with W_hh's columns resident (H from one unit a
+    block to eight) and read from L2 (H=4096), compiles without local memory; its name and
+    code follow the tile, not the batch, and its grid barrier is the bounded one."""
+    for hidden in (33, 512, 1024, 4096):
+        tile = tiles.backward_tile(gates, hidden, 8, 132, 227 * 1024)
+        assert tile == tiles.backward_tile(gates, hidden, 5, 132, 227 * 1024)
+        k = codegen.render_backward(cell, hidden, gates, tile)
+        assert k.name.startswith(f"backward_{cell}_h{hidden}_u{tile.units}")
+        assert ("_wl2" in k.name) == (not tile.w_in_shared) == (hidden == 4096)
+        assert "grid_barrier(barrier, status, spin_timeout_ns)" in k.source
+        assert "__launch_bounds__(THREADS, 1)" in k.source and "{{" not in k.source
+        assert ("c_seq" in k.source) == (cell == "lstm") and ("pre_h" in k.source) == (cell == "gru")
+        build.compile_cubin(k, "sm_90a")
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, r)
+
+
+def test_backward_tile_geometry():
+    """One block an SM at most, as few units a block as that allows, every unit owned once;
+    W_hh's columns (padded to 16-byte rows) in shared memory while they and the batch's
+    carries fit, else read from L2."""
+    for gates, hidden, batch in ((4, 1, 1), (4, 100, 3), (3, 512, 8), (4, 1024, 64), (1, 4096, 256), (4, 4096, 8)):
+        t = tiles.backward_tile(gates, hidden, batch, 132, 227 * 1024)
+        assert t.blocks <= 132 and t.units * t.blocks >= hidden > t.units * (t.blocks - 1)
+        assert t.units == -(-hidden // 132) and t.units_padded % 4 == 0 and t.units_padded >= t.units
+        fits = 4 * gates * hidden * t.units_padded + 8 * batch * t.units <= 227 * 1024
+        assert t.w_in_shared == fits
+        assert t.shared_bytes(gates, hidden, batch) == (4 * gates * hidden * t.units_padded if fits else 0) \
+            + 8 * batch * t.units
+    assert tiles.backward_tile(4, 1024, 8, 132, 227 * 1024) == tiles.BackwardTile(8, 128, True)
+    assert not tiles.backward_tile(4, 2048, 8, 132, 227 * 1024).w_in_shared  # 16 units: 512 KiB

@@ -1,5 +1,5 @@
 """rnncc.nn on the CPU: torch.nn twins (state_dict, numbers), optimize, Model(spec),
-gradients through the reference's float64 backward, what has no backward yet, and the
+gradients through the reference's float64 backward, what the CUDA path lacks, and the
 slow-path warning. The GPU path is in test_gpu.py."""
 
 from __future__ import annotations
@@ -130,17 +130,37 @@ def test_cpu_gradients_pass_gradcheck_through_packed_sequences_and_model_specs()
 
 
 def test_what_the_cuda_kernels_lack_says_so():
-    """The CUDA kernels have no backward and apply no dropout yet: a CUDA forward that would
-    need either raises, naming the CPU path; the CPU path needs neither refused."""
+    """What the CUDA path lacks raises by name: dropout between layers in training mode
+    always, LSTMP and packed sequences when the forward needs gradients; a plain forward
+    with gradients runs (rnncc's CUDA backward); the CPU path refuses nothing."""
     lstm, x = rnn.LSTM(4, 5), torch.randn(3, 2, 4)
-    with pytest.raises(RuntimeError, match="CUDA kernels have no backward yet.*torch.no_grad\\(\\).*CPU tensors"):
-        rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=True)
+    assert rnn._needs_grad((x,), lstm.parameters())
+    assert not rnn._needs_grad((x,), lstm.requires_grad_(False).parameters())
     with torch.no_grad():
-        rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=True)
-        with pytest.raises(RuntimeError, match="dropout=0.5 between layers in training mode, which rnncc's "
-                                               "CUDA kernels do not apply; call eval"):
-            rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=True, dropout=0.5)
-    rnn._refuse_training("rnncc.nn.LSTM", (x,), lstm.parameters(), cuda=False, dropout=0.5)
+        assert not rnn._needs_grad((x.requires_grad_(),), ())
+    rnn._refuse_training("rnncc.nn.LSTM", True, cuda=True)
+    with pytest.raises(RuntimeError, match="dropout=0.5 between layers in training mode, which rnncc's "
+                                           "CUDA kernels do not apply; call eval"):
+        rnn._refuse_training("rnncc.nn.LSTM", False, cuda=True, dropout=0.5)
+    for kw, what in (({"proj_size": 3}, "proj_size \\(LSTMP\\)"), ({"packed": True}, "packed sequences")):
+        with pytest.raises(RuntimeError, match=f"needs gradients.*CUDA backward does not cover {what}.*"
+                                               "torch.no_grad\\(\\).*CPU tensors"):
+            rnn._refuse_training("rnncc.nn.LSTM", True, cuda=True, **kw)
+        rnn._refuse_training("rnncc.nn.LSTM", False, cuda=True, **kw)
+    rnn._refuse_training("rnncc.nn.LSTM", True, cuda=False, dropout=0.5, proj_size=3, packed=True)
+
+
+def test_training_spec_makes_every_layer_an_output():
+    """The CUDA training forward runs the model with every layer's tensor an output (after
+    the model's own, each once; a bidirectional layer's one tensor once)."""
+    spec = rnn.Model(ROOT / "examples/dense_skip.yaml")._specs["float32"]
+    model, train = rnn._model_of(spec), rnn._model_of(rnn._training_spec(spec))
+    assert train.outputs[:len(model.outputs)] == model.outputs
+    layer_outputs = {o.name for o in train.outputs if o.is_layer}
+    assert layer_outputs == {l.tensor_name for l in model.layers}
+    assert len(train.outputs) == len(model.outputs) + len(layer_outputs - {o.name for o in model.outputs})
+    bi = rnn.LSTM(4, 5, num_layers=2, bidirectional=True)._specs["float16"]
+    assert [o.name for o in rnn._model_of(rnn._training_spec(bi)).outputs] == ["l1", "l0"]
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])

@@ -1,0 +1,182 @@
+"""The CUDA backward of a compiled model, on PyTorch tensors (issue 17).
+
+What the forward kept: every layer's output sequence (the training forward runs a variant
+of the model whose outputs include every layer's tensor), the input and the initial
+states. From those, a layer's backward:
+
+1. recomputes its gates' pre-activations, two GEMMs over all steps in float32
+   (x·W_ihᵀ + b_ih, and h_{t−1}·W_hhᵀ + b_hh, h_{t−1} being the saved sequence shifted by
+   one step): no product runs twice in sequence, and no gate is saved by the forward;
+2. runs the recurrence in reverse time in one grid-persistent kernel
+   (``templates/backward_recurrent.cu.j2``), which writes dG over the pre-activations;
+3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
+   GEMMs over all steps (PyTorch's matmul, so cuBLAS under torch's TF32 setting).
+
+The model's graph (merges, residual layers, bidirectional halves) is walked by
+``reference_grad.backpropagate``, the same walk the float64 oracle does.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Mapping, Sequence
+
+import torch
+
+from . import build, codegen, driver, launch
+from . import target as target_mod
+from .errors import DeviceTimeout
+from .ir import INPUT, Layer, Model
+from .reference_grad import backpropagate
+from .tiles import BackwardTile, backward_tile
+
+DEFAULT_SPIN_TIMEOUT_MS = 1000
+STATIC_SHARED_RESERVE = 1024  # the kernel's own __shared__ words (the grid barrier's flag)
+
+
+def _dynamic_shared_max(target: target_mod.Target) -> int:
+    """What a launch may ask beyond the kernel's static shared memory (the opt-in limit
+    counts both)."""
+    return target.shared_memory_per_block_optin - STATIC_SHARED_RESERVE
+
+
+@lru_cache(maxsize=1)
+def _device():
+    """(the device's target, the status word every backward kernel reports a timeout in)."""
+    driver.device_context(0).make_current()
+    return target_mod.from_device(0), driver.HostWords(1)
+
+
+@lru_cache(maxsize=None)
+def _kernel(cell: str, hidden: int, gates: int, tile: BackwardTile):
+    """(the rendered kernel, its loaded function), built once per process and code."""
+    target, _ = _device()
+    k = codegen.render_backward(cell, hidden, gates, tile)
+    fn = driver.load(k.name, build.compile_cubin(k, target.arch), k.entry,
+                     tuple(p.kind for p in k.params), _dynamic_shared_max(target))
+    return k, fn
+
+
+def _check_status(status: driver.HostWords) -> None:
+    if status.words[0]:
+        status.words[0] = 0
+        bound = os.environ.get("RNNCC_SPIN_TIMEOUT_MS", str(DEFAULT_SPIN_TIMEOUT_MS))
+        raise DeviceTimeout(
+            "backward: a spin-wait of the backward recurrence's grid barrier passed its bound "
+            f"(RNNCC_SPIN_TIMEOUT_MS={bound}) and the kernel gave up, so an earlier backward's "
+            "gradients are invalid")
+
+
+def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch.Tensor | None,
+               h_prev: torch.Tensor, c0: torch.Tensor | None, dy: torch.Tensor,
+               dh_n: torch.Tensor | None, dc_n: torch.Tensor | None):
+    """Launch the backward recurrence of ``layer`` over float32 contiguous [S, B, ·] tensors
+    in the order the layer ran its steps; ``pre`` (and for a GRU ``pre_h``) are
+    overwritten with dG. Returns (dh0, dc0 or None)."""
+    target, status = _device()
+    _check_status(status)
+    S, B, _ = dy.shape
+    H, G = layer.hidden_size, layer.gates
+    tile = backward_tile(G, H, B, target.sm_count, _dynamic_shared_max(target))
+    k, fn = _kernel(layer.cell, H, G, tile)
+    device = dy.device
+    # What the kernel writes starts as NaN under RNNCC_DEBUG_POISON (the GPU tests' knob).
+    empty = torch.full if os.environ.get("RNNCC_DEBUG_POISON") == "1" else \
+        (lambda shape, _, **kw: torch.empty(shape, **kw))
+    lstm = layer.cell == "lstm"
+    dh0 = empty((B, H), float("nan"), device=device)
+    dc0 = empty((B, H), float("nan"), device=device) if lstm else None
+    c_seq = empty((S, B, H), float("nan"), device=device) if lstm else None
+    barrier = torch.zeros(launch.BARRIER_WORDS, dtype=torch.int32, device=device)
+    spin_ms = float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS))
+    ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
+    values = {"pre": ptr(pre), "pre_h": ptr(pre_h), "h_prev": ptr(h_prev), "c_seq": ptr(c_seq),
+              "c0": ptr(c0), "w_hh": ptr(w_hh), "dy": ptr(dy), "dh_n": ptr(dh_n),
+              "dc_n": ptr(dc_n), "dh0": ptr(dh0), "dc0": ptr(dc0), "seq_len": S, "batch": B,
+              "barrier": ptr(barrier), "status": status.address(0),
+              "spin_timeout_ns": int(spin_ms * 1e6)}
+    stream = torch.cuda.current_stream(device).cuda_stream
+    fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),
+              tile.shared_bytes(G, H, B), stream, cooperative=True)
+    return dh0, dc0
+
+
+def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.to(torch.float32).contiguous()
+
+
+def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
+                   h: torch.Tensor, h0: torch.Tensor | None, c0: torch.Tensor | None,
+                   dy: torch.Tensor, dh_n: torch.Tensor | None = None,
+                   dc_n: torch.Tensor | None = None):
+    """One layer's backward on CUDA, in float32: its merged input x [S, B, I], its h
+    sequence [S, B, H], initial states (None: zeros), dy [S, B, H] and the final states'
+    gradients. Returns (dx, the parameters' gradients by torch's names less the layer
+    prefix, dh0, dc0 or None), as ``reference_grad.layer_backward`` does."""
+    if layer.proj_size:
+        raise NotImplementedError(f"backward: layer '{layer.name}' has proj_size="
+                                  f"{layer.proj_size}; the CUDA backward has no LSTMP cell yet")
+    S, B, I = x.shape
+    H = layer.hidden_size
+    if layer.reverse:  # its steps ran from S−1 down: walk its sequences that way
+        x, h, dy = x.flip(0), h.flip(0), dy.flip(0)
+    x2 = x.reshape(S * B, I).to(torch.float32)
+    h_prev = torch.empty(S, B, H, device=x.device)
+    h_prev[0] = 0.0 if h0 is None else h0
+    h_prev[1:] = h[:-1]
+    h_prev2 = h_prev.view(S * B, H)
+    W_ih, W_hh = _f32(w["weight_ih"]), _f32(w["weight_hh"])
+    b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
+    pre = x2 @ W_ih.T if b_ih is None else torch.addmm(b_ih, x2, W_ih.T)
+    if layer.cell == "gru":  # the h part apart: r multiplies it
+        pre_h = h_prev2 @ W_hh.T if b_hh is None else torch.addmm(b_hh, h_prev2, W_hh.T)
+    else:
+        pre_h = None
+        pre.addmm_(h_prev2, W_hh.T)
+        if b_hh is not None:
+            pre += b_hh
+    dh0, dc0 = recurrence(layer, W_hh, pre, pre_h, h_prev, _f32(c0), _f32(dy), _f32(dh_n), _f32(dc_n))
+    dg_x, dg_h = pre, (pre_h if pre_h is not None else pre)  # now dG
+    dw = {"weight_ih": dg_x.T @ x2, "weight_hh": dg_h.T @ h_prev2}
+    if layer.bias:
+        dw |= {"bias_ih": dg_x.sum(0), "bias_hh": dg_h.sum(0)}
+    dx = (dg_x @ W_ih).view(S, B, I)
+    return (dx.flip(0) if layer.reverse else dx), dw, dh0, dc0
+
+
+def merged(sources: Sequence[str], mode: str, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    parts = [tensors[s] for s in sources]
+    if mode == "concat":
+        return torch.cat(parts, dim=-1)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.Tensor,
+                   tensors: Mapping[str, torch.Tensor], state: Mapping, grad_outputs: Sequence,
+                   grad_final: Mapping):
+    """The gradients of a CUDA forward of ``model`` at time-major x, whose every layer's
+    tensor is in ``tensors`` (by tensor name), from the outputs' gradients (model order)
+    and the final states' (by layer: h_n's, or (h_n's, c_n's)). ``state``: the initial
+    states given, by layer. Returns (dx, the weights' gradients by key, the initial
+    states' by layer), float32."""
+    S, B, _ = x.shape
+    every = {INPUT: x, **tensors}
+
+    def backward_of(layer: Layer, dy: torch.Tensor):
+        x_layer = merged(layer.input.sources, layer.input.mode, every)
+        h = every[layer.tensor_name][..., layer.column:layer.column + layer.hidden_size]
+        if layer.residual:  # its tensor is h + x
+            h = h.float() - x_layer.float()
+        given = state.get(layer.name)
+        h0, c0 = (given if layer.cell == "lstm" else (given, None)) if given is not None else (None, None)
+        final = grad_final.get(layer.name)
+        dh_n, dc_n = (final if layer.cell == "lstm" else (final, None)) if final is not None else (None, None)
+        w = {k.partition(".")[2]: v for k, v in weights.items() if k.partition(".")[0] == layer.name}
+        return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n)
+
+    zeros = lambda width: x.new_zeros(S, B, width, dtype=torch.float32)  # noqa: E731
+    return backpropagate(model, [g.float() for g in grad_outputs], backward_of, zeros)

@@ -1,0 +1,258 @@
+"""The CUDA backward (issue 17) on the GPU: gradients of the twins and of spec models against
+the float64 backward (``reference_grad``), halves against 3× cuDNN's own error, through
+torch.compile(fullgraph=True) and a CUDA-graph capture, and the bounded grid barrier.
+Outputs are poisoned with NaN first (conftest)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rnncc
+from rnncc import reference_grad
+from rnncc.dtypes import max_relative_error
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+CELLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+
+
+def numpy64(t):
+    return t.detach().double().cpu().numpy()
+
+
+def twin(torch, cell: str, *args, **kw):
+    import rnncc.nn as rnn
+
+    cls = {"lstm": rnn.LSTM, "gru": rnn.GRU}.get(cell, rnn.RNN)
+    extra = {"nonlinearity": cell.removeprefix("rnn_")} if cell.startswith("rnn") else {}
+    return cls(*args, **kw, **extra)
+
+
+def twin_gradients(torch, module, x, hx, seed: int):
+    """Run ``module`` forward on x (and hx), backward from random gradients of its output
+    and final states. Returns (the gradients drawn, {name: gradient} of x, hx and every
+    parameter)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = {"x": x.detach().clone().requires_grad_()}
+    if hx is not None:
+        parts = hx if isinstance(hx, tuple) else (hx,)
+        inputs |= {f"hx{i}": p.detach().clone().requires_grad_() for i, p in enumerate(parts)}
+    for p in module.parameters():
+        p.grad = None
+    state_in = tuple(v for k, v in inputs.items() if k != "x")
+    y, state = module(inputs["x"], (state_in if len(state_in) == 2 else state_in[0]) if state_in else None)
+    outs = [y, *(state if isinstance(state, tuple) else (state,))]
+    drawn = [torch.randn(o.shape, generator=gen, device="cuda", dtype=torch.float32).to(o.device, o.dtype)
+             for o in outs]
+    torch.autograd.backward(outs, drawn)
+    got = {k: v.grad for k, v in inputs.items()} | {n: p.grad for n, p in module.named_parameters()}
+    assert all(g is not None for g in got.values()), [k for k, g in got.items() if g is None]
+    return drawn, got
+
+
+# (cell, H, B, S, layers, bidirectional, batch_first): every cell; H ∈ {1, 33, 256, 1024},
+# B ∈ {1, 5, 8, 64}, S ∈ {1, 7, 256}.
+TWIN_CASES = [("lstm", 33, 5, 256, 2, False, False), ("gru", 33, 5, 256, 2, True, True),
+              ("rnn_tanh", 256, 1, 7, 1, False, False), ("rnn_relu", 1, 64, 7, 2, False, False),
+              ("lstm", 1024, 8, 256, 1, False, False), ("gru", 256, 64, 1, 1, True, False),
+              ("lstm", 256, 8, 7, 3, True, True)]
+
+
+@pytest.mark.parametrize("case", TWIN_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_twin_gradients_float32_against_the_float64_backward(gpu, torch, case):
+    """Every gradient of an fp32 twin (input, h0, c0, every parameter) is within 1e-4 of
+    the float64 backward's, relative to its largest element, with initial states given and
+    gradients on h_n (and c_n)."""
+    import rnncc.nn as rnn
+
+    cell, H, B, S, layers, bi, batch_first = case
+    torch.manual_seed(11)
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    I, D = 24, 2 if bi else 1
+    module = twin(torch, cell, I, H, num_layers=layers, bidirectional=bi, batch_first=batch_first).cuda()
+    x = torch.randn(*((B, S) if batch_first else (S, B)), I, device="cuda")
+    h0 = torch.randn(layers * D, B, H, device="cuda")
+    hx = (h0, torch.randn_like(h0)) if cell == "lstm" else h0
+    drawn, got = twin_gradients(torch, module, x, hx, seed=12)
+
+    model = rnn._model_of(module._specs["float32"])
+    weights = {ours: numpy64(p) for ours, p in module._weights().items()}
+    tm = (lambda a: a.transpose(1, 0, 2)) if batch_first else (lambda a: a)
+    names = module._suffixes
+    parts = [numpy64(p) for p in (hx if isinstance(hx, tuple) else (hx,))]
+    grads = [numpy64(g) for g in drawn]
+    lstm = cell == "lstm"
+    state = {n: (parts[0][k], parts[1][k]) if lstm else parts[0][k] for k, n in enumerate(names)}
+    final = {n: (grads[1][k], grads[2][k]) if lstm else grads[1][k] for k, n in enumerate(names)}
+    want = reference_grad.grad(model, weights, tm(numpy64(x)), [tm(grads[0])], state, None, final)
+
+    errors = {"x": max_relative_error(tm(numpy64(got["x"])), want.input)}
+    for k, n in enumerate(names):
+        for i in range(2 if lstm else 1):
+            ref = want.state[n][i] if lstm else want.state[n]
+            errors[f"hx{i}[{n}]"] = max_relative_error(numpy64(got[f"hx{i}"][k]), ref)
+    for ours, theirs in module._weight_names:
+        errors[theirs] = max_relative_error(numpy64(got[theirs]), want.weights[ours])
+    assert max(errors.values()) <= 1e-4, errors
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_gradients_no_worse_than_three_times_cudnns(gpu, torch, cell, dtype):
+    """fp16/bf16 twins, 2 layers, H=96, B=8, S=256: against the same module in float64 (its
+    stored weights and input), every gradient is no further off than 3× cuDNN's own."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(13)
+    tdt = getattr(torch, dtype)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(cell, torch.nn.RNN)
+    extra = {"nonlinearity": cell.removeprefix("rnn_")} if cell.startswith("rnn") else {}
+    theirs = cls(64, 96, num_layers=2, **extra).to("cuda", tdt)
+    exact = copy.deepcopy(theirs).to("cpu", torch.float64)
+    ours, _ = rnn.twin_of(theirs)
+    x = torch.randn(256, 8, 64, device="cuda", dtype=tdt)
+    _, want = twin_gradients(torch, exact, x.cpu().double(), None, seed=14)
+    _, cudnn = twin_gradients(torch, theirs, x, None, seed=14)
+    _, got = twin_gradients(torch, ours, x, None, seed=14)
+    for name, w in want.items():
+        w = w.numpy()
+        ours_error = max_relative_error(got[name].float().cpu().numpy(), w)
+        cudnn_error = max_relative_error(cudnn[name].float().cpu().numpy(), w)
+        assert ours_error <= 3 * cudnn_error, (name, ours_error, cudnn_error)
+
+
+def residual_stack(dtype: str) -> dict:
+    """GNMT's shape, small: a bidirectional first layer, then residual layers of mixed cells."""
+    return {"name": "residual_stack", "dtype": dtype, "input_size": 20,
+            "layers": [{"name": "l1", "cell": "lstm", "hidden_size": 16, "direction": "bidirectional"},
+                       {"name": "l2", "cell": "gru", "hidden_size": 32, "input": "l1"},
+                       {"name": "l3", "cell": "lstm", "hidden_size": 32, "input": "l2", "residual": True},
+                       {"name": "l4", "cell": "rnn_tanh", "hidden_size": 32, "input": "l3", "residual": True,
+                        "bias": False}],
+            "outputs": ["l4", {"name": "both", "concat": ["l2", "l4"]}]}
+
+
+@pytest.mark.parametrize("spec", [ROOT / "examples/dense_skip.yaml", "residual"], ids=["sum-concat", "residual"])
+@pytest.mark.parametrize("S,B", [(7, 5), (256, 3)])
+def test_model_gradients_against_the_float64_backward(gpu, torch, spec, S, B):
+    """rnncc.nn.Model of a spec graph in fp32 (sum and concat skips; or a bidirectional layer,
+    mixed cells, residual layers and two outputs): every gradient within 1e-4 of the
+    float64 backward's, with initial states on two layers."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(15)
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m = rnn.Model(residual_stack("float32") if spec == "residual" else spec).cuda()
+    for p in m.parameters():
+        torch.nn.init.uniform_(p, -0.2, 0.2)
+    model = m.spec
+    first, last = model.layers[0], model.layers[-1]
+    state = {}
+    for layer in (first, last):
+        h = torch.randn(B, layer.out_size, device="cuda", requires_grad=True)
+        state[layer.name] = (h, torch.randn(B, layer.hidden_size, device="cuda", requires_grad=True)) \
+            if layer.cell == "lstm" else h
+    x = torch.randn(S, B, model.input_size, device="cuda", requires_grad=True)
+    y, final = m(x, state)
+    outs = list(y) if isinstance(y, tuple) else [y]
+    finals = [t for v in final.values() for t in (v if isinstance(v, tuple) else (v,))]
+    drawn = [torch.randn_like(o) for o in outs + finals]
+    torch.autograd.backward(outs + finals, drawn)
+
+    weights = {f"{n}.{k}": numpy64(p) for n, layer in m.layers.items() for k, p in layer.named_parameters()}
+    s64 = {k: tuple(numpy64(p) for p in v) if isinstance(v, tuple) else numpy64(v) for k, v in state.items()}
+    g_final, i = {}, len(outs)
+    for name, v in final.items():
+        g_final[name] = (numpy64(drawn[i]), numpy64(drawn[i + 1])) if isinstance(v, tuple) else numpy64(drawn[i])
+        i += 2 if isinstance(v, tuple) else 1
+    want = reference_grad.grad(model, weights, numpy64(x), [numpy64(d) for d in drawn[:len(outs)]], s64,
+                               None, g_final)
+    errors = {"x": max_relative_error(numpy64(x.grad), want.input)}
+    for n, layer in m.layers.items():
+        for k, p in layer.named_parameters():
+            errors[f"{n}.{k}"] = max_relative_error(numpy64(p.grad), want.weights[f"{n}.{k}"])
+    for name, v in state.items():
+        for j, t in enumerate(v if isinstance(v, tuple) else (v,)):
+            ref = want.state[name][j] if isinstance(v, tuple) else want.state[name]
+            errors[f"state {name}[{j}]"] = max_relative_error(numpy64(t.grad), ref)
+    assert max(errors.values()) <= 1e-4, errors
+
+
+def test_torch_compile_fullgraph_with_backward(gpu, torch, rnncc_tagger):
+    """The training forward is the custom op rnncc::forward_train with a registered autograd
+    formula (the op rnncc::backward): compiled with fullgraph=True, a model of rnncc modules
+    gives eager's loss and gradients."""
+    torch.manual_seed(16)
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = rnncc_tagger(32, 48, 40).cuda()
+    x = torch.randn(6, 11, 32, device="cuda")
+
+    def grads(fn):
+        model.zero_grad()
+        loss = fn(x).square().mean()
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+    eager_loss, eager = grads(model)
+    compiled_loss, compiled = grads(torch.compile(model, fullgraph=True))
+    assert torch.allclose(compiled_loss, eager_loss, rtol=1e-5)
+    for n, g in eager.items():
+        assert torch.allclose(compiled[n], g, rtol=1e-4, atol=1e-6), n
+
+
+def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
+    """Forward and backward of a twin captured in one CUDA graph (static parameters, as
+    torch.cuda.graph's training recipe captures them): a replay gives eager's gradients."""
+    monkeypatch.delenv("RNNCC_DEBUG_POISON")  # its memsets would run only at capture
+    torch.manual_seed(17)
+    model = twin(torch, "lstm", 32, 64, num_layers=2).cuda()
+    x = torch.randn(50, 8, 32, device="cuda")
+    params = list(model.parameters())
+
+    def step():
+        y, _ = model(x)
+        return torch.autograd.grad(y.square().mean(), params)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = step()
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, e in zip(static, step()):
+        assert torch.allclose(g, e, rtol=1e-5, atol=1e-7)
+
+
+def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch):
+    """RNNCC_SPIN_TIMEOUT_MS=0 makes the backward's first grid barrier give up: the kernel
+    ends, the next backward raises DeviceTimeout, and the one after is right again."""
+    torch.manual_seed(18)
+    model = twin(torch, "gru", 16, 256).cuda()
+    x = torch.randn(40, 4, 16, device="cuda")
+
+    def grads(bound_ms: str | None = None):
+        model.zero_grad()
+        y = model(x)[0]
+        if bound_ms is not None:  # the backward's barrier alone: the forward ran unbounded
+            monkeypatch.setenv("RNNCC_SPIN_TIMEOUT_MS", bound_ms)
+        y.sum().backward()
+        torch.cuda.synchronize()
+        monkeypatch.delenv("RNNCC_SPIN_TIMEOUT_MS", raising=False)
+        return model.weight_hh_l0.grad.clone()
+    want = grads()
+    grads("0")
+    with pytest.raises(rnncc.DeviceTimeout, match="backward recurrence's grid barrier"):
+        grads()
+    assert torch.equal(grads(), want)
