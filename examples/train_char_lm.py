@@ -4,14 +4,16 @@ once with its ``torch.nn.LSTM``, once with ``rnncc.optimize()``'s twin in its pl
 weights, batches and optimizer; the two loss curves, the time per epoch and a sample of
 each model's text are printed, and the curves written as JSON and, with matplotlib, a PNG.
 
-rnncc trains on the CPU today: its twin's forward and backward there are the float64
-reference's (``rnncc.reference_grad``), with dropout between layers as torch.nn applies it
-(so with dropout the two curves differ by their masks' noise; with ``--dropout 0`` they
-agree to float32 rounding). The CUDA kernels have no backward yet (issue 17), so on CUDA
-the twin's forward with gradients raises.
+On the CPU the twin's forward and backward are the float64 reference's
+(``rnncc.reference_grad``), with dropout between layers as torch.nn applies it (so with
+dropout the two curves differ by their masks' noise; with ``--dropout 0`` they agree to
+float32 rounding). On CUDA (``--device cuda``) they are rnncc's kernels: the compiled
+forward and the backward of ``rnncc.backward``; its kernels apply no dropout yet, so there
+``--dropout 0``.
 
     python3 examples/train_char_lm.py                       # CPU, 60 epochs, under a minute
     python3 examples/train_char_lm.py --dropout 0 --epochs 5 -o /tmp/lm
+    python3 examples/train_char_lm.py --device cuda --dropout 0 -o /tmp/lm-gpu
 """
 
 from __future__ import annotations
@@ -52,16 +54,17 @@ def batch_starts(text_length: int, seq: int, batch: int, epochs: int, seed: int)
 
 def train(model: CharLM, data: torch.Tensor, starts: list[torch.Tensor], seq: int, epochs: int,
           lr: float) -> tuple[list[float], list[float]]:
-    """(the loss of every step, the seconds of every epoch)."""
+    """(the loss of every step, the seconds of every epoch; on CUDA each epoch ends with
+    the GPU drained, as every step's loss.item() drains it)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     losses, seconds = [], []
     per_epoch = len(starts) // epochs
-    offsets = torch.arange(seq)
+    offsets = torch.arange(seq, device=data.device)
     for epoch in range(epochs):
         began = time.perf_counter()
         for s in starts[epoch * per_epoch:(epoch + 1) * per_epoch]:
-            index = s[None, :] + offsets[:, None]  # [S, B]
+            index = s.to(data.device)[None, :] + offsets[:, None]  # [S, B]
             logits, _ = model(data[index])
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                      data[index + 1].reshape(-1))
@@ -77,13 +80,14 @@ def train(model: CharLM, data: torch.Tensor, starts: list[torch.Tensor], seq: in
 def sample(model: CharLM, alphabet: str, prompt: str, length: int) -> str:
     """Greedy continuation of ``prompt``."""
     model.eval()
-    chars = torch.tensor([[alphabet.index(c)] for c in prompt])
+    device = next(model.parameters()).device
+    chars = torch.tensor([[alphabet.index(c)] for c in prompt], device=device)
     logits, state = model(chars)
     out = prompt
     for _ in range(length):
         nxt = int(logits[-1, 0].argmax())
         out += alphabet[nxt]
-        logits, state = model(torch.tensor([[nxt]]), state)
+        logits, state = model(torch.tensor([[nxt]], device=device), state)
     return out
 
 
@@ -97,15 +101,18 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("-o", "--output", default="benchmarks/results/train-char-lm-cpu",
                    help="path prefix of the JSON and PNG written")
     args = p.parse_args()
+    if args.device == "cuda" and args.dropout:
+        p.error("--device cuda needs --dropout 0: rnncc's CUDA kernels apply no dropout yet")
 
     text = TEXT.read_text()
     alphabet = "".join(sorted(set(text)))
-    data = torch.tensor([alphabet.index(c) for c in text])
+    data = torch.tensor([alphabet.index(c) for c in text], device=args.device)
     torch.manual_seed(args.seed)
-    start = CharLM(len(alphabet), args.hidden, args.layers, args.dropout)
+    start = CharLM(len(alphabet), args.hidden, args.layers, args.dropout).to(args.device)
     models = {"torch.nn": copy.deepcopy(start), "rnncc": rnncc.optimize(copy.deepcopy(start))}
     starts = batch_starts(len(text), args.seq, args.batch, args.epochs, args.seed)
     curves, times = {}, {}
@@ -113,7 +120,7 @@ def main() -> None:
         torch.manual_seed(args.seed + 1)  # the dropout masks' generator, the same start each
         curves[name], times[name] = train(model, data, starts, args.seq, args.epochs, args.lr)
         print(f"{name:8s}: loss {curves[name][0]:.3f} → {curves[name][-1]:.3f} over {len(curves[name])} steps, "
-              f"{sum(times[name]) / args.epochs:.2f} s an epoch (CPU)", flush=True)
+              f"{sum(times[name]) / args.epochs:.2f} s an epoch ({args.device})", flush=True)
     gap = max(abs(a - b) for a, b in zip(curves["torch.nn"], curves["rnncc"]))
     last = {n: sum(c[-len(c) // args.epochs:]) / (len(c) // args.epochs) for n, c in curves.items()}
     print(f"largest gap between the curves: {gap:.4f}; last epoch's mean loss: torch.nn "
@@ -123,7 +130,8 @@ def main() -> None:
 
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"task": "character-level LM, examples/data/alice_chapter1.txt", "device": "cpu",
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    record = {"task": "character-level LM, examples/data/alice_chapter1.txt", "device": device,
               "args": vars(args), "torch": torch.__version__, "loss": curves, "seconds_per_epoch": times,
               "largest_gap": gap, "last_epoch_mean_loss": last}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
@@ -141,7 +149,7 @@ def main() -> None:
                 linewidth=1.2, alpha=0.8)
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy loss")
-    ax.set_title(f"char LM, {args.layers}×LSTM H={args.hidden}, dropout {args.dropout}, CPU: "
+    ax.set_title(f"char LM, {args.layers}×LSTM H={args.hidden}, dropout {args.dropout}, {args.device}: "
                  f"torch.nn vs rnncc.optimize()")
     ax.legend()
     fig.tight_layout()

@@ -549,15 +549,17 @@ def backward_params(cell: str) -> tuple[Param, ...]:
 
 def render_backward(cell: str, hidden: int, gates: int, tile: BackwardTile) -> KernelSource:
     """The backward recurrence of a layer of ``cell`` and ``hidden`` units, tiled by ``tile``.
-    The code depends on neither the dtype (float32 throughout) nor the batch."""
+    The code depends on the batch only through the tile's rows a pass, and not on the
+    dtype (float32 throughout)."""
     params = backward_params(cell)
     where = "shared memory" if tile.w_in_shared else "L2"
-    decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, W_hh columns in {where}"]
+    decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, {tile.rows} batch rows "
+                 f"a pass, W_hh columns in {where}"]
     source = environment().get_template("backward_recurrent.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", "float32", decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, tile=tile)
     name, entry, source = _identify(
-        f"backward_{cell}_h{hidden}_u{tile.units}{'' if tile.w_in_shared else '_wl2'}", source)
+        f"backward_{cell}_h{hidden}_u{tile.units}_r{tile.rows}{'' if tile.w_in_shared else '_wl2'}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
 
 

@@ -422,21 +422,17 @@ class BackwardTile:
     dG·W_hh[:, its units] over every gate row of every unit (K = G·H): so it keeps those
     columns of W_hh (G·H × units float32) in shared memory where they fit
     (``w_in_shared``; else it reads them from L2 every step), and reads all of dG of the
-    step after from L2 once. Each batch row is a group of ``k_split`` lanes (a warp),
-    each summing every k_split-th k for all of the block's units, reduced by shuffles;
-    the lane u then runs unit u's cell backward. ``units`` is as few as the SMs allow,
-    so that the step's product spreads over as many SMs as can meet at a grid barrier."""
+    step after from L2 once. Its warps split K, and each thread takes ``rows`` batch rows
+    at once, so that each W value it reads serves that many rows; the warps' sums meet in
+    shared memory, and one thread per (row, unit) runs the cell's backward. ``units`` is
+    as few as the SMs allow, so that the step spreads over as many SMs as can meet at a
+    grid barrier."""
 
     units: int
     blocks: int
+    rows: int
     w_in_shared: bool
     threads: ClassVar[int] = 256
-    k_split: ClassVar[int] = 32
-
-    @property
-    def rows_at_once(self) -> int:
-        """Batch rows a block works on at once (one per group of k_split lanes)."""
-        return self.threads // self.k_split
 
     @property
     def units_padded(self) -> int:
@@ -448,21 +444,29 @@ class BackwardTile:
         return 4 * gates * hidden * self.units_padded
 
     def shared_bytes(self, gates: int, hidden: int, batch: int) -> int:
-        """Dynamic shared memory of a launch: the W_hh columns where they are resident,
-        and two float32 carries (dh, dc) per batch row and unit."""
-        return (self.w_bytes(gates, hidden) if self.w_in_shared else 0) + 8 * batch * self.units
+        """Dynamic shared memory of a launch: the W_hh columns where they are resident, two
+        float32 carries (dh, dc) per batch row and unit, and the warps' partial sums."""
+        return (self.w_bytes(gates, hidden) if self.w_in_shared else 0) + 8 * batch * self.units \
+            + 4 * (self.threads // 32) * self.rows * self.units
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"threads": self.threads, "k_split": self.k_split}
+        return asdict(self) | {"threads": self.threads}
+
+
+# A thread's sums are rows × units_padded registers: at most this many.
+BACKWARD_SUMS = 64
 
 
 def backward_tile(gates: int, hidden: int, batch: int, sm_count: int,
                   shared_bytes_max: int) -> BackwardTile:
     """The backward block of a layer of ``gates`` × ``hidden`` run on ``batch`` rows with
-    ``sm_count`` SMs: the fewest units a block such that there is one block an SM at most,
-    W_hh's columns in shared memory if they fit beside the rows' carries."""
+    ``sm_count`` SMs: the fewest units a block such that there is one block an SM at most;
+    as many batch rows a pass as the batch has, up to 8 and BACKWARD_SUMS registers of
+    sums; W_hh's columns in shared memory if they fit beside the rest."""
     units = math.ceil(hidden / sm_count)
     blocks = math.ceil(hidden / units)
-    resident = BackwardTile(units, blocks, True)
+    padded = -(-units // 4) * 4
+    rows = max(1, min(batch, 8, BACKWARD_SUMS // padded))
+    resident = BackwardTile(units, blocks, rows, True)
     return resident if resident.shared_bytes(gates, hidden, batch) <= shared_bytes_max \
-        else BackwardTile(units, blocks, False)
+        else BackwardTile(units, blocks, rows, False)

@@ -301,12 +301,13 @@ def test_projected_lstm_kernels_render_and_compile(nvcc, dtype, gemm):
 def test_backward_kernels_render_and_compile(nvcc, cell, gates):
     """The backward recurrence of every cell, with W_hh's columns resident (H from one unit a
     block to eight) and read from L2 (H=4096), compiles without local memory; its name and
-    code follow the tile, not the batch, and its grid barrier is the bounded one."""
+    code follow the tile (the batch only through its rows a pass), and its grid barrier is
+    the bounded one."""
     for hidden in (33, 512, 1024, 4096):
-        tile = tiles.backward_tile(gates, hidden, 8, 132, 227 * 1024)
-        assert tile == tiles.backward_tile(gates, hidden, 5, 132, 227 * 1024)
+        tile = tiles.backward_tile(gates, hidden, 8, 132, 226 * 1024)
+        assert tile == tiles.backward_tile(gates, hidden, 64, 132, 226 * 1024) or not tile.w_in_shared
         k = codegen.render_backward(cell, hidden, gates, tile)
-        assert k.name.startswith(f"backward_{cell}_h{hidden}_u{tile.units}")
+        assert k.name.startswith(f"backward_{cell}_h{hidden}_u{tile.units}_r{tile.rows}")
         assert ("_wl2" in k.name) == (not tile.w_in_shared) == (hidden == 4096)
         assert "grid_barrier(barrier, status, spin_timeout_ns)" in k.source
         assert "__launch_bounds__(THREADS, 1)" in k.source and "{{" not in k.source
@@ -318,15 +319,18 @@ def test_backward_kernels_render_and_compile(nvcc, cell, gates):
 
 def test_backward_tile_geometry():
     """One block an SM at most, as few units a block as that allows, every unit owned once;
-    W_hh's columns (padded to 16-byte rows) in shared memory while they and the batch's
-    carries fit, else read from L2."""
+    up to 8 batch rows a pass within 64 registers of sums; W_hh's columns (padded to
+    16-byte rows) in shared memory while they, the batch's carries and the warps' sums fit,
+    else read from L2."""
     for gates, hidden, batch in ((4, 1, 1), (4, 100, 3), (3, 512, 8), (4, 1024, 64), (1, 4096, 256), (4, 4096, 8)):
-        t = tiles.backward_tile(gates, hidden, batch, 132, 227 * 1024)
+        t = tiles.backward_tile(gates, hidden, batch, 132, 226 * 1024)
         assert t.blocks <= 132 and t.units * t.blocks >= hidden > t.units * (t.blocks - 1)
         assert t.units == -(-hidden // 132) and t.units_padded % 4 == 0 and t.units_padded >= t.units
-        fits = 4 * gates * hidden * t.units_padded + 8 * batch * t.units <= 227 * 1024
+        assert 1 <= t.rows <= min(batch, 8) and (t.rows * t.units_padded <= 64 or t.rows == 1)
+        rest = 8 * batch * t.units + 4 * 8 * t.rows * t.units
+        fits = 4 * gates * hidden * t.units_padded + rest <= 226 * 1024
         assert t.w_in_shared == fits
-        assert t.shared_bytes(gates, hidden, batch) == (4 * gates * hidden * t.units_padded if fits else 0) \
-            + 8 * batch * t.units
-    assert tiles.backward_tile(4, 1024, 8, 132, 227 * 1024) == tiles.BackwardTile(8, 128, True)
-    assert not tiles.backward_tile(4, 2048, 8, 132, 227 * 1024).w_in_shared  # 16 units: 512 KiB
+        assert t.shared_bytes(gates, hidden, batch) == (4 * gates * hidden * t.units_padded if fits else 0) + rest
+    assert tiles.backward_tile(4, 1024, 8, 132, 226 * 1024) == tiles.BackwardTile(8, 128, 8, True)
+    assert tiles.backward_tile(4, 512, 3, 132, 226 * 1024) == tiles.BackwardTile(4, 128, 3, True)
+    assert not tiles.backward_tile(4, 2048, 8, 132, 226 * 1024).w_in_shared  # 16 units: 512 KiB

@@ -1,0 +1,50 @@
+"""Where a training step's GPU time goes: each of ``rnncc bench``'s forward+backward rows run
+through the twin and through torch.nn (cuDNN), one step profiled by torch.profiler after
+warm-up, kernels summed by name (µs a step, largest first).
+
+Usage: python3 benchmarks/backward_profile.py > results/backward-profile-<gpu>-<date>.txt
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import rnncc.nn
+from rnncc.bench import training_configs
+
+
+def kernels(step) -> list[tuple[str, float]]:
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0]
+    return sorted(rows, key=lambda r: -r[1])
+
+
+def main() -> None:
+    print(__doc__.split("\n\n")[0].replace("\n", " "))
+    for cfg in training_configs():
+        torch.manual_seed(0)
+        tf32 = cfg.kind == "float32 tf32"
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        tdt = getattr(torch, cfg.dtype)
+        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+        module = cls(cfg.hidden, cfg.hidden).to("cuda", tdt)
+        twin, _ = rnncc.nn.twin_of(module)
+        x = torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt, requires_grad=True)
+        dy = torch.randn_like(x)
+        for name, m in (("rnncc", twin), ("cuDNN", module)):
+            rows = kernels(lambda: torch.autograd.grad(m(x)[0], [x, *m.parameters()], dy))
+            total = sum(t for _, t in rows)
+            print(f"\n{cfg.label} S={cfg.seq_len}, {name}: {total / 1e3:.3f} ms of kernels a step")
+            for key, t in rows[:8]:
+                print(f"  {t:10.1f} µs  {key[:110]}")
+
+
+if __name__ == "__main__":
+    main()
