@@ -1,7 +1,7 @@
 """The CPU path's forward and backward as one ``torch.autograd.Function``: the float64
 reference executor forward (``reference.run``), its hand-written backward
 (``reference_grad.grad``) when autograd asks. Slow (NumPy, float64), for development and
-as what the twins' gradients on the CPU are; the CUDA kernels have no backward yet.
+as what the twins' gradients on the CPU are; on CUDA the backward is rnncc.backward's.
 """
 
 from __future__ import annotations
