@@ -29,9 +29,9 @@ from . import target as target_mod
 from .errors import DeviceTimeout
 from .ir import INPUT, Layer, Model
 from .reference_grad import backpropagate
+from .runtime import DEFAULT_SPIN_TIMEOUT_MS
 from .tiles import BackwardTile, backward_tile
 
-DEFAULT_SPIN_TIMEOUT_MS = 1000
 STATIC_SHARED_RESERVE = 1024  # the kernel's own __shared__ words (the grid barrier's flag)
 
 

@@ -109,6 +109,28 @@ def _layout(model: IrModel) -> tuple:
             tuple(_weight_names(model)))
 
 
+def _op_states(layers, state: Mapping, x: torch.Tensor) -> tuple[list, list]:
+    """The custom ops' h0 and c0 lists from a state dict: one tensor per layer (per LSTM
+    layer for c0), an empty one where the state is not given (zeros), and empty lists when
+    none is. ``layers``: (name, is LSTM) in model order."""
+    if not state:
+        return [], []
+    none = x.new_empty(0)
+    h0 = [(state[n][0] if lstm else state[n]) if n in state else none for n, lstm in layers]
+    c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm]
+    return h0, c0
+
+
+def _finals(flat, first: int, layers) -> dict:
+    """Each layer's h_n, or (h_n, c_n) for an LSTM, from a flat list whose finals start at
+    ``first`` (the ops' and the reference node's order). ``layers``: (name, is LSTM)."""
+    final, i = {}, first
+    for n, lstm in layers:
+        final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
+        i += 2 if lstm else 1
+    return final
+
+
 def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
              state: dict, batch_first: bool):
     """The CUDA forward. Traced (torch.compile, or tensor subclasses such as fake
@@ -119,19 +141,10 @@ def _run_gpu(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torc
     if not (torch.compiler.is_compiling() or type(x) is not torch.Tensor):
         return _runner_of(spec).gpu(_model_of(spec), weights, x, state, batch_first)
     outputs, layers, names = layout
-    # One tensor per layer (per LSTM layer for c0); an empty one where the state is not
-    # given (zeros), and empty lists when none is.
-    none = x.new_empty(0)
-    h0 = [(state[n][0] if lstm else state[n]) if n in state else none
-          for n, lstm in layers] if state else []
-    c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm] if state else []
+    h0, c0 = _op_states(layers, state, x)
     flat = torch.ops.rnncc.forward(spec, x, [weights[n].detach() for n in names], h0, c0,
                                    batch_first)
-    final, i = {}, outputs
-    for n, lstm in layers:
-        final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
-        i += 2 if lstm else 1
-    return tuple(flat[:outputs]), final
+    return tuple(flat[:outputs]), _finals(flat, outputs, layers)
 
 
 def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,
@@ -160,11 +173,7 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
         x.transpose(0, 1) if batch_first else x, *(weights[n] for n in names),
         *(t for v in state.values() for t in (v if isinstance(v, tuple) else (v,))))
     outs = tuple(o.transpose(0, 1) if batch_first else o for o in flat[:len(model.outputs)])
-    final, i = {}, len(model.outputs)
-    for layer in model.layers:
-        final[layer.name] = (flat[i], flat[i + 1]) if layer.cell == "lstm" else flat[i]
-        i += 2 if layer.cell == "lstm" else 1
-    return outs, final
+    return outs, _finals(flat, len(model.outputs), layout[1])
 
 
 class _Runner:
@@ -292,10 +301,6 @@ def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor])
     return state
 
 
-def _final_count(model: IrModel) -> int:
-    return sum(2 if l.cell == "lstm" else 1 for l in model.layers)
-
-
 @torch.library.custom_op("rnncc::forward_train", mutates_args=())
 def _forward_train(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
                    c0: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -332,10 +337,7 @@ def _backward(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     tensors = {o.name: t for o, t in zip(train.outputs, sequences) if o.is_layer}
     n = len(model.outputs)
-    final, i = {}, n
-    for l in model.layers:
-        final[l.name] = (grads[i], grads[i + 1]) if l.cell == "lstm" else grads[i]
-        i += 2 if l.cell == "lstm" else 1
+    final = _finals(grads, n, _layout(model)[1])
     names = _weight_names(model)
     dx, dw, dstate = backward.model_backward(model, dict(zip(names, weights)), x, tensors,
                                              _given_state(model, h0, c0), grads[:n], final)
@@ -357,7 +359,7 @@ def _(spec, x, weights, h0, c0, sequences, grads):
 def _setup_train(ctx, inputs, output):
     spec, x, weights, h0, c0 = inputs
     model = _model_of(spec)
-    n, finals = len(model.outputs), _final_count(model)
+    n, finals = len(model.outputs), sum(2 if l.cell == "lstm" else 1 for l in model.layers)
     ctx.spec, ctx.counts = spec, (len(weights), len(h0), len(c0), n + finals)
     ctx.save_for_backward(x, *weights, *h0, *c0, *output[:n], *output[n + finals:])
 
@@ -380,17 +382,11 @@ def _run_train(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: to
                state: dict, batch_first: bool):
     """The CUDA forward with autograd: (outputs tuple, final state dict), as ``_run``."""
     outputs, layers, names = layout
-    none = x.new_empty(0)
-    h0 = [(state[n][0] if lstm else state[n]) if n in state else none for n, lstm in layers] if state else []
-    c0 = [state[n][1] if n in state else none for n, lstm in layers if lstm] if state else []
+    h0, c0 = _op_states(layers, state, x)
     flat = torch.ops.rnncc.forward_train(spec, x.transpose(0, 1) if batch_first else x,
                                          [weights[n] for n in names], h0, c0)
-    final, i = {}, outputs
-    for n, lstm in layers:
-        final[n] = (flat[i], flat[i + 1]) if lstm else flat[i]
-        i += 2 if lstm else 1
     outs = tuple(o.transpose(0, 1) if batch_first else o for o in flat[:outputs])
-    return outs, final
+    return outs, _finals(flat, outputs, layers)
 
 
 def _permute_rows(state, order: torch.Tensor | None):

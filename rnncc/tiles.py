@@ -438,7 +438,7 @@ class BackwardTile:
     def units_padded(self) -> int:
         """A row of the resident W_hh columns: units rounded up to 4 floats, one 16-byte
         load a lane (lanes reading adjacent rows then hit no bank twice)."""
-        return -(-self.units // 4) * 4
+        return _padded_to_4(self.units)
 
     def w_bytes(self, gates: int, hidden: int) -> int:
         return 4 * gates * hidden * self.units_padded
@@ -453,6 +453,10 @@ class BackwardTile:
         return asdict(self) | {"threads": self.threads}
 
 
+def _padded_to_4(units: int) -> int:
+    return -(-units // 4) * 4
+
+
 # A thread's sums are rows × units_padded registers: at most this many.
 BACKWARD_SUMS = 64
 
@@ -465,8 +469,7 @@ def backward_tile(gates: int, hidden: int, batch: int, sm_count: int,
     sums; W_hh's columns in shared memory if they fit beside the rest."""
     units = math.ceil(hidden / sm_count)
     blocks = math.ceil(hidden / units)
-    padded = -(-units // 4) * 4
-    rows = max(1, min(batch, 8, BACKWARD_SUMS // padded))
+    rows = max(1, min(batch, 8, BACKWARD_SUMS // _padded_to_4(units)))
     resident = BackwardTile(units, blocks, rows, True)
     return resident if resident.shared_bytes(gates, hidden, batch) <= shared_bytes_max \
         else BackwardTile(units, blocks, rows, False)
