@@ -4,16 +4,19 @@ What the forward kept: every layer's output sequence (the training forward runs 
 of the model whose outputs include every layer's tensor), the input and the initial
 states. From those, a layer's backward:
 
-1. recomputes its gates' pre-activations, two GEMMs over all steps in float32
+1. recomputes its gates' pre-activations in float32, GEMMs over all steps
    (x·W_ihᵀ + b_ih, and h_{t−1}·W_hhᵀ + b_hh, h_{t−1} being the saved sequence shifted by
    one step): no product runs twice in sequence, and no gate is saved by the forward;
 2. runs the recurrence in reverse time in one grid-persistent kernel
-   (``templates/backward_recurrent.cu.j2``), which writes dG over the pre-activations;
+   (``templates/backward_recurrent.cu.j2``), which writes dG in the layer's type;
 3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
-   GEMMs over all steps (PyTorch's matmul, so cuBLAS under torch's TF32 setting).
+   GEMMs over all steps.
 
-The model's graph (merges, residual layers, bidirectional halves) is walked by
-``reference_grad.backpropagate``, the same walk the float64 oracle does.
+Every GEMM takes its operands in the layer's type and returns float32: fp16/bf16 run on
+tensor cores with float32 accumulation, as cuDNN's backward does (float32 operands: torch's
+matmul, so cuBLAS under torch's TF32 setting). The model's graph (merges, residual
+layers, bidirectional halves) is walked by ``reference_grad.backpropagate``, the same walk
+the float64 oracle does.
 """
 
 from __future__ import annotations
@@ -49,10 +52,10 @@ def _device():
 
 
 @lru_cache(maxsize=None)
-def _kernel(cell: str, hidden: int, gates: int, tile: BackwardTile):
+def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile):
     """(the rendered kernel, its loaded function), built once per process and code."""
     target, _ = _device()
-    k = codegen.render_backward(cell, hidden, gates, tile)
+    k = codegen.render_backward(cell, hidden, gates, dtype, tile)
     fn = driver.load(k.name, build.compile_cubin(k, target.arch), k.entry,
                      tuple(p.kind for p in k.params), _dynamic_shared_max(target))
     return k, fn
@@ -68,80 +71,105 @@ def _check_status(status: driver.HostWords) -> None:
             "gradients are invalid")
 
 
+_DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
 def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch.Tensor | None,
                h_prev: torch.Tensor, c0: torch.Tensor | None, dy: torch.Tensor,
                dh_n: torch.Tensor | None, dc_n: torch.Tensor | None):
-    """Launch the backward recurrence of ``layer`` over float32 contiguous [S, B, ·] tensors
-    in the order the layer ran its steps; ``pre`` (and for a GRU ``pre_h``) are
-    overwritten with dG. Returns (dh0, dc0 or None)."""
+    """Launch the backward recurrence of ``layer`` over contiguous [S, B, ·] tensors in the
+    order the layer ran its steps: W_hh and h_prev in the layer's type, the rest float32.
+    Returns (dG, dG through W_hh for a GRU or None, dh0, dc0 or None), dG in the layer's
+    type (float32: written over ``pre`` and ``pre_h``)."""
     target, status = _device()
     _check_status(status)
     S, B, _ = dy.shape
     H, G = layer.hidden_size, layer.gates
+    dtype = w_hh.dtype
     tile = backward_tile(G, H, B, target.sm_count, _dynamic_shared_max(target))
-    k, fn = _kernel(layer.cell, H, G, tile)
+    k, fn = _kernel(layer.cell, H, G, _DTYPE_NAMES[dtype], tile)
     device = dy.device
     # What the kernel writes starts as NaN under RNNCC_DEBUG_POISON (the GPU tests' knob).
-    empty = torch.full if os.environ.get("RNNCC_DEBUG_POISON") == "1" else \
-        (lambda shape, _, **kw: torch.empty(shape, **kw))
+    poison = os.environ.get("RNNCC_DEBUG_POISON") == "1"
+
+    def empty(shape, dtype=torch.float32):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device) if poison \
+            else torch.empty(shape, dtype=dtype, device=device)
+
     lstm = layer.cell == "lstm"
-    dh0 = empty((B, H), float("nan"), device=device)
-    dc0 = empty((B, H), float("nan"), device=device) if lstm else None
-    c_seq = empty((S, B, H), float("nan"), device=device) if lstm else None
+    if dtype == torch.float32:
+        dg, dg_h = pre, pre_h
+    else:
+        dg = empty(pre.shape, dtype)
+        dg_h = None if pre_h is None else empty(pre_h.shape, dtype)
+    dh0 = empty((B, H))
+    dc0 = empty((B, H)) if lstm else None
+    c_seq = empty((S, B, H)) if lstm else None
     barrier = torch.zeros(launch.BARRIER_WORDS, dtype=torch.int32, device=device)
     spin_ms = float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS))
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
-    values = {"pre": ptr(pre), "pre_h": ptr(pre_h), "h_prev": ptr(h_prev), "c_seq": ptr(c_seq),
-              "c0": ptr(c0), "w_hh": ptr(w_hh), "dy": ptr(dy), "dh_n": ptr(dh_n),
-              "dc_n": ptr(dc_n), "dh0": ptr(dh0), "dc0": ptr(dc0), "seq_len": S, "batch": B,
-              "barrier": ptr(barrier), "status": status.address(0),
-              "spin_timeout_ns": int(spin_ms * 1e6)}
+    values = {"pre": ptr(pre), "dg": ptr(dg), "pre_h": ptr(pre_h), "dg_h": ptr(dg_h),
+              "h_prev": ptr(h_prev), "c_seq": ptr(c_seq), "c0": ptr(c0), "w_hh": ptr(w_hh),
+              "dy": ptr(dy), "dh_n": ptr(dh_n), "dc_n": ptr(dc_n), "dh0": ptr(dh0),
+              "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
+              "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
     stream = torch.cuda.current_stream(device).cuda_stream
     fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),
               tile.shared_bytes(G, H, B), stream, cooperative=True)
-    return dh0, dc0
+    return dg, dg_h, dh0, dc0
 
 
 def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.to(torch.float32).contiguous()
 
 
+def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """bias + a·b in float32 (bias: float32, broadcast over rows, or None). Half operands
+    run on tensor cores with float32 accumulation and a float32 result, so neither the
+    operands are widened first nor the result rounded to half."""
+    if a.dtype == torch.float32:
+        return a @ b if bias is None else torch.addmm(bias, a, b)
+    if bias is None:
+        return torch.mm(a, b, out_dtype=torch.float32)
+    return torch.addmm(bias, a, b, out_dtype=torch.float32)
+
+
 def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
                    h: torch.Tensor, h0: torch.Tensor | None, c0: torch.Tensor | None,
                    dy: torch.Tensor, dh_n: torch.Tensor | None = None,
                    dc_n: torch.Tensor | None = None):
-    """One layer's backward on CUDA, in float32: its merged input x [S, B, I], its h
-    sequence [S, B, H], initial states (None: zeros), dy [S, B, H] and the final states'
-    gradients. Returns (dx, the parameters' gradients by torch's names less the layer
-    prefix, dh0, dc0 or None), as ``reference_grad.layer_backward`` does."""
+    """One layer's backward on CUDA: its merged input x [S, B, I], its h sequence
+    [S, B, H], initial states (None: zeros), dy [S, B, H] and the final states' gradients.
+    The products take the layer's weights' type; the results are float32. Returns (dx,
+    the parameters' gradients by torch's names less the layer prefix, dh0, dc0 or None),
+    as ``reference_grad.layer_backward`` does."""
     if layer.proj_size:
         raise NotImplementedError(f"backward: layer '{layer.name}' has proj_size="
                                   f"{layer.proj_size}; the CUDA backward has no LSTMP cell yet")
     S, B, I = x.shape
     H = layer.hidden_size
+    W_ih, W_hh = w["weight_ih"].contiguous(), w["weight_hh"].contiguous()
+    dtype = W_hh.dtype
     if layer.reverse:  # its steps ran from S−1 down: walk its sequences that way
         x, h, dy = x.flip(0), h.flip(0), dy.flip(0)
-    x2 = x.reshape(S * B, I).to(torch.float32)
-    h_prev = torch.empty(S, B, H, device=x.device)
+    x2 = x.reshape(S * B, I).to(dtype)
+    h_prev = torch.empty(S, B, H, dtype=dtype, device=x.device)
     h_prev[0] = 0.0 if h0 is None else h0
     h_prev[1:] = h[:-1]
     h_prev2 = h_prev.view(S * B, H)
-    W_ih, W_hh = _f32(w["weight_ih"]), _f32(w["weight_hh"])
     b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
-    pre = x2 @ W_ih.T if b_ih is None else torch.addmm(b_ih, x2, W_ih.T)
     if layer.cell == "gru":  # the h part apart: r multiplies it
-        pre_h = h_prev2 @ W_hh.T if b_hh is None else torch.addmm(b_hh, h_prev2, W_hh.T)
+        pre, pre_h = _gemm(x2, W_ih.T, b_ih), _gemm(h_prev2, W_hh.T, b_hh)
     else:
-        pre_h = None
-        pre.addmm_(h_prev2, W_hh.T)
-        if b_hh is not None:
-            pre += b_hh
-    dh0, dc0 = recurrence(layer, W_hh, pre, pre_h, h_prev, _f32(c0), _f32(dy), _f32(dh_n), _f32(dc_n))
-    dg_x, dg_h = pre, (pre_h if pre_h is not None else pre)  # now dG
-    dw = {"weight_ih": dg_x.T @ x2, "weight_hh": dg_h.T @ h_prev2}
+        bias = b_ih if b_hh is None else b_ih + b_hh
+        pre, pre_h = _gemm(h_prev2, W_hh.T, _gemm(x2, W_ih.T, bias)), None
+    dg_x, dg_h, dh0, dc0 = recurrence(layer, W_hh, pre, pre_h, h_prev, _f32(c0), _f32(dy),
+                                      _f32(dh_n), _f32(dc_n))
+    dg_h = dg_x if dg_h is None else dg_h
+    dw = {"weight_ih": _gemm(dg_x.T, x2), "weight_hh": _gemm(dg_h.T, h_prev2)}
     if layer.bias:
-        dw |= {"bias_ih": dg_x.sum(0), "bias_hh": dg_h.sum(0)}
-    dx = (dg_x @ W_ih).view(S, B, I)
+        dw |= {"bias_ih": dg_x.sum(0, dtype=torch.float32), "bias_hh": dg_h.sum(0, dtype=torch.float32)}
+    dx = _gemm(dg_x, W_ih).view(S, B, I)
     return (dx.flip(0) if layer.reverse else dx), dw, dh0, dc0
 
 

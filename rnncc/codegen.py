@@ -518,21 +518,29 @@ def render(plan: Plan, lengths: bool = False) -> tuple[KernelSource, ...]:
 
 # ---- the backward ------------------------------------------------------------------------
 
+def _aliased_ptr(name: str, ctype: str, doc: str, const: bool = True) -> Param:
+    """A pointer that may point into another parameter's array (no __restrict__)."""
+    return Param(name, "ptr", f"{'const ' if const else ''}{ctype}* {name}", doc)
+
+
 def backward_params(cell: str) -> tuple[Param, ...]:
-    """Parameters of a layer's backward recurrence (all float32; [S, B, ·] time-major,
-    contiguous, in the order the layer ran its steps)."""
+    """Parameters of a layer's backward recurrence ([S, B, ·] time-major, contiguous, in the
+    order the layer ran its steps). T is the layer's storage type; the pre-activations,
+    states and state gradients are float32."""
     gru, lstm = cell == "gru", cell == "lstm"
-    params = [_ptr("pre", "float", "[S, B, G·H] in: the gates' pre-activations, torch's gate order "
-                   + ("(x·W_ihᵀ + b_ih)" if gru else "(x·W_ihᵀ + h·W_hhᵀ + both biases)")
-                   + "; out: their gradients dG", const=False)]
+    params = [_aliased_ptr("pre", "float", "[S, B, G·H] the gates' pre-activations, torch's gate order "
+                           + ("(x·W_ihᵀ + b_ih)" if gru else "(x·W_ihᵀ + h·W_hhᵀ + both biases)")),
+              _aliased_ptr("dg", "T", "[S, B, G·H] out: their gradients dG (float32: may be pre)",
+                           const=False)]
     if gru:
-        params += [_ptr("pre_h", "float", "[S, B, 3·H] in: h·W_hhᵀ + b_hh; out: the gradients "
-                        "through W_hh (n's times r)", const=False),
-                   _ptr("h_prev", "float", "[S, B, H] h of the step before each step")]
+        params += [_aliased_ptr("pre_h", "float", "[S, B, 3·H] h·W_hhᵀ + b_hh"),
+                   _aliased_ptr("dg_h", "T", "[S, B, 3·H] out: the gradients through W_hh (n's "
+                                "times r; float32: may be pre_h)", const=False),
+                   _ptr("h_prev", "T", "[S, B, H] h of the step before each step")]
     if lstm:
         params += [_ptr("c_seq", "float", "[S, B, H] out: c of each step", const=False),
                    _ptr("c0", "float", "[B, H] the initial c (nullptr: zeros)")]
-    params += [_ptr("w_hh", "float", "[G·H, H] W_hh"),
+    params += [_ptr("w_hh", "T", "[G·H, H] W_hh"),
                _ptr("dy", "float", "[S, B, H] the loss's gradient with respect to each step's h"),
                _ptr("dh_n", "float", "[B, H] ... to the final h (nullptr: zeros)")]
     if lstm:
@@ -547,19 +555,20 @@ def backward_params(cell: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def render_backward(cell: str, hidden: int, gates: int, tile: BackwardTile) -> KernelSource:
-    """The backward recurrence of a layer of ``cell`` and ``hidden`` units, tiled by ``tile``.
-    The code depends on the batch only through the tile's rows a pass, and not on the
-    dtype (float32 throughout)."""
+def render_backward(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile) -> KernelSource:
+    """The backward recurrence of a layer of ``cell`` and ``hidden`` units stored in
+    ``dtype``, tiled by ``tile``. The code depends on the batch only through the tile's rows
+    a pass."""
     params = backward_params(cell)
     where = "shared memory" if tile.w_in_shared else "L2"
     decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, {tile.rows} batch rows "
                  f"a pass, W_hh columns in {where}"]
     source = environment().get_template("backward_recurrent.cu.j2").render(
-        kernel=_code_header(f"{cell} layer backward, H={hidden}", "float32", decisions),
-        entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, tile=tile)
+        kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
+        entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile)
     name, entry, source = _identify(
-        f"backward_{cell}_h{hidden}_u{tile.units}_r{tile.rows}{'' if tile.w_in_shared else '_wl2'}", source)
+        f"backward_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_u{tile.units}_r{tile.rows}"
+        f"{'' if tile.w_in_shared else '_wl2'}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
 
 

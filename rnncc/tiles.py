@@ -440,6 +440,12 @@ class BackwardTile:
         load a lane (lanes reading adjacent rows then hit no bank twice)."""
         return _padded_to_4(self.units)
 
+    @property
+    def sums_padded(self) -> int:
+        """A thread's sums (rows × units_padded) rounded up to a power of two, the count
+        the warp's reduction takes."""
+        return 1 << (self.rows * self.units_padded - 1).bit_length()
+
     def w_bytes(self, gates: int, hidden: int) -> int:
         return 4 * gates * hidden * self.units_padded
 
@@ -468,6 +474,9 @@ def backward_tile(gates: int, hidden: int, batch: int, sm_count: int,
     as many batch rows a pass as the batch has, up to 8 and BACKWARD_SUMS registers of
     sums; W_hh's columns in shared memory if they fit beside the rest."""
     units = math.ceil(hidden / sm_count)
+    if units > BackwardTile.threads:  # a thread runs one unit's cell a pass
+        raise ValueError(f"backward: hidden size {hidden} takes {units} units a block on {sm_count} "
+                         f"SMs; the backward recurrence runs at most {BackwardTile.threads}")
     blocks = math.ceil(hidden / units)
     rows = max(1, min(batch, 8, BACKWARD_SUMS // _padded_to_4(units)))
     resident = BackwardTile(units, blocks, rows, True)

@@ -12,6 +12,7 @@ import pytest
 import rnncc
 from rnncc import build, codegen, tiles
 from rnncc.codegen import environment
+from rnncc.dtypes import DTYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -300,21 +301,23 @@ def test_projected_lstm_kernels_render_and_compile(nvcc, dtype, gemm):
 @pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1)])
 def test_backward_kernels_render_and_compile(nvcc, cell, gates):
     """The backward recurrence of every cell, with W_hh's columns resident (H from one unit a
-    block to eight) and read from L2 (H=4096), compiles without local memory; its name and
-    code follow the tile (the batch only through its rows a pass), and its grid barrier is
-    the bounded one."""
-    for hidden in (33, 512, 1024, 4096):
+    block to eight) and read from L2 (H=4096), compiles without local memory in each storage
+    type; its name and code follow the tile and the dtype (the batch only through its rows a
+    pass), dG is stored in the layer's type, and its grid barrier is the bounded one."""
+    short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+    for hidden, dtype in ((33, "float32"), (512, "float16"), (1024, "bfloat16"), (4096, "float16")):
         tile = tiles.backward_tile(gates, hidden, 8, 132, 226 * 1024)
         assert tile == tiles.backward_tile(gates, hidden, 64, 132, 226 * 1024) or not tile.w_in_shared
-        k = codegen.render_backward(cell, hidden, gates, tile)
-        assert k.name.startswith(f"backward_{cell}_h{hidden}_u{tile.units}_r{tile.rows}")
+        k = codegen.render_backward(cell, hidden, gates, dtype, tile)
+        assert k.name.startswith(f"backward_{cell}_h{hidden}_{short[dtype]}_u{tile.units}_r{tile.rows}")
         assert ("_wl2" in k.name) == (not tile.w_in_shared) == (hidden == 4096)
         assert "grid_barrier(barrier, status, spin_timeout_ns)" in k.source
         assert "__launch_bounds__(THREADS, 1)" in k.source and "{{" not in k.source
         assert ("c_seq" in k.source) == (cell == "lstm") and ("pre_h" in k.source) == (cell == "gru")
+        assert f"typedef {DTYPES[dtype].c_type} T;" in k.source and "T* dg," in k.source
         build.compile_cubin(k, "sm_90a")
         r = build.resources(k, "sm_90a")
-        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, r)
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
 
 
 def test_backward_tile_geometry():
