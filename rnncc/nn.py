@@ -12,10 +12,11 @@ runs the training forward, which also keeps every layer's output sequence, and i
 backward is rnncc's (``rnncc.backward``: the gates recomputed by GEMMs, the reverse
 recurrence in one grid-persistent kernel, the weight and input gradients as GEMMs): in
 eager code through one autograd.Function, traced through the custom ops
-rnncc::forward_train and rnncc::backward, so torch.compile sees them. Not yet
-on CUDA: dropout between layers in training mode, LSTMP (proj_size) and packed sequences
-with gradients, each refused by name. On the CPU the reference's hand-written float64
-backward (``reference_grad``) serves autograd, dropout included (slowly).
+rnncc::forward_train and rnncc::backward, so torch.compile sees them. Dropout between
+layers in training mode runs the stack one level (a layer and its reverse) at a time, each
+level's input times a mask drawn on the GPU. Not yet on CUDA: LSTMP (proj_size) and packed
+sequences with gradients, each refused by name. On the CPU the reference's hand-written
+float64 backward (``reference_grad``) serves autograd, dropout included (slowly).
 """
 
 from __future__ import annotations
@@ -66,22 +67,13 @@ def _needs_grad(tensors, parameters) -> bool:
                                         or any(p.requires_grad for p in parameters))
 
 
-def _refuse_training(owner: str, needs_grad: bool, cuda: bool, dropout: float = 0.0,
-                     proj_size: int = 0, packed: bool = False) -> None:
-    """Raise where a CUDA forward would need what the kernels lack: dropout between layers
-    (``dropout``: its probability where the module is in training mode with several
-    layers, else 0), or a backward (``needs_grad``) of an LSTMP layer or of packed
-    sequences. On the CPU the reference does all of these."""
-    if not cuda:
-        return
-    if dropout:
-        raise RuntimeError(
-            f"{owner}: dropout={dropout} between layers in training mode, which rnncc's CUDA "
-            "kernels do not apply; call eval() (or set dropout=0), or run on CPU tensors, where "
-            "rnncc applies it as torch.nn does.")
+def _refuse_training(owner: str, needs_grad: bool, cuda: bool, proj_size: int = 0,
+                     packed: bool = False) -> None:
+    """Raise where a CUDA forward would need a backward (``needs_grad``) the kernels lack:
+    of an LSTMP layer or of packed sequences. On the CPU the reference does both."""
     unsupported = ("proj_size (LSTMP)" if proj_size else
                    "packed sequences (lengths)" if packed else None)
-    if needs_grad and unsupported:
+    if cuda and needs_grad and unsupported:
         raise RuntimeError(
             f"{owner}: this forward needs gradients (grad mode is on and the input or parameters "
             f"require grad), and rnncc's CUDA backward does not cover {unsupported} yet. Run it "
@@ -97,10 +89,15 @@ def _dropout_masks(suffixes, directions: int, width: int, p: float, S: int,
     a layer, which share its mask since they read the same tensor)."""
     masks = {}
     for first in range(directions, len(suffixes), directions):
-        keep = (torch.rand(S, B, width, dtype=torch.float64) >= p).numpy()
-        mask = keep * (0.0 if p >= 1.0 else 1.0 / (1.0 - p))
+        mask = _dropout_mask(torch.rand(S, B, width, dtype=torch.float64), p).numpy()
         masks |= {name: mask for name in suffixes[first:first + directions]}
     return masks
+
+
+def _dropout_mask(uniform: torch.Tensor, p: float) -> torch.Tensor:
+    """torch's dropout mask from uniform draws in [0, 1): 1/(1 − p) where kept, else 0
+    (all 0 at p = 1), in the draws' dtype."""
+    return (uniform >= p).to(uniform.dtype) * (0.0 if p >= 1.0 else 1.0 / (1.0 - p))
 
 
 def _layout(model: IrModel) -> tuple:
@@ -437,6 +434,14 @@ def _run_train(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: to
     return outs, _finals(flat, outputs, layers)
 
 
+def _stacked_finals(finals: list, lstm: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """torch.nn's h_n (and c_n, None for a GRU or RNN) [layers × directions, B, ·] from
+    each layer's final state in that order."""
+    if lstm:
+        return torch.stack([h for h, _ in finals]), torch.stack([c for _, c in finals])
+    return torch.stack(finals), None
+
+
 def _permute_rows(state, order: torch.Tensor | None):
     """h (or (h, c)) with its batch rows in ``order`` (torch.nn's permute_hidden: hx into
     a PackedSequence's sorted order, h_n back into the caller's); as is where None."""
@@ -488,6 +493,7 @@ class _RecurrentTwin(torch.nn.Module):
         self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self._spec("float32"))
+        self._levels: dict[tuple[str, bool], tuple[str, tuple]] = {}  # _level_spec's
         self._weight_names = tuple((f"{suffix}.{n}", f"{n}_{suffix}") for suffix in self._suffixes
                                    for n in _parameter_kinds(bias, bool(proj_size)))
 
@@ -528,15 +534,17 @@ class _RecurrentTwin(torch.nn.Module):
     def _cell(self) -> str:
         raise NotImplementedError
 
-    def _spec(self, dtype: str) -> IrModel:
+    def _spec(self, dtype: str, input_size: int | None = None, layers: int | None = None) -> IrModel:
+        """The stack's spec; with ``input_size`` and ``layers``, a stack of such layers
+        reading that width instead (one level of it: ``_level_spec``)."""
         return IrModel.from_dict({
             "name": f"rnncc_nn_{type(self).__name__.lower()}", "dtype": dtype,
-            "input_size": self.input_size,
+            "input_size": input_size or self.input_size,
             "layers": [{"name": f"l{k}", "cell": self._cell(), "hidden_size": self.hidden_size,
                         "bias": self.bias}
                        | ({"proj_size": self.proj_size} if self.proj_size else {})
                        | ({"direction": "bidirectional"} if self.bidirectional else {})
-                       for k in range(self.num_layers)]})
+                       for k in range(layers or self.num_layers)]})
 
     def _weights(self) -> dict[str, torch.Tensor]:
         """The parameters by rnncc's names (``l0.weight_ih`` …), not detached (the kernels
@@ -564,7 +572,7 @@ class _RecurrentTwin(torch.nn.Module):
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
         dropout = self.dropout if self.training and self.num_layers > 1 else 0.0
         needs_grad = _needs_grad((input, *states), self.parameters())
-        _refuse_training(name, needs_grad, input.is_cuda, dropout, self.proj_size, lengths is not None)
+        _refuse_training(name, needs_grad, input.is_cuda, self.proj_size, lengths is not None)
         param_dtype = self._parameters["weight_ih_l0"].dtype
         dtype = _TORCH_DTYPES.get(param_dtype)
         if dtype is None and input.is_cuda:
@@ -597,7 +605,10 @@ class _RecurrentTwin(torch.nn.Module):
                 state[layer] = tuple(p[k].contiguous() for p in parts) if lstm \
                     else parts[0][k].contiguous()
         spec = self._specs[dtype or "float32"]
-        if x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling() and not needs_grad:
+        if x.is_cuda and dropout:
+            outs, final = self._run_levels(dtype, x, state, batch_first, lengths, dropout)
+            h_n, c_n = _stacked_finals([final[layer] for layer in self._suffixes], lstm)
+        elif x.is_cuda and type(x) is torch.Tensor and not torch.compiler.is_compiling() and not needs_grad:
             # Eager: the compiled model writes torch.nn's h_n (c_n) [L, B, H] in place.
             outs, final = _runner_of(spec).gpu(_model_of(spec), self._weights(), x, state,
                                                batch_first, stacked_state=True, lengths=lengths)
@@ -609,18 +620,47 @@ class _RecurrentTwin(torch.nn.Module):
                 if dropout else None
             outs, final = _run(spec, self._layout, self._weights(), x, state, batch_first,
                                lengths=lengths, dropout_masks=masks)
-            layers = [final[layer] for layer in self._suffixes]
-            if lstm:
-                h_n = torch.stack([h for h, _ in layers])
-                c_n = torch.stack([c for _, c in layers])
-            else:
-                h_n = torch.stack(layers)
+            h_n, c_n = _stacked_finals([final[layer] for layer in self._suffixes], lstm)
         y = outs[0]
         if unbatched:
             y = y.squeeze(0 if batch_first else 1)
             h_n = h_n.squeeze(1)
             c_n = c_n.squeeze(1) if lstm else None
         return (y, (h_n, c_n)) if lstm else (y, h_n)
+
+    def _run_levels(self, dtype: str, x: torch.Tensor, state: dict, batch_first: bool,
+                    lengths: torch.Tensor | None, p: float):
+        """(outputs, final state by layer) as ``_run`` gives them, with dropout between
+        layers on CUDA: one level (layer k and its reverse) at a time, as a one-level model,
+        each level past the first reading the one before times a mask of 0 and 1/(1 − p)
+        drawn by torch's CUDA generator, in the layer's type. The masks are constants to
+        autograd, so the gradient of a level's input is its own times the mask, as torch's.
+        The levels do not overlap in time, which the whole stack's kernels could."""
+        D = 1 + self.bidirectional
+        y, final = x, {}
+        for k in range(self.num_layers):
+            level = self._suffixes[k * D:(k + 1) * D]
+            spec, layout = self._level_spec(dtype, k > 0)
+            if k:
+                y = y * _dropout_mask(torch.rand(y.shape, device=y.device), p).to(y.dtype)
+            params = self._parameters
+            weights = {f"{ours.replace(level[0], 'l0', 1)}": params[theirs]
+                       for ours, theirs in self._weight_names if ours.split(".")[0] in level}
+            given = {name.replace(level[0], "l0", 1): state[name] for name in level if name in state}
+            (y, *_), ends = _run(spec, layout, weights, y, given, batch_first, lengths=lengths)
+            final |= {name: ends[name.replace(level[0], "l0", 1)] for name in level}
+        return (y,), final
+
+    def _level_spec(self, dtype: str, inner: bool) -> tuple[str, tuple]:
+        """(JSON spec, layout) of one level of this stack run alone: the first (reading the
+        input) or an inner one (reading the level before), with layer names l0 (and
+        l0_reverse)."""
+        key = (dtype, inner)
+        if key not in self._levels:
+            width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
+            model = self._spec(dtype, width if inner else self.input_size, 1)
+            self._levels[key] = (json.dumps(model.to_dict()), _layout(model))
+        return self._levels[key]
 
     def _forward_plain(self, x: torch.Tensor):
         """The common eager call — a batched CUDA tensor in the parameters' dtype, features

@@ -182,3 +182,41 @@ def skip_connections_by_hand():
                    {"name": "c", "cell": "rnn_tanh", "hidden_size": 10, "input": {"concat": ["b", "input"]}}],
         "outputs": ["c", {"name": "res", "sum": ["a", "b", "c"]}]})
     return modules, model, single_layer_weights(modules)
+
+
+def _composed_with_masks(ours, x, state, p: float, batch_first: bool = False):
+    """``ours`` (a twin in training mode, dropout p) as single-layer torch.nn modules of
+    its parameters, level after level, each past the first reading the one before times
+    the mask the CUDA path draws (torch.rand of the level's input shape, float32, on its
+    device): (outputs, h_n (or (h_n, c_n)), the modules by level). Draw in the order
+    ``ours`` does, after the same seed."""
+    import torch
+
+    import rnncc.nn as rnn
+
+    lstm, D = isinstance(ours, rnn.LSTM), 1 + ours.bidirectional
+    kind = type(ours).__name__
+    kw = {"bias": ours.bias, "batch_first": batch_first, "bidirectional": ours.bidirectional,
+          "device": x.device, "dtype": x.dtype} | ({"nonlinearity": ours.nonlinearity} if kind == "RNN" else {})
+    with torch.random.fork_rng(devices=[x.device] if x.is_cuda else []):  # their init draws
+        levels = [getattr(torch.nn, kind)(x.shape[-1] if k == 0 else D * ours.hidden_size, ours.hidden_size, **kw)
+                  for k in range(ours.num_layers)]
+    out, finals = x, []
+    for k, m in enumerate(levels):
+        for name, param in m.named_parameters():
+            param.data.copy_(getattr(ours, name.replace("_l0", f"_l{k}")))
+        if k:
+            out = out * rnn._dropout_mask(torch.rand(out.shape, device=out.device), p).to(out.dtype)
+        level = None if state is None else \
+            tuple(t[k * D:(k + 1) * D] for t in state) if lstm else state[k * D:(k + 1) * D]
+        out, final = m(out, level)
+        finals.append(final)
+    if lstm:
+        return out, (torch.cat([h for h, _ in finals]), torch.cat([c for _, c in finals])), levels
+    return out, torch.cat(finals), levels
+
+
+@pytest.fixture(scope="session")
+def composed_with_masks():
+    """The reference for dropout between layers on CUDA: ``_composed_with_masks``."""
+    return _composed_with_masks

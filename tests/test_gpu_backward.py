@@ -127,6 +127,57 @@ def test_half_gradients_no_worse_than_three_times_cudnns(gpu, torch, cell, dtype
         assert ours_error <= 3 * cudnn_error, (name, ours_error, cudnn_error)
 
 
+# (cell, bidirectional, batch_first, dtype, tolerance against cuDNN composed)
+DROPOUT_CASES = [("lstm", False, False, "float32", 1e-4), ("gru", True, True, "float32", 1e-4),
+                 ("rnn_relu", False, False, "float32", 1e-4), ("lstm", True, False, "float16", 2e-2)]
+
+
+@pytest.mark.parametrize("case", DROPOUT_CASES, ids=lambda c: "-".join(map(str, c[:4])))
+def test_dropout_between_layers_in_training_mode(gpu, torch, composed_with_masks, monkeypatch, case):
+    """A 3-layer twin in training mode with dropout 0.3, S=64, B=5, H=33, initial states
+    given: outputs, final states and every gradient equal single-layer torch.nn (cuDNN)
+    modules of its parameters composed with the masks it draws (the same seed); under
+    torch.no_grad the same forward; in eval mode no dropout."""
+    cell, bi, batch_first, dtype, tol = case
+    torch.manual_seed(17)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)  # cuDNN's fp32 RNNs exact
+    tdt = getattr(torch, dtype)
+    S, B, I, H, L, D = 64, 5, 24, 33, 3, 1 + bi
+    ours = twin(torch, cell, I, H, num_layers=L, dropout=0.3, bidirectional=bi,
+                batch_first=batch_first).to("cuda", tdt)
+    x = torch.randn(*((B, S) if batch_first else (S, B)), I, device="cuda", dtype=tdt)
+    lstm = cell == "lstm"
+    hx = tuple(torch.randn(L * D, B, H, device="cuda", dtype=tdt) for _ in range(2 if lstm else 1))
+    flat = lambda y, state: [y, *(state if isinstance(state, tuple) else (state,))]  # noqa: E731
+    runs = {}
+    for name in ("rnncc", "cuDNN"):
+        xs, hs = x.clone().requires_grad_(), tuple(h.clone().requires_grad_() for h in hx)
+        torch.manual_seed(23)
+        if name == "rnncc":
+            outs, params = flat(*ours(xs, hs if lstm else hs[0])), [p for _, p in ours.named_parameters()]
+        else:
+            y, state, levels = composed_with_masks(ours, xs, hs if lstm else hs[0], 0.3, batch_first)
+            outs = flat(y, state)
+            theirs = {n.replace("_l0", f"_l{k}"): p for k, m in enumerate(levels) for n, p in m.named_parameters()}
+            params = [theirs[n] for n, _ in ours.named_parameters()]
+        gen = torch.Generator(device="cuda").manual_seed(29)
+        drawn = [torch.randn(o.shape, generator=gen, device="cuda").to(tdt) for o in outs]
+        grads = torch.autograd.grad(outs, [xs, *hs, *params], drawn)
+        runs[name] = [o.detach() for o in outs] + list(grads)
+    errors = [max_relative_error(numpy64(a), numpy64(b)) for a, b in zip(runs["rnncc"], runs["cuDNN"])]
+    assert max(errors) <= tol, errors
+    with torch.no_grad():
+        torch.manual_seed(23)
+        y = ours(x, hx if lstm else hx[0])[0]
+    assert max_relative_error(numpy64(y), numpy64(runs["rnncc"][0])) <= tol
+    ours.eval()
+    with torch.no_grad():
+        y = ours(x, hx if lstm else hx[0])[0]
+        y_ref = composed_with_masks(ours, x, hx if lstm else hx[0], 0.0, batch_first)[0]
+    assert max_relative_error(numpy64(y), numpy64(y_ref)) <= tol
+
+
 def residual_stack(dtype: str) -> dict:
     """GNMT's shape, small: a bidirectional first layer, then residual layers of mixed cells."""
     return {"name": "residual_stack", "dtype": dtype, "input_size": 20,

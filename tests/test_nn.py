@@ -130,24 +130,21 @@ def test_cpu_gradients_pass_gradcheck_through_packed_sequences_and_model_specs()
 
 
 def test_what_the_cuda_kernels_lack_says_so():
-    """What the CUDA path lacks raises by name: dropout between layers in training mode
-    always, LSTMP and packed sequences when the forward needs gradients; a plain forward
-    with gradients runs (rnncc's CUDA backward); the CPU path refuses nothing."""
+    """What the CUDA path lacks raises by name: LSTMP and packed sequences when the forward
+    needs gradients; a plain forward with gradients runs (rnncc's CUDA backward); the CPU
+    path refuses nothing."""
     lstm, x = rnn.LSTM(4, 5), torch.randn(3, 2, 4)
     assert rnn._needs_grad((x,), lstm.parameters())
     assert not rnn._needs_grad((x,), lstm.requires_grad_(False).parameters())
     with torch.no_grad():
         assert not rnn._needs_grad((x.requires_grad_(),), ())
     rnn._refuse_training("rnncc.nn.LSTM", True, cuda=True)
-    with pytest.raises(RuntimeError, match="dropout=0.5 between layers in training mode, which rnncc's "
-                                           "CUDA kernels do not apply; call eval"):
-        rnn._refuse_training("rnncc.nn.LSTM", False, cuda=True, dropout=0.5)
     for kw, what in (({"proj_size": 3}, "proj_size \\(LSTMP\\)"), ({"packed": True}, "packed sequences")):
         with pytest.raises(RuntimeError, match=f"needs gradients.*CUDA backward does not cover {what}.*"
                                                "torch.no_grad\\(\\).*CPU tensors"):
             rnn._refuse_training("rnncc.nn.LSTM", True, cuda=True, **kw)
         rnn._refuse_training("rnncc.nn.LSTM", False, cuda=True, **kw)
-    rnn._refuse_training("rnncc.nn.LSTM", True, cuda=False, dropout=0.5, proj_size=3, packed=True)
+    rnn._refuse_training("rnncc.nn.LSTM", True, cuda=False, proj_size=3, packed=True)
 
 
 def test_training_spec_makes_every_layer_an_output():
@@ -201,6 +198,35 @@ def test_cpu_dropout_between_layers_as_torch_applies_it(bidirectional):
     torch.testing.assert_close(ours(x)[0], theirs(x)[0], rtol=1e-12, atol=1e-12)
     ours.eval(), theirs.eval()  # no dropout in eval mode
     torch.testing.assert_close(ours(x)[0], theirs(x)[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_levels_with_dropout_compose_single_layers(bidirectional, composed_with_masks):
+    """The CUDA path's dropout (one level at a time, ``_run_levels``), run here on the CPU
+    reference: outputs, final states and every gradient equal single-layer torch.nn
+    modules composed with the same masks, initial states given."""
+    p, L, S, B, H = 0.4, 3, 5, 2, 4
+    torch.manual_seed(5)
+    ours = rnn.GRU(3, H, num_layers=L, dropout=p, bidirectional=bidirectional, dtype=torch.float64)
+    D = 1 + bidirectional
+    x = torch.randn(S, B, 3, dtype=torch.float64)
+    h0 = torch.randn(L * D, B, H, dtype=torch.float64)
+    xs, hs = [x.clone().requires_grad_() for _ in range(2)], [h0.clone().requires_grad_() for _ in range(2)]
+    state = {name: hs[0][k] for k, name in enumerate(ours._suffixes)}
+    torch.manual_seed(9)
+    with pytest.warns(rnn.CpuPathWarning):
+        (y,), final = ours._run_levels("float32", xs[0], state, False, None, p)
+    h_n = torch.stack([final[name] for name in ours._suffixes])
+    torch.manual_seed(9)
+    y_ref, h_ref, _ = composed_with_masks(ours, xs[1], hs[1], p)
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h_n, h_ref, rtol=1e-12, atol=1e-12)
+    g, gh = torch.randn_like(y), torch.randn_like(h_n)
+    ((y * g).sum() + (h_n * gh).sum()).backward()
+    ((y_ref * g).sum() + (h_ref * gh).sum()).backward()
+    for a, b in ((xs[0], xs[1]), (hs[0], hs[1])):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-9, atol=1e-11)
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in ours.parameters())
 
 
 class Nested(torch.nn.Module):
