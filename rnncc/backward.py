@@ -33,15 +33,10 @@ from .errors import DeviceTimeout
 from .ir import INPUT, Layer, Model
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
-from .tiles import BackwardTile, backward_tile
-
-STATIC_SHARED_RESERVE = 1024  # the kernel's own __shared__ words (the grid barrier's flag)
-
+from .tiles import BackwardTile, backward_shared_max, backward_tile
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:
-    """What a launch may ask beyond the kernel's static shared memory (the opt-in limit
-    counts both)."""
-    return target.shared_memory_per_block_optin - STATIC_SHARED_RESERVE
+    return backward_shared_max(target.shared_memory_per_block_optin)
 
 
 @lru_cache(maxsize=1)

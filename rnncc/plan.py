@@ -2,7 +2,8 @@
 
 Codegen reads only the Plan (never the Model or the Target), and ``plan.json`` is its
 serialised form. A Decision records where it came from: ``model`` (a rule or the cost
-model), ``user`` (forced by a compile option) or, later, ``measured`` (autotuning).
+model), ``user`` (forced by a compile option), ``forced`` (the only way the kernels have,
+the others costed in the reason) or ``measured`` (autotuning).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ LAYOUTS = {
 class Decision:
     value: Any
     reason: str
-    source: str = "model"  # "model" | "user" | "measured"
+    source: str = "model"  # "model" | "user" | "forced" | "measured"
     # Predicted seconds of each alternative considered (the chosen one included), where
     # the decision was made by time; None for rules.
     alternatives: dict[str, float] | None = None
@@ -135,6 +136,8 @@ class LayerPlan:
     step_tile: Decision | None = None
     merge_fusion: Decision | None = None
     residual_fusion: Decision | None = None  # where h + input is computed (residual layers)
+    backward_gates: Decision | None = None   # training: gates saved or recomputed (passes/backward.py)
+    backward_tile: Decision | None = None    # training: the backward recurrence's block
 
     def decisions(self) -> dict[str, Decision]:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, Decision)}

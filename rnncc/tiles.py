@@ -465,6 +465,14 @@ def _padded_to_4(units: int) -> int:
 
 # A thread's sums are rows × units_padded registers: at most this many.
 BACKWARD_SUMS = 64
+# The backward kernel's own __shared__ bytes (the grid barrier's flag), which the opt-in
+# limit counts beside a launch's dynamic shared memory.
+BACKWARD_STATIC_SHARED = 1024
+
+
+def backward_shared_max(shared_memory_per_block_optin: int) -> int:
+    """What a backward launch may ask beyond the kernel's static shared memory."""
+    return shared_memory_per_block_optin - BACKWARD_STATIC_SHARED
 
 
 def backward_tile(gates: int, hidden: int, batch: int, sm_count: int,

@@ -38,9 +38,10 @@ def test_every_layer_has_every_decision_with_a_reason():
     for l in plan.layers:
         decisions = l.decisions()
         assert set(decisions) == {"precision", "layout", "gate_concat", "unroll", "persistence",
-                                  "projection_tile", "step_tile", "merge_fusion"} | \
-            ({"residual_fusion"} if l.residual else set())
-        assert all(d.reason and d.source == "model" for d in decisions.values())
+                                  "projection_tile", "step_tile", "merge_fusion", "backward_gates",
+                                  "backward_tile"} | ({"residual_fusion"} if l.residual else set())
+        assert all(d.reason and d.source == ("forced" if k == "backward_gates" else "model")
+                   for k, d in decisions.items())
     assert plan.workspace.value["bytes"] > 0
 
 
@@ -153,6 +154,37 @@ def test_explain_names_every_decision():
     text = plan_of(GNMT).explain()
     assert "layer l3: lstm H=1024 I=1024 bias=yes, input = l2, output = h + input (residual)" in text
     assert "residual_fusion  epilogue" in text
+
+
+def test_backward_decisions_cost_saving_and_recomputing_the_gates():
+    """Each layer's training decisions: the gates recomputed (forced: the forward kernels
+    write none), both ways costed and the memory named; the backward block is the one the
+    backward launches at that B; LSTMP and a block too wide get none, with the reason."""
+    from rnncc.passes.backward import backward_bytes, gate_costs
+    from rnncc.tiles import backward_shared_max, backward_tile
+
+    target = get("h100")
+    for spec, B in ((lstm(1024, dtype="float16"), 8), (gru(512), 64)):
+        l = plan_of(spec, batch=B).layers[0]
+        d = l.backward_gates
+        assert d.value == "recompute" and d.source == "forced"
+        itemsize = 2 if spec["dtype"] == "float16" else 4
+        assert d.alternatives == gate_costs(l, 256, B, itemsize, target)
+        assert d.alternatives["save"] < d.alternatives["recompute"]  # what saving would win
+        assert f"{backward_bytes(l, 256, B, itemsize) / 2**20:.1f} MiB" in d.reason
+        assert l.backward_tile.value == backward_tile(l.gates, l.hidden_size, B, target.sm_count,
+                                                      backward_shared_max(target.shared_memory_per_block_optin))
+    # a GRU's backward keeps two float32 pre-activation arrays (r multiplies the h part)
+    assert backward_bytes(plan_of(gru(512)).layers[0], 256, 64, 4) == \
+        256 * 64 * (2 * 3 * 512 * 4 + 512 * 4)
+    lstmp = plan_of({"name": "p", "input_size": 8, "layers": [
+        {"name": "l0", "cell": "lstm", "hidden_size": 16, "proj_size": 4}]}).layers[0]
+    assert lstmp.backward_gates.value == lstmp.backward_tile.value == "none"
+    assert "LSTMP" in lstmp.backward_tile.reason
+    wide = plan_of(lstm(257 * 132, I=8)).layers[0]
+    assert wide.backward_tile.value == "none" and "units a block" in wide.backward_tile.reason
+    text = plan_of(lstm()).explain()
+    assert "backward_gates   recompute" in text and "[forced]" in text and "backward_tile" in text
 
 
 def test_precision_defaults_and_tolerances():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..ir import Model
 from ..plan import CompileOptions, LayerPlan, OutputPlan, Plan, Source
 from ..target import Target
+from .backward import plan_backward
 from .gates import plan_gate_concat
 from .geometry import plan_projection_tile, plan_step_tile
 from .layout import plan_layout
@@ -22,7 +23,7 @@ from .unroll import plan_unroll
 from .workspace import plan_workspace
 
 PASSES = (plan_precision, plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_step_tile,
-          plan_persistence, plan_merges, plan_schedule, plan_workspace, plan_shapes)
+          plan_persistence, plan_merges, plan_schedule, plan_workspace, plan_shapes, plan_backward)
 
 
 def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:
