@@ -493,7 +493,12 @@ class _RecurrentTwin(torch.nn.Module):
         self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self._spec("float32"))
-        self._levels: dict[tuple[str, bool], tuple[str, tuple]] = {}  # _level_spec's
+        # With several layers, one level of the stack alone (first, or inner) per dtype,
+        # which dropout runs level by level; made here, as _specs, so that torch.compile
+        # traces no spec building.
+        self._levels = {(dtype, inner): self._level_spec(dtype, inner)
+                        for dtype in _TORCH_DTYPES.values() for inner in (False, True)} \
+            if num_layers > 1 else {}
         self._weight_names = tuple((f"{suffix}.{n}", f"{n}_{suffix}") for suffix in self._suffixes
                                    for n in _parameter_kinds(bias, bool(proj_size)))
 
@@ -640,7 +645,7 @@ class _RecurrentTwin(torch.nn.Module):
         y, final = x, {}
         for k in range(self.num_layers):
             level = self._suffixes[k * D:(k + 1) * D]
-            spec, layout = self._level_spec(dtype, k > 0)
+            spec, layout = self._levels[dtype, k > 0]
             if k:
                 y = y * _dropout_mask(torch.rand(y.shape, device=y.device), p).to(y.dtype)
             params = self._parameters
@@ -655,12 +660,9 @@ class _RecurrentTwin(torch.nn.Module):
         """(JSON spec, layout) of one level of this stack run alone: the first (reading the
         input) or an inner one (reading the level before), with layer names l0 (and
         l0_reverse)."""
-        key = (dtype, inner)
-        if key not in self._levels:
-            width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
-            model = self._spec(dtype, width if inner else self.input_size, 1)
-            self._levels[key] = (json.dumps(model.to_dict()), _layout(model))
-        return self._levels[key]
+        width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
+        model = self._spec(dtype, width if inner else self.input_size, 1)
+        return json.dumps(model.to_dict()), _layout(model)
 
     def _forward_plain(self, x: torch.Tensor):
         """The common eager call — a batched CUDA tensor in the parameters' dtype, features

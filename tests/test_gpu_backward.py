@@ -258,6 +258,28 @@ def test_torch_compile_fullgraph_with_backward(gpu, torch, rnncc_tagger):
         assert torch.allclose(compiled[n], g, rtol=1e-4, atol=1e-6), n
 
 
+def test_torch_compile_fullgraph_with_dropout(gpu, torch):
+    """A twin with dropout between layers compiles with fullgraph=True (its levels' specs
+    are made at construction): in training mode the loss and every gradient are finite and
+    the output differs from eval mode's (masks drawn by the compiled graph's generator, so
+    not eager's); in eval mode the compiled output equals eager's."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(19)
+    model = rnn.GRU(16, 24, num_layers=3, dropout=0.5, bidirectional=True).cuda()
+    x = torch.randn(9, 4, 16, device="cuda")
+    compiled = torch.compile(model, fullgraph=True)
+    y, _ = compiled(x)
+    y.square().mean().backward()
+    assert torch.isfinite(y).all()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    model.eval()
+    with torch.no_grad():
+        eager = model(x)[0]
+        assert not torch.allclose(y.detach(), eager)
+        assert torch.allclose(compiled(x)[0], eager, rtol=1e-5, atol=1e-6)
+
+
 def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
     """Forward and backward of a twin captured in one CUDA graph (static parameters, as
     torch.cuda.graph's training recipe captures them): a replay gives eager's gradients."""
