@@ -666,14 +666,16 @@ class _RecurrentTwin(torch.nn.Module):
 
     def _forward_plain(self, x: torch.Tensor):
         """The common eager call — a batched CUDA tensor in the parameters' dtype, features
-        contiguous, no initial state, grad mode off (so nothing to refuse) — straight to
-        the compiled model's entry for checked tensors (``CompiledModel.run_torch``); None
+        contiguous, no initial state, grad mode off (so nothing to refuse), no dropout to
+        apply — straight to the compiled model's entry for checked tensors
+        (``CompiledModel.run_torch``); None
         for anything else, which ``forward`` checks and runs the general way (with its
         error messages). Its host time decides a small model's eager time: this path does
         each check once, where the general one repeats the compiled model's
         (benchmarks/twin_gap.py)."""
         if not (x.is_cuda and x.dim() == 3 and x.shape[2] == self.input_size and x.stride(2) == 1) \
-                or torch.compiler.is_compiling():
+                or torch.compiler.is_compiling() \
+                or (self.training and self.dropout and self.num_layers > 1):
             return None
         dtype = _TORCH_DTYPES.get(x.dtype)
         if dtype is None or x.dtype != self._parameters["weight_ih_l0"].dtype:
