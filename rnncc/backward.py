@@ -35,6 +35,7 @@ from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
 from .tiles import BackwardTile, backward_shared_max, backward_tile
 
+
 def _dynamic_shared_max(target: target_mod.Target) -> int:
     return backward_shared_max(target.shared_memory_per_block_optin)
 

@@ -551,6 +551,12 @@ class _RecurrentTwin(torch.nn.Module):
                        | ({"direction": "bidirectional"} if self.bidirectional else {})
                        for k in range(layers or self.num_layers)]})
 
+    @property
+    def _dropout_between_layers(self) -> float:
+        """The dropout a forward applies between layers now: ``dropout`` in training mode
+        with several layers, else 0."""
+        return self.dropout if self.training and self.num_layers > 1 else 0.0
+
     def _weights(self) -> dict[str, torch.Tensor]:
         """The parameters by rnncc's names (``l0.weight_ih`` …), not detached (the kernels
         only read them). From ``_parameters`` directly, the names paired once: ``getattr``
@@ -575,7 +581,7 @@ class _RecurrentTwin(torch.nn.Module):
         name = f"rnncc.nn.{type(self).__name__}"
         lstm = self._cell() == "lstm"
         states = (hx if isinstance(hx, tuple) else (hx,)) if hx is not None else ()
-        dropout = self.dropout if self.training and self.num_layers > 1 else 0.0
+        dropout = self._dropout_between_layers
         needs_grad = _needs_grad((input, *states), self.parameters())
         _refuse_training(name, needs_grad, input.is_cuda, self.proj_size, lengths is not None)
         param_dtype = self._parameters["weight_ih_l0"].dtype
@@ -645,15 +651,18 @@ class _RecurrentTwin(torch.nn.Module):
         y, final = x, {}
         for k in range(self.num_layers):
             level = self._suffixes[k * D:(k + 1) * D]
+            alone = dict(zip(level, self._suffixes[:D]))  # its layers' names in the level's spec
             spec, layout = self._levels[dtype, k > 0]
             if k:
                 y = y * _dropout_mask(torch.rand(y.shape, device=y.device), p).to(y.dtype)
-            params = self._parameters
-            weights = {f"{ours.replace(level[0], 'l0', 1)}": params[theirs]
-                       for ours, theirs in self._weight_names if ours.split(".")[0] in level}
-            given = {name.replace(level[0], "l0", 1): state[name] for name in level if name in state}
+            weights = {}
+            for ours, theirs in self._weight_names:
+                layer, _, kind = ours.partition(".")
+                if layer in alone:
+                    weights[f"{alone[layer]}.{kind}"] = self._parameters[theirs]
+            given = {alone[name]: state[name] for name in level if name in state}
             (y, *_), ends = _run(spec, layout, weights, y, given, batch_first, lengths=lengths)
-            final |= {name: ends[name.replace(level[0], "l0", 1)] for name in level}
+            final |= {name: ends[alone[name]] for name in level}
         return (y,), final
 
     def _level_spec(self, dtype: str, inner: bool) -> tuple[str, tuple]:
@@ -674,8 +683,7 @@ class _RecurrentTwin(torch.nn.Module):
         each check once, where the general one repeats the compiled model's
         (benchmarks/twin_gap.py)."""
         if not (x.is_cuda and x.dim() == 3 and x.shape[2] == self.input_size and x.stride(2) == 1) \
-                or torch.compiler.is_compiling() \
-                or (self.training and self.dropout and self.num_layers > 1):
+                or torch.compiler.is_compiling() or self._dropout_between_layers:
             return None
         dtype = _TORCH_DTYPES.get(x.dtype)
         if dtype is None or x.dtype != self._parameters["weight_ih_l0"].dtype:

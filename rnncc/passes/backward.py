@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from ..tiles import BackwardTile, backward_shared_max, backward_tile
+from ..tiles import backward_shared_max, backward_tile
 from .cost import library_gemm_seconds
 
 MIB = 2**20
@@ -47,25 +47,23 @@ def backward_bytes(l, seq_len: int, batch: int, itemsize: int) -> int:
     return pre + dg + rows * l.hidden_size * (itemsize + (4 if l.cell == "lstm" else 0))
 
 
-def unsupported(l, target) -> str | None:
-    """Why the CUDA backward cannot run layer l, or None."""
-    if l.proj_size:
-        return "no CUDA backward for LSTMP (proj_size) yet; on CPU tensors the float64 reference's"
-    if -(-l.hidden_size // target.sm_count) > BackwardTile.threads:
-        return (f"H={l.hidden_size} takes more than {BackwardTile.threads} units a block on "
-                f"{target.sm_count} SMs, more than the backward recurrence's block runs")
-    return None
-
-
 def plan_backward(model, plan, target):
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
 
+    def none(l, why: str):
+        d = Decision("none", why, "forced")
+        return replace(l, backward_gates=d, backward_tile=d)
+
     def decide(l):
-        why_not = unsupported(l, target)
-        if why_not is not None:
-            none = Decision("none", why_not, "forced")
-            return replace(l, backward_gates=none, backward_tile=none)
+        if l.proj_size:
+            return none(l, "no CUDA backward for LSTMP (proj_size) yet; on CPU tensors the "
+                           "float64 reference's")
+        try:
+            tile = backward_tile(l.gates, l.hidden_size, o.batch, target.sm_count,
+                                 backward_shared_max(target.shared_memory_per_block_optin))
+        except ValueError as exc:  # more units a block than the block runs
+            return none(l, str(exc))
         costs = gate_costs(l, o.seq_len, o.batch, itemsize, target)
         saved = o.seq_len * o.batch * l.gates * l.hidden_size * 4
         gates = Decision("recompute", (
@@ -75,8 +73,6 @@ def plan_backward(model, plan, target):
             f"layer. Saving them would hold {saved / MIB:.1f} MiB from the forward to the backward "
             f"for {costs['save'] * 1e6:.0f} µs of writes: the forward kernels write no gates yet"),
             "forced", alternatives=costs)
-        tile = backward_tile(l.gates, l.hidden_size, o.batch, target.sm_count,
-                             backward_shared_max(target.shared_memory_per_block_optin))
         w = tile.w_bytes(l.gates, l.hidden_size)
         reason = (f"one block an SM: {tile.blocks} blocks of {tile.units} units, {tile.rows} batch "
                   f"rows a pass (of the call's B); W_hh's columns "
