@@ -211,7 +211,7 @@ def run_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "target_speedup": target_speedup(cfg),
             "persistence": plan.persistence.value.mode, "layout": plan.layout.value,
             "math": plan.persistence.value.math, "tf32": tf32,
-            "schedule": schedule.kind + (f" C={schedule.chunk}" if schedule.pipelined else ""),
+            "schedule": schedule.label,
             "compile_s": compile_s}
 
 

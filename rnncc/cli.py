@@ -133,8 +133,7 @@ def _draw_timeline(m, args) -> None:
 
     S, B = m.plan.options.seq_len, m.plan.options.batch
     schedule = m.plan.schedule.value
-    what = schedule.kind + (f", chunks of {schedule.chunk}" if schedule.pipelined else "")
-    timelines = {f"planned ({what})": predicted(m.plan, schedule, S, m.target)}
+    timelines = {f"planned ({schedule.label})": predicted(m.plan, schedule, S, m.target)}
     if args.measure:
         import numpy as np
 

@@ -196,6 +196,9 @@ class Schedule:
     kind: str                    # "sequential" | "pipelined"
     chunk: int                   # steps per chunk (pipelined; 0 for sequential)
     stages: tuple[Stage, ...]    # in the model's layer order
+    # Pipelined: the grid-persistent layers were re-tiled to hold 1/parts of the SMs each,
+    # so that `parts` of them run side by side (1: each keeps the tile it runs fastest alone).
+    parts: int = 1
 
     @property
     def pipelined(self) -> bool:
@@ -205,12 +208,19 @@ class Schedule:
         return next(s for s in self.stages if s.layer == layer)
 
     @property
+    def label(self) -> str:
+        """The kind, with the chunk and SM partitions where pipelined ("pipelined C=64 parts=2")."""
+        if not self.pipelined:
+            return self.kind
+        return f"{self.kind} C={self.chunk}" + (f" parts={self.parts}" if self.parts > 1 else "")
+
+    @property
     def streams(self) -> int:
         """Streams a call uses, the caller's included."""
         return 1 + max((s.stream for s in self.stages), default=0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "chunk": self.chunk,
+        return {"kind": self.kind, "chunk": self.chunk, **({"parts": self.parts} if self.parts > 1 else {}),
                 "stages": [{"layer": s.layer, "stream": s.stream, "share": round(s.share, 3),
                             "chunk_us": round(s.chunk_seconds * 1e6, 1), "after": list(s.after)}
                            | ({"whole": list(s.whole)} if s.whole else {})
@@ -284,7 +294,7 @@ class Plan:
         if self.schedule is not None:
             d = self.schedule
             lines.append(f"schedule: {d.value.kind}" + (f" chunk={d.value.chunk}" if d.value.pipelined else "")
-                         + f"  {d.reason}" + ("" if d.source == "model" else f"  [{d.source}]"))
+                         + (f" parts={d.value.parts}" if d.value.parts > 1 else "") + f"  {d.reason}" + ("" if d.source == "model" else f"  [{d.source}]"))
             if d.alternatives and len(d.alternatives) > 1:
                 ranked = sorted(d.alternatives.items(), key=lambda kv: kv[1])
                 lines.append("  alternatives, predicted µs: "

@@ -249,8 +249,12 @@ class CompiledModel:
         """This model with layer ``layer``'s persistence forced to ``value`` (a
         tiles.Persistent the cost model need not pick: for tile sweeps and tests), its
         kernels rendered again; calls in the hints' shape class run it."""
-        plan = self.plan.map_layers(lambda l: replace(l, persistence=Decision(value, why, "user"))
-                                    if l.name == layer else l)
+        return self.with_plan(self.plan.map_layers(
+            lambda l: replace(l, persistence=Decision(value, why, "user")) if l.name == layer else l))
+
+    def with_plan(self, plan) -> "CompiledModel":
+        """This model (its weights) with ``plan`` in place of the hints' plan, its kernels
+        rendered again: for forcing what the planner would not pick (sweeps, tests)."""
         return CompiledModel(self.model, plan, self.target, codegen.render(plan),
                              self._weights_now, self._seed)
 

@@ -173,6 +173,6 @@ def test_explain_timeline(tmp_path):
     out = subprocess.run([sys.executable, "-m", "rnncc.cli", "explain", "examples/gru_residual.yaml",
                           "--batch", "64", "--timeline", str(png)], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, check=True)
-    assert "timeline planned (pipelined, chunks of" in out.stdout
+    assert "timeline planned (pipelined C=" in out.stdout
     assert all(f"  {n}  " in out.stdout for n in ("g1", "g2", "g3"))
     assert png.exists() or "matplotlib not installed" in out.stderr

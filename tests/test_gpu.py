@@ -1273,6 +1273,31 @@ def test_pipelined_on_cublaslt(gpu, dtype):
     assert all(l.projection_tile.value.math == "cublas" for l in plan.layers)
 
 
+@pytest.mark.parametrize("cell,dtype,hidden,parts", [("lstm", "float16", 1024, 2), ("lstm", "float16", 1024, 3),
+                                                      ("gru", "float16", 1024, 3), ("lstm", "float32", 512, 4)])
+def test_pipelined_in_sm_partitions(gpu, cell, dtype, hidden, parts):
+    """Grid layers re-tiled to 1/parts of the SMs (24 units a block at H=1024 in 3 parts:
+    M of 96 or 72 rows) and pipelined in chunks of 64, at an odd batch and a sequence that
+    ends mid-chunk, in the plan's shape class (S ≤ 256, B ≤ 8)."""
+    from dataclasses import replace
+
+    from rnncc.passes.schedule import partitioned, pipelined_plan
+    from rnncc.plan import Decision
+
+    def force(m):
+        plan, schedule = pipelined_plan(partitioned(m.plan, parts, m.target), 64, m.target, parts)
+        return m.with_plan(replace(plan, schedule=Decision(schedule, "forced by the test", "user")))
+
+    spec = {"name": "parts", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": hidden} for i in (1, 2, 3)]}
+    m, _, _ = run_and_compare(spec, 200, 5, seed=parts, with_state=True, force=force, seq_len=256, batch=8,
+                              schedule="sequential", precision="exact" if dtype == "float32" else None)
+    plan = m.variant(200, 5).plan
+    assert plan.schedule.value.parts == parts
+    assert all(l.persistence.value.mode == "grid" and l.persistence.value.blocks <= m.target.sm_count // parts
+               for l in plan.layers), [l.persistence.value for l in plan.layers]
+
+
 def test_pipelined_stack_of_eight_runs_its_layers_at_once(gpu):
     """8 × LSTM fp16 H=512 at B=8 is planned pipelined (a cluster of 16 SMs a layer); the
     measured timeline shows the layers overlapping: every layer starts before the layer

@@ -761,8 +761,9 @@ def stack(L, H, dtype="float16", cell="lstm"):
 
 def test_schedule_pipelines_layers_that_each_hold_part_of_the_gpu():
     """8 × LSTM fp16 H=512 at B=8: each layer a cluster of 16 SMs (0.14 of the H100's 7
-    such clusters), so the layers run side by side; 4 × H=1024: each a grid kernel on 128
-    of 132 SMs, so they run one after another."""
+    such clusters), so the layers run side by side; 4 × H=1024: alone each runs fastest as a
+    grid kernel on 128 of 132 SMs, so the pipelined plan re-tiles them to part of the SMs
+    each; at B=64 that is predicted slower, and they run one after another."""
     eight = plan_of(stack(8, 512), batch=8)
     d = eight.schedule
     assert d.value.pipelined and d.source == "model" and "one after another" in d.reason
@@ -772,9 +773,46 @@ def test_schedule_pipelines_layers_that_each_hold_part_of_the_gpu():
     assert all(l.unroll.value == d.value.chunk and "schedule's chunk" in l.unroll.reason
                for l in eight.layers)
     four = plan_of(stack(4, 1024), batch=8)
-    assert not four.schedule.value.pipelined and "not below" in four.schedule.reason
-    assert all(l.unroll.value == 256 for l in four.layers)
+    d = four.schedule
+    parts = d.value.parts
+    assert d.value.pipelined and parts > 1 and f"re-tiled to 1/{parts} of the SMs" in d.reason
+    assert d.alternatives["sequential"] > d.alternatives[d.value.label]
+    for l in four.layers:
+        p = l.persistence
+        assert p.value.mode == "grid" and p.value.blocks <= 132 // parts
+        assert f"1/{parts} of the SMs" in p.reason and p.alternatives["grid, all SMs"] < p.alternatives["grid"]
+    assert four.schedule.value.to_dict()["parts"] == parts
+    wide = plan_of(stack(4, 1024), batch=64)
+    assert not wide.schedule.value.pipelined and "not below" in wide.schedule.reason
+    assert all(l.unroll.value == 256 and l.persistence.value.blocks == 128 for l in wide.layers)
     assert not plan_of(lstm(), batch=8).schedule.value.pipelined  # one layer
+
+
+@pytest.mark.parametrize("parts", [2, 3, 4])
+def test_partitioned_grid_layers_hold_their_part_of_the_sms(parts):
+    """partitioned re-tiles each grid layer that holds more than 1/parts of the SMs to the
+    cheapest grid tile within it, in fp16 (tensor cores) and fp32 exact (FMA); a layer
+    whose W_hh fits no such tile (fp16 H=1024 in 4 parts: 32 units a block, 256 KiB) and
+    cluster layers keep theirs."""
+    from rnncc.passes.schedule import partitioned, share_of
+    from rnncc.target import get
+
+    target = get("h100")
+    for spec, options in ((stack(2, 1024), {}), (stack(2, 1024, cell="gru"), {}),
+                          (stack(2, 512, "float32"), {"precision": "exact"})):
+        plan = plan_of(spec, batch=8, schedule="sequential", **options)
+        assert all(l.persistence.value.mode == "grid" for l in plan.layers)
+        split = partitioned(plan, parts, target)
+        if parts == 4 and spec["dtype"] == "float16" and spec["layers"][0]["cell"] == "lstm":
+            assert split == plan
+            continue
+        for before, l in zip(plan.layers, split.layers):
+            assert l.persistence.value.mode == "grid" and l.persistence.value.math == before.persistence.value.math
+            assert share_of(l, 8, target) <= 1 / parts < share_of(before, 8, target)
+            assert l.persistence.alternatives["grid, all SMs"] == before.persistence.alternatives["grid"]
+        assert partitioned(split, parts, target) == split  # within its share: unchanged
+    eight = plan_of(stack(8, 512), batch=8, schedule="sequential")
+    assert partitioned(eight, parts, target) == eight  # clusters of 16 SMs
 
 
 def test_forced_schedule_and_bad_value():
@@ -861,8 +899,10 @@ def test_bidirectional_halves_run_at_once_and_the_next_layer_waits_for_both():
     tasks = {(t.layer, t.chunk): t for t in timeline(plan, d.value, 256, get("h100"))}
     assert tasks[("l0", 0)].start == tasks[("l0_reverse", 0)].start == 0.0
     assert tasks[("l1", 0)].start >= max(tasks[("l0", 0)].end, tasks[("l0_reverse", 0)].end)
-    # Grid kernels on 128 of 132 SMs: the halves take turns, one after another.
-    assert not plan_of(bidirectional(1, 1024), batch=8).schedule.value.pipelined
+    # Grid kernels on 128 of 132 SMs alone: the halves are re-tiled to half the SMs each
+    # and run side by side, the whole sequence at once.
+    wide = plan_of(bidirectional(1, 1024), batch=8).schedule.value
+    assert wide.pipelined and wide.chunk == 256 and wide.parts == 2
     # The workspace holds one [S, B, 2H] tensor for the inner bidirectional layer.
     from rnncc.passes.workspace import sequence_parts
     assert sequence_parts(plan, 256, 8) == [("l0", 256 * 8 * 1024 * 2)]

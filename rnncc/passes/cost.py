@@ -223,15 +223,25 @@ def every_block_owns_a_unit(cluster: int, units: int, hidden: int) -> bool:
     return (cluster - 1) * units < hidden
 
 
-def persistent_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[PersistentTile]:
+def partition_units(hidden: int, target: Target, parts: int) -> int:
+    """Units a block of a grid-persistent kernel that holds 1/`parts` of the SMs (one block
+    an SM): the fewest that fit ⌊SMs / parts⌋ blocks. A pipelined stack re-tiles its grid
+    layers so that `parts` of them run side by side (passes/schedule.py)."""
+    return math.ceil(hidden / (target.sm_count // parts))
+
+
+def persistent_tiles(hidden: int, gates: int, batch: int, target: Target,
+                     units: int | None = None) -> list[PersistentTile]:
     """Candidates with at most one block per SM and ≤ 256 threads, so that co-residency
     holds whatever the registers (256 × 255 < 65536) once shared memory fits. Units a
     block: the power of two of `grid_units` and the fewest that fit the SMs (H=650: 5 a
-    block on 130 SMs beside 8 on 82); batch tiles: powers of two and the batch rounded up
-    to 4 rows (B=20: one tile of 20, where tiles of 8 or 16 loop over the batch a step)."""
+    block on 130 SMs beside 8 on 82), or `units` alone where given; batch tiles: powers of
+    two and the batch rounded up to 4 rows (B=20: one tile of 20, where tiles of 8 or 16
+    loop over the batch a step)."""
     out = []
     fewest = math.ceil(hidden / target.sm_count)
-    for units in sorted(set(grid_units(hidden, target, largest=32)) | ({fewest} if fewest <= 32 else set())):
+    widths = {units} if units else set(grid_units(hidden, target, largest=32)) | ({fewest} if fewest <= 32 else set())
+    for units in sorted(widths):
         unit_tiles = math.ceil(hidden / units)
         for bpb in sorted({1, 2, 4, 8, 16, 32, 64} | ({-(-batch // 4) * 4} if batch <= 64 else set())):
             for tmb in (1, 2, 4):
@@ -558,11 +568,11 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
 
 
 def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
-                 mode: str, itemsize: int) -> list[TensorTile]:
+                 mode: str, itemsize: int, units: int | None = None) -> list[TensorTile]:
     """Candidates for mode "grid" (one block per SM at most, as for FMA) or "cluster";
     ≤ 512 threads, so the registers of one block per SM never limit co-residency. In a
     cluster also the registers form, a warp per 16 rows (up to 1024 threads) where its A
-    fragments fit the registers."""
+    fragments fit the registers. `units` (grid only): blocks of that many units alone."""
     out = []
     rows = [8, 16, 32, 64] if mode == "grid" else [8, 16, 32]
     if mode == "grid":
@@ -573,7 +583,7 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
         # (results/step-split-h100-2026-11-24.txt).
         smallest = grid_units(hidden, target, largest=64)
         wider = [2 * u for u in smallest if 2 * u <= 64 and 2 * math.ceil(hidden / (2 * u)) <= target.sm_count]
-        for units in smallest + wider:
+        for units in [units] if units else smallest + wider:
             unit_tiles = math.ceil(hidden / units)
             for bpb in rows:
                 batch_tiles = math.ceil(batch / bpb)

@@ -72,9 +72,12 @@ def plan_persistence(model, plan, target):
             return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget]
 
         # Each mode's kernel families: (tiles that fit, their price, math, product).
+        grid_tiles, grid_price, grid_math = grid_family(l, B, target, itemsize)
+        grid = [(grid_tiles, grid_price, grid_math, GRID_PRODUCT[grid_math])]
         if l.precision.value == "tensor":
-            modes = {m: [(fitting(tensor_tiles(H, G, B, target, m, itemsize)), tensor_seconds,
-                          "tensor", "mma.sync")] for m in ("grid", "cluster")}
+            modes = {"grid": grid,
+                     "cluster": [(fitting(tensor_tiles(H, G, B, target, "cluster", itemsize)), tensor_seconds,
+                                  "tensor", "mma.sync")]}
             if itemsize == 2:
                 # Half operands are exact in fp32 either way, so the FMA cluster kernel's lanes
                 # form (W_hh converted into registers once) computes what tensor cores do, in
@@ -83,7 +86,7 @@ def plan_persistence(model, plan, target):
                 modes["cluster"].append((fitting(t for t in cluster_tiles(H, G, B, target) if t.k_lanes),
                                          cluster_seconds, "fma", "FMA"))
         else:
-            modes = {"grid": [(fitting(persistent_tiles(H, G, B, target)), persistent_seconds, "fma", "FMA")],
+            modes = {"grid": grid,
                      "cluster": [(fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA")]}
         for mode, families in modes.items():
             priced = [(round(seconds(B, H, G, t, target, itemsize) * 1e8), getattr(t, "cluster", 0), t.threads,
@@ -97,7 +100,7 @@ def plan_persistence(model, plan, target):
             # The registers form's product by wgmma, priced against mma.sync's.
             instruction = "wgmma" if getattr(best, "wgmma", False) else product
             if mode == "grid":
-                what = f"W_hh resident in {value.blocks} blocks × {kib} KiB, {instruction}, grid barrier"
+                what = grid_description(value)
             else:
                 if math_ == "tensor":
                     sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
@@ -136,6 +139,28 @@ def plan_persistence(model, plan, target):
         alternatives = {**per_step, **{k: v[0] for k, v in candidates.items() if k != "none"}}
         return replace(l, persistence=Decision(value, reason, source, alternatives, measured))
     return plan.map_layers(decide)
+
+
+# The grid kernels' product, by math.
+GRID_PRODUCT = {"tensor": "mma.sync", "fma": "FMA"}
+
+
+def grid_family(l, batch: int, target, itemsize: int,
+                units: int | None = None) -> tuple[list, object, str]:
+    """Layer l's grid-persistent tiles that fit a block's shared memory (of `units` units a
+    block alone, where given), their price (seconds a step) and math: tensor cores in
+    precision tensor, else FMA."""
+    H, G = l.hidden_size, l.gates
+    if l.precision.value == "tensor":
+        tiles, price, math_ = tensor_tiles(H, G, batch, target, "grid", itemsize, units), tensor_seconds, "tensor"
+    else:
+        tiles, price, math_ = persistent_tiles(H, G, batch, target, units), persistent_seconds, "fma"
+    return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= target.shared_memory_per_block_optin], price, math_
+
+
+def grid_description(value: Persistent) -> str:
+    return (f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, "
+            f"{GRID_PRODUCT[value.math]}, grid barrier")
 
 
 def _per_step(l, o, target, itemsize: int,

@@ -7,7 +7,11 @@ kernel over those steps) starts once chunk k of every layer it reads is done, so
 l+1 runs a chunk behind layer l, both at once. That pays where a layer's recurrent kernel
 holds only part of the GPU (a cluster of 16 SMs for fp16 LSTM H=512 at B=8: 8 layers fit
 side by side); where each holds every SM (a grid kernel of 128 blocks) the layers would
-only take turns, and each chunk costs a launch and a reload of W_hh. A layer that reads
+only take turns, and each chunk costs a launch and a reload of W_hh. So the grid layers
+of a pipelined plan may be re-tiled to hold 1/parts of the SMs each (``partitioned``:
+fp16 LSTM H=1024 in 64 blocks of 16 units, each holding 128 KiB of W_hh, where alone it
+runs fastest in 128 blocks of 8): each step is slower alone, but `parts` layers run side
+by side; the schedule weighs every (chunk, parts) pair. A layer that reads
 one running the other way in time (the next layer after a bidirectional one) needs its
 last chunk first, so it waits for all of it; with one chunk (C = S), layers that do not
 read each other, such as a bidirectional layer's two halves, still run at once.
@@ -35,17 +39,31 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision, Schedule, Stage
 from ..tiles import Persistent
-from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once
+from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once, partition_units
 from .geometry import projection_decision, projection_seconds_of
-from .persistence import persistence_label
+from .persistence import grid_description, grid_family, persistence_label
 
 CHUNKS = (16, 32, 64, 128)
+# SM partitions tried for a pipelined stack's grid-persistent layers: each re-tiled to hold
+# 1/parts of the SMs, so that `parts` layers run side by side (fp16 LSTM H=1024: 64 blocks
+# of 16 units, 128 KiB of W_hh each, against 128 of 8 that hold every SM alone).
+PARTS = (2, 3, 4)
 # Pipelined only where predicted this much below sequential: the shares are a coarse
 # picture of how kernels share SMs, and a pipelined call launches more.
 PIPELINE_MARGIN = 0.9
 # A persistent launch's start on the GPU, before its first step (block scheduling, the
-# cooperative launch's check), beside reading W_hh again at HBM bandwidth.
+# cluster launch), beside reading W_hh again at HBM bandwidth. The 8 × LSTM fp16 H=512 B=8
+# cluster stack ran 2.03 ms in a graph in chunks of 16 against 2.22 in chunks of 64
+# (benchmarks/results/pipeline-h100-2026-11-24.jsonl): a chunk costs little beyond its steps.
 PERSISTENT_LAUNCH_SECONDS = 5e-6
+# The same for a grid-persistent (cooperative) launch, which starts only once all its
+# blocks can be resident, after the chunks it waits for on other streams. Measured as the
+# difference of 4 × LSTM fp16 H=1024 B=8 pipelined in chunks of 32 and of 64 on its
+# 128-block tiles, which take turns on the SMs: 4.14–4.21 against 3.40–3.45 ms in CUDA
+# graphs, 0.75 ms over 16 more chunks, 47 µs a chunk
+# (benchmarks/results/pipeline-partitions-h100-2026-11-24*.jsonl). Priced at the cluster's
+# 5 µs, chunks of 32 had looked the faster there.
+GRID_LAUNCH_SECONDS = 45e-6
 # Host time of one chunk of a pipelined call: its projection's launch, its recurrent
 # launch, its events and the Python around them. Measured 49.5 µs (8 × LSTM fp16 H=512,
 # B=8, chunks of 32) and 53.7 µs (2 × H=256) a chunk in eager calls, where the launches
@@ -74,43 +92,66 @@ def step_seconds_of(l) -> float:
         if d.alternatives else 0.0
 
 
-# Registers a thread of a persistent kernel is taken to use when counting its blocks an SM
-# holds: ptxas' cap at 257–512 threads (so a block of 512 holds an SM's registers), and
-# above what the 256-thread grid kernels used: 77 (FMA, fp32 LSTM H=512) and 110 (FMA,
-# H=1024); the 512-thread tensor grid kernel used 114 (fp16 LSTM H=1024) (ptxas via
-# build.resources, sm_90a, this commit's templates).
-PERSISTENT_REGISTERS = 128
-
-
-def blocks_per_sm(p: Persistent, target) -> int:
-    """Blocks of a grid-persistent kernel one SM holds at once (shared memory, threads and
-    PERSISTENT_REGISTERS registers a thread); at least the one its plan gives it."""
-    return max(1, min(target.shared_memory_per_sm // (p.shared_bytes + 1024),
-                      target.max_threads_per_sm // p.threads,
-                      target.registers_per_sm // (p.threads * PERSISTENT_REGISTERS),
-                      target.max_blocks_per_sm))
-
-
 def share_of(l, batch: int, target) -> float:
     """The part of the GPU layer l's recurrent kernel holds at ``batch`` rows: its clusters
-    over those the GPU holds at once, its blocks over those the SMs hold, or all of it
-    (a launch per step spreads each step over every SM)."""
+    over those the GPU holds at once, its blocks over the SMs, or all of it (a launch per
+    step spreads each step over every SM). A grid block is taken to hold its SM even where
+    two kernels' blocks would fit one: 4 × LSTM fp32 H=512 B=8 on 128-block tiles (two an
+    SM) ran 3.65–3.83 ms pipelined, against 2.61–2.68 on 32-block tiles of an SM each
+    (benchmarks/results/pipeline-partitions-h100-2026-11-24*.jsonl)."""
     p = l.persistence.value
     if not isinstance(p, Persistent):
         return 1.0
     if p.mode == "cluster":
         clusters = -(-batch // p.tile.batch_per_block)
         return min(1.0, clusters / max(1, clusters_at_once(target, p.tile.cluster)))
-    return min(1.0, p.blocks / (target.sm_count * blocks_per_sm(p, target)))
+    return min(1.0, p.blocks / target.sm_count)
+
+
+def partitioned(plan, parts: int, target):
+    """The plan with each grid-persistent layer whose kernel holds more than 1/``parts`` of
+    the GPU re-tiled to the fastest grid tile that holds no more (``partition_units`` units
+    a block), so that ``parts`` such layers run side by side; a layer with no such tile, or
+    whose tile autotuning measured, keeps its own. The decision keeps what the layer's tile
+    alone was predicted as an alternative ("grid, all SMs")."""
+    o = plan.options
+    itemsize = DTYPES[plan.dtype].itemsize
+    limit = 1.0 / parts + 1e-9
+
+    def retile(l):
+        d = l.persistence
+        value = d.value
+        if not (isinstance(value, Persistent) and value.mode == "grid") or d.source == "measured" \
+                or share_of(l, o.batch, target) <= limit:
+            return l
+        tiles, price, math_ = grid_family(l, o.batch, target, itemsize,
+                                          partition_units(l.hidden_size, target, parts))
+        priced = []
+        for t in tiles:
+            v = Persistent.of("grid", math_, t, l.hidden_size, l.gates, itemsize)
+            if share_of(replace(l, persistence=replace(d, value=v)), o.batch, target) <= limit:
+                priced.append((price(o.batch, l.hidden_size, l.gates, t, target, itemsize), t.threads, v))
+        if not priced:
+            return l
+        seconds, _, v = min(priced, key=lambda p: p[:2])
+        alone = step_seconds_of(l)
+        why = (f"grid: {grid_description(v)}; 1/{parts} of the SMs, so that {parts} layers of the "
+               f"pipelined schedule run side by side: predicted {seconds * 1e6:.1f} µs/step against "
+               f"{alone * 1e6:.1f} on its own tile ({value.blocks} blocks)")
+        alternatives = {**(d.alternatives or {}), "grid": seconds, "grid, all SMs": alone}
+        return replace(l, persistence=replace(d, value=v, reason=why, alternatives=alternatives))
+    return plan.map_layers(retile)
 
 
 def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target) -> float:
     """GPU time of one chunk of layer l alone: its projection, its steps and, for a
     persistent kernel, the launch and W_hh read again."""
     seconds = projection_s + steps * step_seconds_of(l)
-    if isinstance(l.persistence.value, Persistent):
+    p = l.persistence.value
+    if isinstance(p, Persistent):
         w_hh = l.gates * l.hidden_size * l.out_size * itemsize
-        seconds += PERSISTENT_LAUNCH_SECONDS + w_hh / target.memory_bandwidth
+        launch = GRID_LAUNCH_SECONDS if p.mode == "grid" else PERSISTENT_LAUNCH_SECONDS
+        seconds += launch + w_hh / target.memory_bandwidth
     return seconds
 
 
@@ -213,9 +254,10 @@ def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     return max(max(t.end for t in tasks), host)
 
 
-def pipelined_plan(plan, chunk: int, target) -> tuple[object, Schedule]:
+def pipelined_plan(plan, chunk: int, target, parts: int = 1) -> tuple[object, Schedule]:
     """The plan with every layer in chunks of ``chunk`` steps (its unroll and projection
-    decided again for chunk × B rows), and its pipelined schedule."""
+    decided again for chunk × B rows), and its pipelined schedule; ``parts``: the plan's
+    grid layers were re-tiled by ``partitioned(plan, parts)``."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
 
@@ -225,7 +267,7 @@ def pipelined_plan(plan, chunk: int, target) -> tuple[object, Schedule]:
         return replace(l, unroll=Decision(chunk, why),
                        projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize))
     chunked = plan.map_layers(rechunk)
-    return chunked, Schedule("pipelined", chunk, stages(chunked, target, own_streams=True))
+    return chunked, Schedule("pipelined", chunk, stages(chunked, target, own_streams=True), parts)
 
 
 def sequential_schedule(plan, target) -> Schedule:
@@ -255,11 +297,13 @@ def plan_schedule(model, plan, target):
         # that do not read each other (a bidirectional layer's halves) then run at once.
         # A forced unroll is the chunk (steps per projection and recurrent launch).
         chunks = [min(o.unroll, o.seq_len)] if o.unroll else [c for c in CHUNKS if c < o.seq_len] + [o.seq_len]
-        for chunk in chunks:
-            chunked, schedule = pipelined_plan(plan, chunk, target)
-            name = f"pipelined C={chunk}"
-            pipelines[name] = (chunked, schedule)
-            predicted[name] = predicted_seconds(chunked, schedule, o.seq_len, target)
+        # SM partitions only where they re-tile a layer.
+        bases = {1: plan} | {p: q for p in PARTS if (q := partitioned(plan, p, target)) != plan}
+        for parts, base in bases.items():
+            for chunk in chunks:
+                chunked, schedule = pipelined_plan(base, chunk, target, parts)
+                pipelines[schedule.label] = (chunked, schedule)
+                predicted[schedule.label] = predicted_seconds(chunked, schedule, o.seq_len, target)
     seq_s = predicted["sequential"]
     if not pipelines:
         why = ("one layer" if len(plan.layers) == 1 else "forced by the user") + \
@@ -270,6 +314,8 @@ def plan_schedule(model, plan, target):
     shares = sum(s.share for s in schedule.stages)
     side_by_side = (f"the {len(schedule.stages)} layers' recurrent kernels hold {shares:.2f} of the GPU "
                     f"together ({', '.join(f'{s.layer} {s.share:.2f}' for s in schedule.stages)})")
+    if schedule.parts > 1:
+        side_by_side += f", their grid kernels re-tiled to 1/{schedule.parts} of the SMs each"
     if o.schedule == "pipelined" or predicted[best] < PIPELINE_MARGIN * seq_s:
         how = ("the whole sequence at once, layers that do not read each other side by side"
                if schedule.chunk >= o.seq_len else
