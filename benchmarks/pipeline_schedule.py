@@ -116,8 +116,7 @@ def partitions(emit, build_only: bool) -> None:
     cases = partition_models("h100" if build_only else "device")
     kernels = {k.name: k for c in cases for m in c[1].values() for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", flush=True)
-    compile_all(list(kernels.values()), cases[0][1]["sequential" if "sequential" in cases[0][1] else
-                                                    next(iter(cases[0][1]))].target.arch)
+    compile_all(list(kernels.values()), next(iter(cases[0][1].values())).target.arch)
     if build_only:
         return
     for name, models, predicted, S, B, dtype, size in cases:
