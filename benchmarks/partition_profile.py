@@ -1,0 +1,121 @@
+"""Where the time of a pipelined stack in SM partitions goes: a kernel trace per variant.
+
+    python3 benchmarks/partition_profile.py [-o DIR] [--build-only]
+
+For each stack of grid-persistent layers, each (chunk, parts) variant is timed as CUDA-graph
+replays and one eager call is traced by torch.profiler (CUPTI sees rnncc's kernels too).
+Per variant the rows give each kernel kind's durations (the recurrent chunks, the input
+projections), the idle time between a stream's kernels, and the trace itself. A variant
+"… alone" runs the same partition tiles one layer and chunk after another on one stream:
+the recurrent chunk's time with nothing beside it. Writes DIR/partition-profile-<gpu>.jsonl.
+Needs a GPU, PyTorch and PyCUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+import rnncc
+from rnncc.passes.schedule import partitioned, pipelined_plan, sequential_schedule
+from rnncc.plan import Decision
+from rnncc.runtime import CompiledModel
+from rnncc.timing import time_graph
+
+from pipeline_schedule import stack  # run as a script: benchmarks/ is on sys.path
+
+
+# (name, spec, S, B, precision, the (chunk, parts) variants)
+CASES = [("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
+         ("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
+         ("4×GRU fp16 H=1024 B=8", stack(4, 1024, "float16", "gru"), 256, 8, None, [(64, 2), (64, 3), (64, 4)]),
+         ("3×LSTM bf16 H=1024 B=8", stack(3, 1024, "bfloat16"), 256, 8, None, [(64, 2), (64, 3)]),
+         ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact", [(32, 4), (64, 4), (64, 2)])]
+
+
+def variant(base: CompiledModel, chunk: int, parts: int, alone: bool) -> CompiledModel:
+    """base's layers in chunks of ``chunk`` on the tiles of ``parts`` partitions, pipelined,
+    or (alone) one chunk after another on the caller's stream."""
+    plan = partitioned(base.plan, parts, base.target) if parts > 1 else base.plan
+    plan, schedule = pipelined_plan(plan, chunk, base.target, parts)
+    if alone:
+        schedule = sequential_schedule(plan, base.target)
+    return base.with_plan(replace(plan, schedule=Decision(schedule, "forced by partition_profile", "user")))
+
+
+def kind(name: str) -> str:
+    return "recurrent" if "recurrent" in name else "projection"
+
+
+def trace(m: CompiledModel, x) -> list[dict]:
+    """The kernels of one eager call (after warm calls), by start."""
+    for _ in range(3):
+        m(x)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        m(x)
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = [e for e in json.load(open(f.name))["traceEvents"] if e.get("cat") == "kernel"]
+    return sorted(events, key=lambda e: e["ts"])
+
+
+def summary(events: list[dict]) -> dict:
+    t0 = events[0]["ts"]
+    by_kind: dict[str, list[float]] = {}
+    for e in events:
+        by_kind.setdefault(kind(e["name"]), []).append(e["dur"])
+    streams: dict[object, list[dict]] = {}
+    for e in events:
+        streams.setdefault(e["args"].get("stream"), []).append(e)
+    idle = sum(b["ts"] - (a["ts"] + a["dur"]) for es in streams.values() for a, b in zip(es, es[1:]))
+    return {"span_us": round(events[-1]["ts"] + events[-1]["dur"] - t0, 1),
+            "kernels": {k: {"n": len(v), "median_us": round(statistics.median(v), 1),
+                            "max_us": round(max(v), 1), "sum_us": round(sum(v), 1)} for k, v in by_kind.items()},
+            "stream_idle_us": round(idle, 1),
+            "trace": [(kind(e["name"]), e["args"].get("stream"), round(e["ts"] - t0, 1), round(e["dur"], 1))
+                      for e in events]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--output", default="benchmarks/results")
+    ap.add_argument("--build-only", action="store_true", help="plan and build on this machine (h100 preset)")
+    args = ap.parse_args()
+    cases = []
+    for name, spec, S, B, precision, pairs in CASES:
+        base = rnncc.compile(spec, target="h100" if args.build_only else "device", seq_len=S, batch=B,
+                             precision=precision, schedule="sequential")
+        models = {"sequential": base}
+        for chunk, parts in pairs:
+            models[f"C={chunk} parts={parts}"] = variant(base, chunk, parts, alone=False)
+            models[f"C={chunk} parts={parts} alone"] = variant(base, chunk, parts, alone=True)
+        cases.append((name, S, B, base, models))
+    from rnncc.build import compile_all
+    kernels = {k.name: k for c in cases for m in c[4].values() for k in m.kernels}
+    compile_all(list(kernels.values()), cases[0][3].target.arch)
+    if args.build_only:
+        return
+    out = Path(args.output) / f"partition-profile-{torch.cuda.get_device_name().split()[1].lower()}.jsonl"
+    with open(out, "w") as f:
+        for name, S, B, base, models in cases:
+            x = torch.randn(S, B, base.model.input_size, device="cuda", dtype=getattr(torch, base.model.dtype))
+            for label, m in models.items():
+                l = m.plan.layers[0].persistence.value
+                graph = [round(time_graph(lambda: m(x), warmup=2, repeats=10).median_ms, 3) for _ in range(2)]
+                row = {"case": name, "variant": label, "blocks": l.blocks, "graph_ms": graph, **summary(trace(m, x))}
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
