@@ -23,12 +23,11 @@ from pathlib import Path
 import torch
 
 import rnncc
-from rnncc.passes.schedule import partitioned, pipelined_plan, sequential_schedule
-from rnncc.plan import Decision
+from rnncc.passes.schedule import sequential_schedule
 from rnncc.runtime import CompiledModel
 from rnncc.timing import time_graph
 
-from pipeline_schedule import stack  # run as a script: benchmarks/ is on sys.path
+from pipeline_schedule import stack, with_chunk  # run as a script: benchmarks/ is on sys.path
 
 
 # (name, spec, S, B, precision, the (chunk, parts) variants)
@@ -39,14 +38,12 @@ CASES = [("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None, [(
          ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact", [(32, 4), (64, 4), (64, 2)])]
 
 
-def variant(base: CompiledModel, chunk: int, parts: int, alone: bool) -> CompiledModel:
-    """base's layers in chunks of ``chunk`` on the tiles of ``parts`` partitions, pipelined,
-    or (alone) one chunk after another on the caller's stream."""
-    plan = partitioned(base.plan, parts, base.target) if parts > 1 else base.plan
-    plan, schedule = pipelined_plan(plan, chunk, base.target, parts)
-    if alone:
-        schedule = sequential_schedule(plan, base.target)
-    return base.with_plan(replace(plan, schedule=Decision(schedule, "forced by partition_profile", "user")))
+def alone(pipelined: CompiledModel) -> CompiledModel:
+    """``pipelined``'s tiles and chunks run one layer and chunk after another on the
+    caller's stream."""
+    d = pipelined.plan.schedule
+    schedule = sequential_schedule(pipelined.plan, pipelined.target)
+    return pipelined.with_plan(replace(pipelined.plan, schedule=replace(d, value=schedule)))
 
 
 def kind(name: str) -> str:
@@ -63,7 +60,7 @@ def trace(m: CompiledModel, x) -> list[dict]:
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
-        events = [e for e in json.load(open(f.name))["traceEvents"] if e.get("cat") == "kernel"]
+        events = [e for e in json.loads(Path(f.name).read_text())["traceEvents"] if e.get("cat") == "kernel"]
     return sorted(events, key=lambda e: e["ts"])
 
 
@@ -95,8 +92,9 @@ def main() -> None:
                              precision=precision, schedule="sequential")
         models = {"sequential": base}
         for chunk, parts in pairs:
-            models[f"C={chunk} parts={parts}"] = variant(base, chunk, parts, alone=False)
-            models[f"C={chunk} parts={parts} alone"] = variant(base, chunk, parts, alone=True)
+            pipelined = with_chunk(base, chunk, parts)
+            models[f"C={chunk} parts={parts}"] = pipelined
+            models[f"C={chunk} parts={parts} alone"] = alone(pipelined)
         cases.append((name, S, B, base, models))
     from rnncc.build import compile_all
     kernels = {k.name: k for c in cases for m in c[4].values() for k in m.kernels}
