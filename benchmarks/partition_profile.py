@@ -4,11 +4,11 @@
 
 For each stack of grid-persistent layers, each (chunk, parts) variant is timed as CUDA-graph
 replays and one eager call is traced by torch.profiler (CUPTI sees rnncc's kernels too).
-Per variant the rows give each kernel kind's durations (the recurrent chunks, the input
-projections), the idle time between a stream's kernels, and the trace itself. A variant
-"… alone" runs the same partition tiles one layer and chunk after another on one stream:
-the recurrent chunk's time with nothing beside it. Writes DIR/partition-profile-<gpu>.jsonl.
-Needs a GPU, PyTorch and PyCUDA.
+Per variant the rows give the graph and eager times, each kernel kind's durations (the
+recurrent chunks, the input projections), the idle time between a stream's kernels, and
+the trace itself. A variant "… alone" runs the same partition tiles one layer and chunk
+after another on one stream: the recurrent chunk's time with nothing beside it. Writes
+DIR/partition-profile-<gpu>.jsonl. Needs a GPU, PyTorch and PyCUDA.
 """
 
 from __future__ import annotations
@@ -25,16 +25,18 @@ import torch
 import rnncc
 from rnncc.passes.schedule import sequential_schedule
 from rnncc.runtime import CompiledModel
-from rnncc.timing import time_graph
+from rnncc.timing import time_graph, time_interleaved
 
 from pipeline_schedule import stack, with_chunk  # run as a script: benchmarks/ is on sys.path
 
 
 # (name, spec, S, B, precision, the (chunk, parts) variants)
-CASES = [("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
+CASES = [("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None,
+          [(64, 2), (64, 3), (32, 2), (32, 3), (128, 2)]),
          ("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
-         ("4×GRU fp16 H=1024 B=8", stack(4, 1024, "float16", "gru"), 256, 8, None, [(64, 2), (64, 3), (64, 4)]),
-         ("3×LSTM bf16 H=1024 B=8", stack(3, 1024, "bfloat16"), 256, 8, None, [(64, 2), (64, 3)]),
+         ("4×GRU fp16 H=1024 B=8", stack(4, 1024, "float16", "gru"), 256, 8, None,
+          [(64, 2), (64, 3), (64, 4), (32, 3), (32, 4)]),
+         ("3×LSTM bf16 H=1024 B=8", stack(3, 1024, "bfloat16"), 256, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
          ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact", [(32, 4), (64, 4), (64, 2)])]
 
 
@@ -108,7 +110,9 @@ def main() -> None:
             for label, m in models.items():
                 l = m.plan.layers[0].persistence.value
                 graph = [round(time_graph(lambda: m(x), warmup=2, repeats=10).median_ms, 3) for _ in range(2)]
-                row = {"case": name, "variant": label, "blocks": l.blocks, "graph_ms": graph, **summary(trace(m, x))}
+                eager = round(time_interleaved({"m": lambda: m(x)}, warmup=2, repeats=10)["m"].median_ms, 3)
+                row = {"case": name, "variant": label, "blocks": l.blocks, "graph_ms": graph, "eager_ms": eager,
+                       **summary(trace(m, x))}
                 f.write(json.dumps(row) + "\n")
                 f.flush()
                 print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)

@@ -3,11 +3,13 @@ graph, one process; and the host time of an eager pipelined call per layer chunk
 
     python3 benchmarks/pipeline_schedule.py [-o DIR]
     python3 benchmarks/pipeline_schedule.py --partitions [-o DIR]
+    python3 benchmarks/pipeline_schedule.py --host [-o DIR]
 
 Writes DIR/pipeline-<gpu>.jsonl: per case the plan's choice, its predicted times, and the
 measured eager and graph times of the sequential, the pipelined and the chosen plan; a row
 "by chunk" for 8 × LSTM fp16 H=512 with each chunk forced; rows "host" with the host time
-per chunk of eager pipelined calls. With --partitions, DIR/pipeline-partitions-<gpu>.jsonl
+per chunk of eager pipelined calls; with --host only those, for each projection GEMM, in
+DIR/pipeline-host-<gpu>-<date>.jsonl. With --partitions, DIR/pipeline-partitions-<gpu>.jsonl
 instead: the grid layers' SM partitions (schedule.partitioned), a layer's step alone on
 each partition's tile beside its prediction, and the stacks of grid layers pipelined with
 each (chunk, parts) forced. Needs a GPU, PyTorch and PyCUDA.
@@ -43,7 +45,8 @@ CASES = [("8×LSTM fp16 H=512", stack(8, 512, "float16"), 256, 8),
          ("2×GRU fp16 H=100", stack(2, 100, "float16", "gru"), 35, 20),
          ("2×LSTM fp32 H=256", stack(2, 256, "float32"), 256, 64),
          ("gru_residual", "examples/gru_residual.yaml", 256, 64),
-         ("gnmt_encoder_fp16", "examples/gnmt_encoder_fp16.yaml", 128, 8)]
+         ("gnmt_encoder_fp16", "examples/gnmt_encoder_fp16.yaml", 128, 8),
+         ("2×LSTM bf16 H=768 B=3 S=100", stack(2, 768, "bfloat16"), 100, 3)]
 
 
 def first(y):
@@ -157,6 +160,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default="benchmarks/results")
     ap.add_argument("--partitions", action="store_true", help="the grid layers' SM partitions instead")
+    ap.add_argument("--host", action="store_true",
+                    help="only the host time per chunk, each projection (rnncc's kernel, cuBLASLt)")
     ap.add_argument("--build-only", action="store_true",
                     help="--partitions: plan for the h100 preset and fill the cubin cache, no GPU")
     args = ap.parse_args()
@@ -179,8 +184,18 @@ def main() -> None:
         print(f"wrote {path}")
         return
 
-    base = rnncc.compile(stack(8, 512, "float16"), target="device", seq_len=256, batch=8)
     x = torch.randn(256, 8, 512, device="cuda", dtype=torch.half)
+    if args.host:
+        for gemm in ("rnncc", "cublas"):
+            base = rnncc.compile(stack(8, 512, "float16"), target="device", seq_len=256, batch=8, gemm=gemm)
+            for c in (32, 64):
+                emit({"case": "host", "model": "8×LSTM fp16 H=512", "chunk": c, "gemm": gemm,
+                      "host_us_per_chunk": round(host_per_chunk(with_chunk(base, c), x) * 1e6, 1)})
+        path = out / f"pipeline-host-{gpu}-{time.strftime('%Y-%m-%d')}.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        print(f"wrote {path}")
+        return
+    base = rnncc.compile(stack(8, 512, "float16"), target="device", seq_len=256, batch=8)
     forced = {f"C={c}": with_chunk(base, c) for c in (16, 32, 64, 128)}
     eager, graph = timed(forced, x)
     emit({"case": "8×LSTM fp16 H=512 by chunk", "S": 256, "B": 8, "eager_ms": eager, "graph_ms": graph})
