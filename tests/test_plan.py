@@ -252,6 +252,24 @@ def test_gemm_bound_layers_go_to_cublaslt():
     assert "step_product 8.0 MiB" in c.plan.workspace.reason
 
 
+def test_small_projections_are_priced_by_gpu_time():
+    """A projection of 64-256 rows: cuBLASLt ran it in 4.5-7.2 µs where rnncc's tensor GEMM
+    took 16-27 (benchmarks/results/projection-small-m-h100-2026-11-25.jsonl); its price is
+    GPU time, the call's host time being the schedule's."""
+    from rnncc.passes.geometry import projection_decision
+
+    for S in (8, 32):
+        l = plan_of(lstm(H=1024, I=1024, dtype="float16"), batch=8, seq_len=S).layers[0]
+        assert l.projection_tile.value == LibraryProjection(), (S, l.projection_tile.reason)
+        assert l.projection_tile.alternatives["cuBLASLt"] < 10e-6
+    # Host-bound, rnncc's kernel, unless the user asked for the library.
+    o = plan_of(lstm(H=1024, I=1024, dtype="float16"), batch=8, seq_len=32).options
+    host = projection_decision(l, 256, o, get("h100"), 2, host_bound=True)
+    assert host.value.math == "tensor" and "host-bound" in host.reason
+    forced = projection_decision(l, 256, replace(o, gemm="cublas"), get("h100"), 2, host_bound=True)
+    assert forced.value == LibraryProjection()
+
+
 def test_gemm_option_forces_or_forbids_the_library():
     own = plan_of(lstm(H=2048, I=2048, dtype="float16"), batch=256, gemm="rnncc").layers[0]
     assert own.persistence.value.math == "fma" and own.projection_tile.value.math == "tensor"
@@ -815,6 +833,31 @@ def test_partitioned_grid_layers_hold_their_part_of_the_sms(parts):
     assert partitioned(eight, parts, target) == eight  # clusters of 16 SMs
 
 
+def test_grid_kernels_that_hold_their_sms_take_turns():
+    """Partitioned tensor-core grid kernels (a block > half an SM's shared memory) are slots
+    that the pipelined stack's layers wait for, each chunk priced as a launch beside the
+    others; the fp32 FMA tile of 64 blocks (95 KiB) shares its SMs, and clusters start one
+    by one. With this, the traced stacks pick their fastest measured (chunk, parts):
+    4 × LSTM fp16 H=1024 B=8 and GNMT B=8 chunks of 64 in 2 parts, 4 × LSTM fp32 H=512
+    chunks of 32 in 4 (benchmarks/results/partition-profile-cublas-h100-2026-11-25.jsonl)."""
+    from rnncc.passes.schedule import (GRID_LAUNCH_BESIDE_SECONDS, GRID_LAUNCH_SECONDS, chunk_seconds,
+                                       holds_its_sms, partitioned)
+
+    target = get("h100")
+    four = plan_of(stack(4, 1024), batch=8, schedule="sequential")
+    l = partitioned(four, 2, target).layers[0]
+    assert holds_its_sms(l, target) and not holds_its_sms(four.layers[0], target)  # 152, 89 KiB
+    beside = chunk_seconds(l, 64, 0.0, 2, target, parts=3) - chunk_seconds(l, 64, 0.0, 2, target)
+    assert beside == pytest.approx(GRID_LAUNCH_BESIDE_SECONDS["tensor"][3] - GRID_LAUNCH_SECONDS)
+    fp32 = plan_of(stack(4, 512, "float32"), batch=8, schedule="sequential", precision="exact")
+    assert not holds_its_sms(partitioned(fp32, 2, target).layers[0], target)
+    assert not holds_its_sms(plan_of(stack(8, 512), batch=8, schedule="sequential").layers[0], target)
+    for plan, (chunk, parts) in ((plan_of(stack(4, 1024), batch=8), (64, 2)),
+                                 (plan_of("examples/gnmt_encoder_fp16.yaml", batch=8, seq_len=128), (64, 2)),
+                                 (plan_of(stack(4, 512, "float32"), batch=8, precision="exact"), (32, 4))):
+        assert (plan.schedule.value.chunk, plan.schedule.value.parts) == (chunk, parts)
+
+
 def test_forced_schedule_and_bad_value():
     forced = plan_of(stack(4, 1024), batch=8, schedule="pipelined")
     assert forced.schedule.value.pipelined and forced.schedule.source == "user"
@@ -870,6 +913,14 @@ def test_predicted_timeline_respects_streams_and_inputs():
     assert max(t.end for t in apart) == pytest.approx(1.0)  # half the GPU each: side by side
     shared = simulate(two, {"a": 1.0, "b": 1.0}, {("a", 0): (), ("b", 0): ()})
     assert max(t.end for t in shared) == pytest.approx(2.0)  # all of it each: taking turns
+    # Kernels that hold their SMs: 0.6 each do not fit side by side, so they take turns at
+    # full pace; the same shares without holding stretch each other to 1.2.
+    slots = simulate(two, {"a": 0.6, "b": 0.6}, {("a", 0): (), ("b", 0): ()}, frozenset("ab"))
+    assert sorted((t.start, t.end) for t in slots) == [pytest.approx((0.0, 1.0)), pytest.approx((1.0, 2.0))]
+    stretched = simulate(two, {"a": 0.6, "b": 0.6}, {("a", 0): (), ("b", 0): ()})
+    assert max(t.end for t in stretched) == pytest.approx(1.2)
+    assert max(t.end for t in simulate(two, {"a": 0.5, "b": 0.5}, {("a", 0): (), ("b", 0): ()},
+                                       frozenset("ab"))) == pytest.approx(1.0)
 
 
 def bidirectional(L, H, dtype="float16"):

@@ -5,6 +5,13 @@ time is lower: a hoisted projection of many rows is a large GEMM, and the librar
 kernels run it at several times the rate of rnncc's mma.sync tiles. Only in layout
 ``Y = X·Wᵀ``: the library adds the bias per row of its column-major output, which is per
 gate column there.
+
+Both are priced by GPU time alone. A library call costs more host time than a kernel
+launch, but a projection is one call per chunk, which the GPU's work behind it hides in
+all but host-bound schedules; the schedule prices the host (``schedule.host_seconds``).
+Adding the call's 16 µs of host time here once made fp16 projections of ≤ 256 rows pick
+rnncc's kernel, measured 16–27 µs, over cuBLASLt's 4.5–7.2 µs
+(benchmarks/results/projection-small-m-h100-2026-11-25.jsonl).
 """
 
 import math
@@ -13,7 +20,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection
-from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
+from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
                    merge_seconds, projection_seconds, step_seconds, step_tiles,
                    tensor_projection_k_tile, tensor_projection_seconds)
 
@@ -34,9 +41,11 @@ def projection_seconds_of(d: Decision) -> float:
     return d.alternatives[projection_label(d.value)]
 
 
-def projection_decision(l, rows: int, o, target, itemsize: int) -> Decision:
+def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool = False) -> Decision:
     """Layer l's projection of ``rows`` rows (steps × batch of one launch): rnncc's best
-    tile or cuBLASLt, by predicted time, unless an option or autotuning says."""
+    tile or cuBLASLt, by predicted time, unless an option or autotuning says.
+    ``host_bound``: the call waits on the host, where a library call costs more than a
+    launch, so rnncc's kernel unless an option or autotuning says cuBLASLt."""
     # Autotuning times a layer with one source: a merged input's projection (a fused
     # loader here, a merge kernel or a call per source in cuBLASLt) was not measured,
     # so it stays the cost model's (or the user's) choice.
@@ -60,12 +69,15 @@ def projection_decision(l, rows: int, o, target, itemsize: int) -> Decision:
     alternatives = {projection_label(t): c for t, c in costs.items()}
     if gemm == "rnncc":
         return Decision(value, reason, alternatives=alternatives)
+    if host_bound and gemm is None:
+        return Decision(value, reason + "; rnncc's kernel, as the call is host-bound and a cuBLASLt "
+                        "call costs the host more than a launch", alternatives=alternatives)
     # A concat: one library call per source, each covering its slice of K. A sum of
     # several sources: summed once by a merge kernel, then one call over all of K
     # (a call per source would repeat the whole GEMM for each).
     summed = l.merge == "sum" and len(l.sources) > 1
     library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
-                  + LIBRARY_CALL_SECONDS for s in (l.sources[:1] if summed else l.sources))
+                  for s in (l.sources[:1] if summed else l.sources))
     if summed:
         library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target)
     if l.layout.value != "xw":

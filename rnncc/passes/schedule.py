@@ -25,7 +25,11 @@ the GPU its recurrent kernel holds at the planned batch: its clusters over the c
 the GPU holds at once, or its blocks over the SMs (a persistent block is planned to have
 an SM; two kernels' blocks on one SM slow each other), or all of it for a launch per
 step (blocks of two kernels on one SM are taken not to slow each other: at small batches
-a step waits on latency more than on the SM's issue rate). The host's time bounds an
+a step waits on latency more than on the SM's issue rate). A grid kernel whose block
+keeps any other off its SM (more than half its shared memory: the partition tiles on
+tensor cores) is a slot instead: it starts only where its share fits beside the others
+running, then runs at its own pace, and beside others each chunk starts later
+(GRID_LAUNCH_BESIDE_SECONDS). The host's time bounds an
 eager call from below; a pipelined chunk measured 50 µs of it, which makes the eager
 call's best chunk longer than a captured one's: the plan is made for eager calls. The
 pipelined plan is taken when predicted below PIPELINE_MARGIN of the sequential one.
@@ -64,6 +68,16 @@ PERSISTENT_LAUNCH_SECONDS = 5e-6
 # (benchmarks/results/pipeline-partitions-h100-2026-11-24*.jsonl). Priced at the cluster's
 # 5 µs, chunks of 32 had looked the faster there.
 GRID_LAUNCH_SECONDS = 45e-6
+# A grid kernel of a pipelined stack in SM partitions starts late beside the others: its
+# steps run no slower than alone, but each chunk's fixed part grows. Measured as the
+# intercept of a layer's recurrent chunks of 32 and of 64 steps, beside the others and
+# alone (benchmarks/results/partition-profile-cublas-h100-2026-11-25.jsonl, fp16/bf16
+# H=1024 B=8 stacks and 4 × LSTM fp32 H=512): tensor-core tiles 20–34 µs beside 1 other
+# (alone 12–15), 58–72 beside 2 or 3 (alone 22–31); per step within 1% of alone but one
+# case (4 %). The FMA tiles (float32) 18 µs beside 3 (alone 7). Priced here per chunk,
+# the launch's host-side start included, for a kernel beside `parts - 1` others, in place
+# of GRID_LAUNCH_SECONDS.
+GRID_LAUNCH_BESIDE_SECONDS = {"tensor": {2: 29e-6, 3: 65e-6, 4: 68e-6}, "fma": {2: 18e-6, 3: 18e-6, 4: 18e-6}}
 # Host time of one chunk of a pipelined call: its projection's launch, its recurrent
 # launch, its events and the Python around them. Measured 49.5 µs (8 × LSTM fp16 H=512,
 # B=8, chunks of 32) and 53.7 µs (2 × H=256) a chunk in eager calls, where the launches
@@ -72,6 +86,10 @@ GRID_LAUNCH_SECONDS = 45e-6
 # 8 × H=512 measured 3.23 ms eager at chunks of 32 against 2.69 at 64, while its GPU
 # time (captured) is 1.89 against 2.22 (benchmarks/results/pipeline-h100-2026-11-24.jsonl).
 PIPELINED_CHUNK_HOST_SECONDS = 50e-6
+# What a chunk's projection in cuBLASLt adds to that: 68.9 against 51.5 µs a chunk (8 × LSTM
+# fp16 H=512 B=8, chunks of 32; benchmarks/results/pipeline-host-h100-2026-11-25.jsonl).
+# So a host-bound pipelined call is also tried with rnncc's projection kernel.
+PIPELINED_LIBRARY_CALL_SECONDS = 17e-6
 
 
 @dataclass(frozen=True)
@@ -143,16 +161,35 @@ def partitioned(plan, parts: int, target):
     return plan.map_layers(retile)
 
 
-def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target) -> float:
-    """GPU time of one chunk of layer l alone: its projection, its steps and, for a
-    persistent kernel, the launch and W_hh read again."""
+def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target, parts: int = 1) -> float:
+    """GPU time of one chunk of layer l: its projection, its steps and, for a persistent
+    kernel, the launch and W_hh read again; a grid kernel in one of ``parts`` > 1 SM
+    partitions starts as one beside the others (GRID_LAUNCH_BESIDE_SECONDS)."""
     seconds = projection_s + steps * step_seconds_of(l)
     p = l.persistence.value
     if isinstance(p, Persistent):
         w_hh = l.gates * l.hidden_size * l.out_size * itemsize
-        launch = GRID_LAUNCH_SECONDS if p.mode == "grid" else PERSISTENT_LAUNCH_SECONDS
+        if p.mode != "grid":
+            launch = PERSISTENT_LAUNCH_SECONDS
+        elif parts > 1:
+            launch = GRID_LAUNCH_BESIDE_SECONDS[p.math][min(parts, max(PARTS))]
+        else:
+            launch = GRID_LAUNCH_SECONDS
         seconds += launch + w_hh / target.memory_bandwidth
     return seconds
+
+
+def holds_its_sms(l, target) -> bool:
+    """Whether layer l's recurrent kernel is a slot of the GPU that another such kernel
+    waits for: a grid kernel, whose blocks must all be resident at once (a cooperative
+    launch), where a block takes more than half an SM's shared memory, so that no other
+    kernel's block shares its SM. A lighter grid kernel shares its SMs (4 × LSTM fp32
+    H=512 on 64-block tiles of 95 KiB: the four layers' kernels ran at once, each chunk
+    1.46× its time alone), and a cluster kernel's clusters start one by one as SMs free
+    (gru_residual, 3 layers of 4 clusters of 16 at B=64: pipelined 2.20 ms against 2.51
+    one after another, benchmarks/results/pipeline-h100-2026-11-24.jsonl)."""
+    p = l.persistence.value
+    return isinstance(p, Persistent) and p.mode == "grid" and 2 * p.shared_bytes > target.shared_memory_per_sm
 
 
 def host_seconds(l, steps: int) -> float:
@@ -164,26 +201,51 @@ def host_seconds(l, steps: int) -> float:
     return projection + launches * STEP_LAUNCH_SECONDS
 
 
+def pipelined_host_seconds(l) -> float:
+    """Host time of one chunk of layer l in a pipelined call: PIPELINED_CHUNK_HOST_SECONDS,
+    measured with rnncc's projection kernel, plus PIPELINED_LIBRARY_CALL_SECONDS where the
+    projection is a cuBLASLt call."""
+    library = l.projection_tile.value.math == "cublas"
+    return PIPELINED_CHUNK_HOST_SECONDS + library * PIPELINED_LIBRARY_CALL_SECONDS
+
+
 def simulate(work: dict[tuple[str, int], float], share: dict[str, float],
-             after: dict[tuple[str, int], tuple[tuple[str, int], ...]]) -> list[Task]:
+             after: dict[tuple[str, int], tuple[tuple[str, int], ...]],
+             holds: frozenset[str] = frozenset()) -> list[Task]:
     """Start and end of every task (layer, chunk) of ``work`` (its seconds alone): a task
-    starts once every task in ``after[task]`` has ended, and the tasks running at once
-    advance at 1 / max(1, the sum of their layers' shares). Returns the tasks by start."""
+    is ready once every task in ``after[task]`` has ended. A task of a layer in ``holds``
+    (a kernel that keeps others off its SMs) starts only where its share fits beside the
+    shares of such tasks running, in the order they became ready, and then runs at its
+    own pace; the other tasks start when ready and advance at 1 / max(1, the sum of the
+    running tasks' shares). Returns the tasks by start."""
     left = dict(work)
+    rank = {key: i for i, key in enumerate(work)}
+    ready: dict[tuple[str, int], float] = {}
     start: dict[tuple[str, int], float] = {}
     end: dict[tuple[str, int], float] = {}
     now = 0.0
     while left:
         for key in left:
-            if key not in start and all(d in end for d in after[key]):
+            if key not in ready and all(d in end for d in after[key]):
+                ready[key] = now
+        held = sum(share[k[0]] for k in left if k in start and k[0] in holds)
+        for key in sorted((k for k in ready if k in left and k not in start),
+                          key=lambda k: (ready[k], k[1], rank[k])):
+            if key[0] not in holds:
                 start[key] = now
+            elif held == 0 or held + share[key[0]] <= 1.0 + 1e-9:
+                start[key] = now
+                held += share[key[0]]
+            else:  # the block scheduler serves waiting launches in order
+                break
         running = [k for k in left if k in start]
-        rate = 1.0 / max(1.0, sum(share[k[0]] for k in running))
-        first = min(running, key=lambda k: left[k])
-        step = left[first] / rate
+        shared = 1.0 / max(1.0, sum(share[k[0]] for k in running))
+        rate = {k: 1.0 if k[0] in holds else shared for k in running}
+        first = min(running, key=lambda k: left[k] / rate[k])
+        step = left[first] / rate[first]
         now += step
         for k in running:
-            left[k] -= step * rate
+            left[k] -= step * rate[k]
         for k in [k for k in running if left[k] <= 1e-15]:
             end[k] = now
             del left[k]
@@ -234,13 +296,15 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
         for k, t0 in enumerate(range(0, seq_len, chunk)):
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
-            work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target)
+            work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target,
+                                      schedule.parts if schedule.pipelined else 1)
             if schedule.pipelined:
                 after[key] = ((l.name, k - 1),) * (k > 0) + stage.chunk_after(k, chunks)
             else:  # one stream: every task after the one queued before it
                 after[key] = (previous,) if previous else ()
             previous = key
-    return simulate(work, share, after)
+    holds = frozenset(l.name for l in plan.layers if holds_its_sms(l, target))
+    return simulate(work, share, after, holds)
 
 
 def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
@@ -250,14 +314,16 @@ def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)
         chunks = -(-seq_len // chunk)
-        host += chunks * (PIPELINED_CHUNK_HOST_SECONDS if schedule.pipelined else host_seconds(l, chunk))
+        host += chunks * (pipelined_host_seconds(l) if schedule.pipelined else host_seconds(l, chunk))
     return max(max(t.end for t in tasks), host)
 
 
-def pipelined_plan(plan, chunk: int, target, parts: int = 1) -> tuple[object, Schedule]:
+def pipelined_plan(plan, chunk: int, target, parts: int = 1,
+                   host_bound: bool = False) -> tuple[object, Schedule]:
     """The plan with every layer in chunks of ``chunk`` steps (its unroll and projection
-    decided again for chunk × B rows), and its pipelined schedule; ``parts``: the plan's
-    grid layers were re-tiled by ``partitioned(plan, parts)``."""
+    decided again for chunk × B rows, ``host_bound`` or not: see projection_decision),
+    and its pipelined schedule; ``parts``: the plan's grid layers were re-tiled by
+    ``partitioned(plan, parts)``."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
 
@@ -265,24 +331,24 @@ def pipelined_plan(plan, chunk: int, target, parts: int = 1) -> tuple[object, Sc
         why = (f"the schedule's chunk: {chunk} steps a projection and a recurrent launch, "
                "layers pipelined")
         return replace(l, unroll=Decision(chunk, why),
-                       projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize))
+                       projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize, host_bound))
     chunked = plan.map_layers(rechunk)
-    return chunked, Schedule("pipelined", chunk, stages(chunked, target, own_streams=True), parts)
+    return chunked, Schedule("pipelined", chunk, stages(chunked, target, own_streams=True, parts=parts), parts)
 
 
 def sequential_schedule(plan, target) -> Schedule:
     return Schedule("sequential", 0, stages(plan, target, own_streams=False))
 
 
-def stages(plan, target, own_streams: bool) -> tuple[Stage, ...]:
+def stages(plan, target, own_streams: bool, parts: int = 1) -> tuple[Stage, ...]:
     """Each layer's Stage: its stream (its position in the model where each layer has a
-    stream of its own, else the caller's), share, time of a chunk of its unroll, and
-    inputs."""
+    stream of its own, else the caller's), share, time of a chunk of its unroll (its grid
+    kernel in one of ``parts`` SM partitions), and inputs."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
     return tuple(Stage(l.name, i if own_streams else 0, share_of(l, o.batch, target),
                        chunk_seconds(l, min(l.unroll.value, o.seq_len),
-                                     projection_seconds_of(l.projection_tile), itemsize, target),
+                                     projection_seconds_of(l.projection_tile), itemsize, target, parts),
                        *layer_sources(l, plan.layers))
                  for i, l in enumerate(plan.layers))
 
@@ -304,6 +370,12 @@ def plan_schedule(model, plan, target):
                 chunked, schedule = pipelined_plan(base, chunk, target, parts)
                 pipelines[schedule.label] = (chunked, schedule)
                 predicted[schedule.label] = predicted_seconds(chunked, schedule, o.seq_len, target)
+                if any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
+                    # Where the host bounds the call, rnncc's projection kernel costs it less.
+                    own, schedule = pipelined_plan(base, chunk, target, parts, host_bound=True)
+                    label = f"{schedule.label}, rnncc projections"
+                    pipelines[label] = (own, schedule)
+                    predicted[label] = predicted_seconds(own, schedule, o.seq_len, target)
     seq_s = predicted["sequential"]
     if not pipelines:
         why = ("one layer" if len(plan.layers) == 1 else "forced by the user") + \
