@@ -6,12 +6,13 @@ kernels run it at several times the rate of rnncc's mma.sync tiles. Only in layo
 ``Y = X·Wᵀ``: the library adds the bias per row of its column-major output, which is per
 gate column there.
 
-Both are priced by GPU time alone. A library call costs more host time than a kernel
-launch, but a projection is one call per chunk, which the GPU's work behind it hides in
-all but host-bound schedules; the schedule prices the host (``schedule.host_seconds``).
-Adding the call's 16 µs of host time here once made fp16 projections of ≤ 256 rows pick
-rnncc's kernel, measured 16–27 µs, over cuBLASLt's 4.5–7.2 µs
-(benchmarks/results/projection-small-m-h100-2026-11-25.jsonl).
+A projection's alternatives are GPU times (what the schedule simulates). The choice also
+counts the library's host time per call (LIBRARY_CALL_SECONDS): the plan is made for
+eager calls, where the call's first projection waits on the host. Measured on one layer
+at S=256 (benchmarks/results/projection-gemm-eager-h100-2026-11-25.jsonl), cuBLASLt's
+projection made the call 2–4% faster in a CUDA graph but 6–9% slower eager (31–50 µs),
+although its GPU time at 64–256 rows is a quarter of rnncc's kernel's (4.5–7.2 µs against
+16–27, benchmarks/results/projection-small-m-h100-2026-11-25.jsonl).
 """
 
 import math
@@ -20,7 +21,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection
-from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
+from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
                    merge_seconds, projection_seconds, step_seconds, step_tiles,
                    tensor_projection_k_tile, tensor_projection_seconds)
 
@@ -85,17 +86,18 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
             reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
         return Decision(value, reason, alternatives=alternatives)
     alternatives[projection_label(LibraryProjection())] = library
-    if gemm == "cublas" or library < costs[best]:
+    host = LIBRARY_CALL_SECONDS * (1 if summed else len(l.sources))
+    if gemm == "cublas" or library + host < costs[best]:
         why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                if gemm == "cublas" else
                f"{rows}×{cols}×{l.input_size} GEMM"
                f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 and not summed else ''}"
                f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
-               f"predicted {library * 1e6:.1f} µs in cuBLASLt "
+               f"predicted {library * 1e6:.1f} µs in cuBLASLt (and {host * 1e6:.0f} µs of the host's) "
                f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
         return Decision(LibraryProjection(), why + "; bias in the library's epilogue",
                         chooser if gemm == "cublas" else "model", alternatives)
-    reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs)"
+    reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs and {host * 1e6:.0f} µs of the host's)"
     return Decision(value, reason, alternatives=alternatives)
 
 
