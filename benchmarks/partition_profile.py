@@ -83,14 +83,22 @@ def summary(events: list[dict]) -> dict:
                       for e in events]}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def script_args(doc: str) -> argparse.Namespace:
+    """The options of a measuring script here: -o DIR, and --build-only (plan for the h100
+    preset and fill the cubin cache, no GPU); ``target`` is the one to compile for."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("-o", "--output", default="benchmarks/results")
     ap.add_argument("--build-only", action="store_true", help="plan and build on this machine (h100 preset)")
     args = ap.parse_args()
+    args.target = "h100" if args.build_only else "device"
+    return args
+
+
+def main() -> None:
+    args = script_args(__doc__)
     cases = []
     for name, spec, S, B, precision, pairs in CASES:
-        base = rnncc.compile(spec, target="h100" if args.build_only else "device", seq_len=S, batch=B,
+        base = rnncc.compile(spec, target=args.target, seq_len=S, batch=B,
                              precision=precision, schedule="sequential")
         models = {"sequential": base}
         for chunk, parts in pairs:

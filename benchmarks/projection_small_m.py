@@ -14,7 +14,6 @@ PyCUDA.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -22,25 +21,17 @@ import torch
 
 import rnncc
 
-from partition_profile import kind, trace  # run as a script: benchmarks/ is on sys.path
+from partition_profile import kind, script_args, trace  # run as a script: benchmarks/ is on sys.path
+from pipeline_schedule import stack
 
 STEPS = (8, 16, 32, 64, 128, 256)
 PRECISIONS = (("float16", "tensor"), ("float32", "exact"))
 
 
-def spec(dtype: str) -> dict:
-    return {"name": f"projection_{dtype}", "dtype": dtype, "input_size": 1024,
-            "layers": [{"name": "l1", "cell": "lstm", "hidden_size": 1024}]}
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--output", default="benchmarks/results")
-    ap.add_argument("--build-only", action="store_true", help="plan and build on this machine (h100 preset)")
-    args = ap.parse_args()
-    target = "h100" if args.build_only else "device"
+    args = script_args(__doc__)
     models = [(dtype, precision, S, gemm,
-               rnncc.compile(spec(dtype), target=target, seq_len=S, batch=8, precision=precision, gemm=gemm))
+               rnncc.compile(stack(1, 1024, dtype), target=args.target, seq_len=S, batch=8, precision=precision, gemm=gemm))
               for dtype, precision in PRECISIONS for S in STEPS for gemm in ("rnncc", "cublas")]
     from rnncc.build import compile_all
     kernels = {k.name: k for *_, m in models for k in m.kernels}
