@@ -611,6 +611,9 @@ class CompiledModel:
                 width = view.shape[2]
                 return None, arrays.DeviceView(view.ptr + self._position[name] * B * width * item,
                                                (B, width), (width, 1), dtype)
+        # Checks first: a grid the GPU cannot hold is refused before any layer's launch.
+        for l in plan.layers:
+            self._check_resident(variant, l, B)
         runs = []
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
@@ -797,6 +800,18 @@ class CompiledModel:
         for t0 in range(0, S, min(r.layer.unroll.value, S)):
             run_chunk(t0, stream)
 
+    def _check_resident(self, variant: Variant, l, B: int) -> None:
+        """Refuse a grid-persistent layer whose blocks this GPU cannot hold at once."""
+        if l.persistence.value.mode != "grid":
+            return
+        name = variant.kernel_of(l.name, "recurrent").name
+        blocks = math.prod(launch.persistent_grid(l, B))
+        if blocks > self._resident[name]:
+            raise RuntimeCheckError(
+                f"layer '{l.name}': the persistent kernel needs {blocks} co-resident blocks "
+                f"but this GPU holds {self._resident[name]}; refusing to launch (it "
+                "would hang). Compile with persistence='none' or for this device (target='device').")
+
     def _layer_chunks(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, barrier: int,
                       spin_ns: int, stamps: _Stamps | None):
         """``run_chunk(t0, stream)``: queue layer r.layer's projection and recurrence of
@@ -831,13 +846,6 @@ class CompiledModel:
                 for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
         step_grid = launch.step_grid(l, step_k, B)
         h_projection_grid = launch.h_projection_grid(l, B) if h_projection is not None else None
-        if mode == "grid":
-            blocks = math.prod(persistent_grid)
-            if blocks > self._resident[step_k.name]:
-                raise RuntimeCheckError(
-                    f"layer '{l.name}': the persistent kernel needs {blocks} co-resident blocks "
-                    f"but this GPU holds {self._resident[step_k.name]}; refusing to launch (it "
-                    "would hang). Compile with persistence='none' or for this device (target='device').")
 
         def run_chunk(t0: int, stream: int) -> None:
             """Steps t0 … t0+steps−1 of the layer's own (for a reverse layer, reversed) time."""

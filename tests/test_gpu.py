@@ -455,6 +455,27 @@ def test_residual_layers(gpu, dtype, seq, batch, persistence):
     assert all("residual_out" in k.source for k in m.kernels if k.family.startswith("recurrent"))
 
 
+@pytest.mark.parametrize("persistence", ["none", "grid", "cluster"])
+def test_packed_arguments_sit_where_the_kernels_read_them(gpu, persistence):
+    """A launch packs its arguments into one buffer (driver.param_layout); each kernel
+    the call loaded reads them at the offsets the driver reports (cuFuncGetParamInfo)."""
+    import ctypes
+
+    from rnncc import driver
+    m, _, _ = run_and_compare(dict(RESIDUAL, dtype="float16"), 7, 5, seed=2, with_state=True,
+                              persistence=persistence, gemm="rnncc")
+    lib, checked = driver._lib(), 0
+    for name, fn in m._functions.items():
+        for i, kind in enumerate(fn.kinds):
+            offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+            driver._check(lib.cuFuncGetParamInfo(fn.function, ctypes.c_size_t(i), ctypes.byref(offset),
+                                                 ctypes.byref(size)), f"parameter {i} of {name}")
+            assert (offset.value, size.value) == (driver.param_offsets(fn.kinds)[i], 4 if kind == "i32" else 8), \
+                f"{name}: parameter {i} ({kind})"
+            checked += 1
+    assert checked > 20 and len(m._functions) >= 3
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_residual_layers_after_cublaslt(gpu, dtype):
     """The cell kernel that follows cuBLASLt's product writes h + input too."""
@@ -773,8 +794,10 @@ def test_target_read_from_the_device(gpu):
         assert t.arch == "sm_90a" and t.max_cluster_size == PRESETS["h100"].max_cluster_size
 
 
-def test_persistent_refused_when_not_co_resident(gpu):
-    """A plan made for a bigger GPU than this one must not launch (it would hang)."""
+def test_persistent_refused_when_not_co_resident(gpu, monkeypatch):
+    """A plan made for a bigger GPU than this one must not launch (it would hang), and
+    where one layer of a stack is refused, none of the stack is launched."""
+    from rnncc import driver
     from rnncc.target import PRESETS
 
     # 2048 SMs: one unit per block, 2048 blocks of ≥ 32 KiB shared memory each; an H100
@@ -784,6 +807,16 @@ def test_persistent_refused_when_not_co_resident(gpu):
     assert m.plan.layers[0].persistence.value.blocks == 2048
     with pytest.raises(rnncc.RuntimeCheckError, match="co-resident blocks but this GPU holds"):
         m(np.zeros((3, 8, 64), np.float32))
+    two = {"name": "two", "input_size": 64,
+           "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 64},
+                      {"name": "l1", "cell": "lstm", "hidden_size": 2048}]}
+    m = rnncc.compile(two, target=big, batch=8, persistence="grid", schedule="sequential")
+    launches = []
+    launch = driver.Kernel.launch
+    monkeypatch.setattr(driver.Kernel, "launch", lambda k, *a, **kw: launches.append(k.name) or launch(k, *a, **kw))
+    with pytest.raises(rnncc.RuntimeCheckError, match="layer 'l1': the persistent kernel needs 2048"):
+        m(np.zeros((3, 8, 64), np.float32))
+    assert launches == []
 
 
 # ---- rnncc.nn on the GPU ---------------------------------------------------------------
@@ -986,6 +1019,34 @@ def test_runs_on_cupys_current_stream(gpu):
     side.synchronize()
     want = reference.run(m.model, m.device_weights(), cupy.asnumpy(x))[0][0]
     assert max_relative_error(cupy.asnumpy(after) / 2.0, want) <= tolerance("float32")
+
+
+@pytest.mark.parametrize("persistence,schedule", [("grid", "sequential"), ("cluster", "sequential"),
+                                                  ("none", "sequential"), (None, "pipelined")])
+def test_every_launch_kind_is_captured(gpu, torch, persistence, schedule):
+    """Cooperative (grid), cluster and plain launches, and a pipelined call's side streams,
+    captured by torch.cuda.graph: a replay on fresh input equals an eager call."""
+    spec = {"name": "two", "dtype": "float16", "input_size": 48,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 64},
+                       {"name": "l1", "cell": "gru", "hidden_size": 64}]}
+    m = rnncc.compile(spec, target="device", batch=5, seq_len=40, persistence=persistence,
+                      schedule=schedule, unroll=16 if schedule == "pipelined" else None)
+    assert m.plan.schedule.value.pipelined == (schedule == "pipelined")
+    x = torch.randn(40, 5, 48, device="cuda", dtype=torch.half)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            m(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_static = m(x)[0]
+    fresh = torch.randn_like(x)
+    x.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y_static, m(fresh)[0])
 
 
 def test_cuda_graph_capture_replays(gpu, torch, monkeypatch):

@@ -440,6 +440,17 @@ def test_a_model_too_large_for_the_target_is_refused_at_plan_time():
         rnncc.compile(huge, target="h100")
 
 
+def test_kernel_parameters_are_packed_at_their_natural_alignment():
+    from rnncc.driver import param_layout, param_offsets
+    kinds = ("i32", "ptr", "i32", "i32", "i64", "i32")
+    assert param_offsets(kinds) == [0, 8, 16, 20, 24, 32]
+    layout = param_layout(kinds)
+    assert layout.size == 36  # no padding after the last
+    packed = layout.pack(-1, 2**64 - 1, 3, 4, -5, 6)
+    assert packed[:4] == (-1).to_bytes(4, "little", signed=True) and packed[4:8] == bytes(4)
+    assert packed[24:32] == (-5).to_bytes(8, "little", signed=True)
+
+
 def test_launch_grids_and_arguments_are_pure():
     from rnncc import launch
     m = rnncc.compile(lstm(H=256, I=128, dtype="float16"), target="h100", batch=8,

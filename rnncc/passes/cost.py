@@ -17,7 +17,7 @@ from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTi
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
 STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load (fitted)
-# A launch per step costs host time: PyCUDA packs the arguments and the driver queues the
+# A launch per step costs host time: rnncc packs the arguments and the driver queues the
 # kernel. Per-step layers measured no faster than ≈ 9.5 µs a step whatever their size
 # (benchmarks/results/bench-h100-2026-11-23.json, rows with persistence none).
 STEP_LAUNCH_SECONDS = 9e-6
