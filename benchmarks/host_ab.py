@@ -16,11 +16,11 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
-from pipeline_schedule import stack  # benchmarks/ is this script's directory
+from host_overhead import per_call_us  # benchmarks/ is this script's directory
+from pipeline_schedule import stack
 
 import rnncc
 from rnncc.timing import time_graph, time_interleaved
@@ -37,17 +37,6 @@ CASES = [("LSTM fp16 H=256 B=8 S=256", stack(1, 256, "float16"), 256, 8, {}),
          ("8×LSTM fp16 H=512 B=8 S=256", stack(8, 512, "float16"), 256, 8, {}),
          ("GNMT fp16 B=8 S=128", "examples/gnmt_encoder_fp16.yaml", 128, 8, {})]
 ROUNDS, CALLS = 7, 60
-
-
-def host_us(fn) -> float:
-    """µs of host time to queue one call, the GPU drained before."""
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(CALLS):
-        fn()
-    took = (time.perf_counter() - start) / CALLS * 1e6
-    torch.cuda.synchronize()
-    return took
 
 
 def main() -> None:
@@ -79,7 +68,7 @@ def main() -> None:
         hosts: dict[str, list[float]] = {k: [] for k in calls}
         for r in range(ROUNDS):
             for k in (list(calls) if r % 2 else list(calls)[::-1]):
-                hosts[k].append(host_us(calls[k]))
+                hosts[k].append(per_call_us(calls[k], CALLS)[0])
         graph = {k: time_graph(fn, warmup=2, repeats=20).median_ms for k, fn in calls.items()}
         row = {"case": name, "S": S, "B": B, "schedule": m.plan.schedule.value.label,
                "drained_us": {k: round(v.median_ms * 1e3, 1) for k, v in drained.items()},

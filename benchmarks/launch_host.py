@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import struct
-import time
 from pathlib import Path
 
 import torch
+from host_overhead import per_call_us  # benchmarks/ is this script's directory
 
 from rnncc import driver
 
@@ -68,17 +68,6 @@ def pointer_launcher(function, kinds: tuple[str, ...], grid, block, stream: int)
     return run
 
 
-def per_call_us(fn, calls: int = CALLS) -> float:
-    """Host µs a call, over ``calls`` back to back (the GPU drained after)."""
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    took = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
-    return took
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default="benchmarks/results")
@@ -109,10 +98,10 @@ def main() -> None:
     for fn in rows.values():  # warm
         per_call_us(fn, 100)
     # Rounds over all rows, each row's least: the host's speed drifts within a run.
-    least = {name: per_call_us(fn) for name, fn in rows.items()}
+    least = {name: per_call_us(fn, CALLS)[0] for name, fn in rows.items()}
     for _ in range(ROUNDS - 1):
         for name, fn in reversed(rows.items()):
-            least[name] = min(least[name], per_call_us(fn))
+            least[name] = min(least[name], per_call_us(fn, CALLS)[0])
     lines = [f"host µs a call, least of {ROUNDS} rounds of {CALLS} over all rows, on {torch.cuda.get_device_name()}"]
     lines += [f"{us:8.2f}  {name}" for name, us in least.items()]
     print("\n".join(lines))

@@ -1032,21 +1032,28 @@ def test_every_launch_kind_is_captured(gpu, torch, persistence, schedule):
     m = rnncc.compile(spec, target="device", batch=5, seq_len=40, persistence=persistence,
                       schedule=schedule, unroll=16 if schedule == "pipelined" else None)
     assert m.plan.schedule.value.pipelined == (schedule == "pipelined")
-    x = torch.randn(40, 5, 48, device="cuda", dtype=torch.half)
+    replayed, eager, _ = replay_on_fresh_input(torch, m, torch.randn(40, 5, 48, device="cuda", dtype=torch.half))
+    assert torch.equal(replayed, eager)
+
+
+def replay_on_fresh_input(torch, fn, x, warm: int = 2):
+    """(fn(x)'s output captured by torch.cuda.graph, replayed after x is refilled with fresh
+    values; fn's output on those values eager; the graph). fn runs ``warm`` times on a side
+    stream first (compiles, the workspace), as capture requires."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):
-            m(x)
+        for _ in range(warm):
+            fn(x)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        y_static = m(x)[0]
+        static = fn(x)[0]
     fresh = torch.randn_like(x)
     x.copy_(fresh)
     graph.replay()
     torch.cuda.synchronize()
-    assert torch.equal(y_static, m(fresh)[0])
+    return static, fn(fresh)[0], graph
 
 
 def test_cuda_graph_capture_replays(gpu, torch, monkeypatch):
@@ -1062,20 +1069,7 @@ def test_cuda_graph_capture_replays(gpu, torch, monkeypatch):
         cls = rnn.LSTM if persistence_case == "lstm" else rnn.GRU
         model = cls(256, 256).cuda().half().requires_grad_(False)
         x = torch.randn(64, 8, 256, device="cuda", dtype=torch.half)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):  # compile, allocate the workspace
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            y_static = model(x)[0]
-        fresh = torch.randn_like(x)
-        x.copy_(fresh)
-        graph.replay()
-        torch.cuda.synchronize()
-        eager = model(fresh)[0]
+        y_static, eager, graph = replay_on_fresh_input(torch, model, x, warm=3)
         assert torch.equal(y_static, eager)  # the same kernels on the same inputs
         monkeypatch.delenv("RNNCC_DEBUG_POISON")
 
