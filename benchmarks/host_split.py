@@ -1,7 +1,8 @@
 """Where an eager call's time goes when the host bounds it: for stacks of every schedule,
 the host time to queue a call, the time of one call on a drained GPU (what `rnncc bench`
 and time_interleaved measure), back-to-back calls and a CUDA-graph replay (the GPU time),
-then cProfile's functions by own time. Writes DIR/host-split-<gpu>.txt. Needs a GPU,
+then cProfile's functions by own time and the call's host operations in order
+(launch_timeline.host_operations). Writes DIR/host-split-<gpu>.txt. Needs a GPU,
 PyTorch and PyCUDA.
 
     python3 benchmarks/host_split.py [-o DIR] [--build-only]
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import torch
 from host_overhead import per_call_us  # benchmarks/ is this script's directory
+from launch_timeline import host_operations
 from partition_profile import script_args
 from pipeline_schedule import stack
 
@@ -29,53 +31,6 @@ CASES = [("LSTM fp16 H=256 B=8 S=64", stack(1, 256, "float16"), 64, 8, None),
          ("2×LSTM bf16 H=768 B=3 S=100 sequential", stack(2, 768, "bfloat16"), 100, 3, "sequential"),
          ("8×LSTM fp16 H=512 B=8 S=256", stack(8, 512, "float16"), 256, 8, None)]
 CALLS = 200
-
-
-def host_timeline(m, x, calls: int = 50) -> list[str]:
-    """The host operations of one call in order, each as its mean start and duration in µs
-    from the call's start (the GPU drained before each call): which of them come before
-    the GPU gets its first and its longest work."""
-    import time
-
-    import rnncc.cublaslt as cublaslt
-    import rnncc.driver as driver
-    import rnncc.runtime as runtime
-    record: list[tuple[str, float, float]] = []
-
-    def wrap(owner, attr, label):
-        fn = getattr(owner, attr)
-
-        def timed(*a, **k):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                record.append((label(a) if callable(label) else label, t, time.perf_counter()))
-        setattr(owner, attr, timed)
-        return owner, attr, fn
-    saved = [wrap(driver.Kernel, "launch", lambda a: "launch " + a[0].name.split("_")[0] + ("_" + a[0].name.split("_")[1] if "_" in a[0].name else "")),
-             wrap(cublaslt.CublasLt, "run", "cublasLt run"),
-             wrap(torch, "empty", "torch.empty"),
-             wrap(driver, "copy_rows", "copy h_n"), wrap(driver, "memset_async", "memset"),
-             wrap(driver, "event_record", "event_record"), wrap(driver, "stream_wait_event", "stream_wait_event"),
-             wrap(runtime.CompiledModel, "_load", "_load"), wrap(runtime.CompiledModel, "variant", "variant")]
-    sums: dict[int, list] = {}
-    try:
-        for _ in range(calls):
-            torch.cuda.synchronize()
-            record.clear()
-            t0 = time.perf_counter()
-            m(x)
-            t1 = time.perf_counter()
-            ops = record + [("return", t1, t1)]
-            for i, (name, a, b) in enumerate(ops):
-                s = sums.setdefault(i, [name, 0.0, 0.0])
-                s[1] += (a - t0) / calls * 1e6
-                s[2] += (b - a) / calls * 1e6
-    finally:
-        for owner, attr, fn in saved:
-            setattr(owner, attr, fn)
-    return [f"  {start:8.1f} µs  +{took:6.1f}  {name}" for name, start, took in sums.values()]
 
 
 def main() -> None:
@@ -106,8 +61,8 @@ def main() -> None:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(22)
         lines.append(f"cProfile, {CALLS} calls, by own time:")
         lines.append(text.getvalue().split("\n", 6)[-1].rstrip())
-        lines.append("host operations of one call (mean start from the call's start, mean duration):")
-        lines.extend(host_timeline(m, x))
+        lines.append("host operations of one call (median start from the call's start, median duration):")
+        lines.extend(f"  {start:8.1f} µs  +{took:6.1f}  {name}" for name, start, took in host_operations(lambda: m(x))[1])
         print(header, flush=True)
     out = Path(args.output) / f"host-split-{torch.cuda.get_device_name().split()[1].lower()}.txt"
     out.write_text("\n".join(lines) + "\n")

@@ -466,11 +466,11 @@ def test_packed_arguments_sit_where_the_kernels_read_them(gpu, persistence):
                               persistence=persistence, gemm="rnncc")
     lib, checked = driver._lib(), 0
     for name, fn in m._functions.items():
-        for i, kind in enumerate(fn.kinds):
+        for i, (kind, packed_at) in enumerate(zip(fn.kinds, driver.param_offsets(fn.kinds))):
             offset, size = ctypes.c_size_t(), ctypes.c_size_t()
             driver._check(lib.cuFuncGetParamInfo(fn.function, ctypes.c_size_t(i), ctypes.byref(offset),
                                                  ctypes.byref(size)), f"parameter {i} of {name}")
-            assert (offset.value, size.value) == (driver.param_offsets(fn.kinds)[i], 4 if kind == "i32" else 8), \
+            assert (offset.value, size.value) == (packed_at, 4 if kind == "i32" else 8), \
                 f"{name}: parameter {i} ({kind})"
             checked += 1
     assert checked > 20 and len(m._functions) >= 3
