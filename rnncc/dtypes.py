@@ -26,9 +26,11 @@ DTYPES: dict[str, DType] = {
     "float32": DType("float32", "float", 4, 1e-4,
                      "fp32 FMA products and sums; exact fp32, no TF32"),
     "float16": DType("float16", "__half", 2, 1e-2,
-                     "h rounded to fp16 (2^-11) every step; fp32 accumulation and cell state"),
+                     "h rounded to fp16 (2^-11) every step; fp32 accumulation and cell state; "
+                     "gates by the hardware's tanh (2^-11)"),
     "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, 5e-2,
-                      "h rounded to bf16 (2^-8) every step; fp32 accumulation and cell state"),
+                      "h rounded to bf16 (2^-8) every step; fp32 accumulation and cell state; "
+                      "gates by the hardware's tanh (2^-11)"),
 }
 
 

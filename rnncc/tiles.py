@@ -293,8 +293,9 @@ class TensorTile:
         registers under ptxas' cap for one block of this size per SM (register_cap; 128
         at 448 threads): the B operands in flight, the accumulators, the projection and
         cell state of its elements and 40 more (64 for fp16/bf16). fp16/bf16 load B by
-        ldmatrix two k-steps ahead of the mma (8 registers a batch tile of 8); TF32's B
-        operands are plain loads, which ptxas hoists for every k-step (2 registers each).
+        ldmatrix, two k-steps a load, one load ahead of the mma (8 registers a batch tile
+        of 8), two ahead at a single batch tile (12); TF32's B operands are plain loads,
+        which ptxas hoists for every k-step (2 registers each).
         With fp16/bf16 the estimate passed the cap wherever ptxas spilled, over 67
         candidates of 8 shapes (H 64-512, clusters 1-16, B 8-32; LSTM fp16 H=512 in a
         cluster of 16: estimate 213, ptxas 231 of 255); TF32 LSTM H=256 used 241
@@ -303,7 +304,7 @@ class TensorTile:
         k_steps = self.k_steps(hidden, itemsize)
         chains = 2 if n_tiles == 1 else 1
         elements = n_tiles * (1 if self.rows_per_unit(gates) == 4 else 4)
-        b_operands = 2 * k_steps * n_tiles if itemsize == 4 else 8 * n_tiles
+        b_operands = 2 * k_steps * n_tiles if itemsize == 4 else (12 if n_tiles == 1 else 8) * n_tiles
         need = 4 * k_steps + b_operands + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
         return need <= register_cap(self.threads)
 
