@@ -67,7 +67,7 @@ def points(text: str, all_lanes: bool, shared: bool = False, old_lanes: bool = F
 
 
 TENSOR_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) ks=(\d+) "
-                         r"m_tiles=(\d+) batch_blocks=1 threads=\d+( registers)?: measured ([\d.]+)")
+                         r"m_tiles=(\d+) batch_blocks=1 threads=\d+( registers)?( wgmma)?: measured ([\d.]+)")
 GATES = {"lstm": 4, "gru": 3}
 
 
@@ -78,12 +78,13 @@ def tensor_rows(text: str):
     for m in TENSOR_LINE.finditer(text):
         cell, dtype = m.group(1), m.group(2)
         H, B, c, units, bpb, ks, mt = map(int, m.groups()[2:9])
-        tile = TensorTile(units, bpb, ks, mt, c, 1, weights_in_registers=bool(m.group(10)))
+        tile = TensorTile(units, bpb, ks, mt, c, 1, weights_in_registers=bool(m.group(10)),
+                          wgmma=bool(m.group(11)))
         itemsize = 4 if dtype == "float32" else 2
         waves = tensor_cluster_waves(B, tile, target)
         terms = {n: v * waves for n, v in
                  tensor_cluster_terms(B, H, GATES.get(cell, 1), tile, target, itemsize).items()}
-        yield (cell, dtype, H, B), tile, float(m.group(11)), terms, waves * cluster_exchange_seconds(c) * 1e6
+        yield (cell, dtype, H, B), tile, float(m.group(12)), terms, waves * cluster_exchange_seconds(c) * 1e6
 
 
 GRID_LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) rows/thread=(\d+) ks=(\d+) "

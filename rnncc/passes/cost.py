@@ -402,6 +402,14 @@ def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
             "LANES_REMOTE_SECONDS": tile.cluster - 1}
 
 
+# The FMA cluster models above were fitted to float32 sweeps, whose kernels take their gates
+# from the library's tanhf; fp16/bf16 layers' kernels use tanh.approx (since ce1d2a1). At 9
+# half cases (GRU, LSTM, RNN; H 33–256; B 1–20) they ran 0.72–0.99×, median 0.81×, of the
+# float32 model's price (benchmarks/results/half-tensor-or-fma-h100-2026-11-25.txt); priced
+# at float32's, they lost to tensor-core tiles that ran 1.06–2.0× slower than they did.
+HALF_FMA_CLUSTER_FACTOR = 0.81
+
+
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
                     itemsize: int) -> float:
     """One step of the FMA cluster-persistent kernel (fitted, see CLUSTER_* and LANES_*),
@@ -409,7 +417,7 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     one thread's chain of multiply-adds and shared loads, the K split's partial sums, the
     gather from the peers (rounds of THREADS elements) and the cluster barrier; the lanes
     form: the terms of lanes_terms. Fitted on float32; half types convert each weight on
-    load and are ranked by the same terms."""
+    load and are ranked by the same terms, times HALF_FMA_CLUSTER_FACTOR."""
     clusters = math.ceil(batch / tile.batch_per_block)
     # Waves by SMs, not by Target.clusters_at_once: LSTM fp32 H=256 B=64 ran its 16 clusters
     # of 8 in 7.5 µs a step, one wave's time as this model predicts it (7.2), though the
@@ -417,8 +425,8 @@ def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, targ
     # slower (bench-h100-2026-11-23.json at d4c0e6a).
     waves = math.ceil(clusters * tile.cluster / target.sm_count)
     counts, prices = fma_cluster_terms(hidden, gates, tile)
-    return waves * (sum(count * prices[name] for name, count in counts.items())
-                    + measured_exchange_seconds(tile))
+    step = sum(count * prices[name] for name, count in counts.items()) + measured_exchange_seconds(tile)
+    return waves * step * (HALF_FMA_CLUSTER_FACTOR if itemsize == 2 else 1.0)
 
 
 def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[ClusterTile]:
@@ -454,40 +462,44 @@ def cluster_tiles(hidden: int, gates: int, batch: int, target: Target) -> list[C
 # 2 clocks per instruction either way. A warp's chain of mma (fragment loads and mma that
 # barely overlap) is fitted per kernel family below, not derived from the mma latency.
 MMA_SM_CLOCKS = 2.0
-# The cluster kernel's step on tensor cores, both forms, fitted by
+# The cluster kernel's step on tensor cores, both forms and wgmma, fitted by
 # benchmarks/fit_cluster_model.py --tensor (non-negative least squares, relative error) to
-# benchmarks/results/cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt: 189 tiles of 12
-# cases (LSTM, GRU and RNN; fp16, bf16 and TF32; H 64–650; B 1–64; clusters of 1–16 blocks,
-# powers of two or not). A step is the exchange measured alone (cluster_exchange_seconds,
-# not fitted) plus the terms of tensor_cluster_terms priced below, in waves of as many
-# clusters as the GPU holds at once (Target.clusters_at_once). Median error 8%, at most
-# 67%; at each case the pick runs within 1.00–1.07× of the fastest tile. (Its registers-
-# form tiles at H=512 spilled, 2.12 µs a step; since W_hh is staged through shared memory
-# and B loaded by ldmatrix they fit, 2.16 µs in the wgmma sweep below.) A term for the
-# 16-row tiles of a block (its cells in the epilogue) took the worst pick from 1.20× to
-# 1.13×; one share of busy SMs for both forms (fitted per form, the registers form's came
-# out near 0 and it was picked at B=64, where it ran 10–27% slower) to 1.07×; a term for
-# the blocks of the cluster beyond the measured exchange fitted to 0.
-# Before, fitted to clusters of 1–8 at c4ef2f9: a fixed 0.475 µs and 0.0728 µs a k-step.
-CLUSTER_STEP_SECONDS = 0.0292e-6     # fixed (most of it is in the terms below)
-CLUSTER_K_STEP_SECONDS = 0.0441e-6   # a k-step and batch tile of 8 of a warp's mma chain
-CLUSTER_WARP_SECONDS = 0.0114e-6     # a warp of the block (barriers, the K split's sums)
-CLUSTER_M_TILE_SECONDS = 0.0641e-6   # 16 rows of the block's W_hh: their cells in the epilogue
-CLUSTER_BUSY_SECONDS = 0.4383e-6     # all the GPU's SMs busy (× the share the clusters fill), both forms
-REGISTERS_STEP_SECONDS = 0.0
-REGISTERS_K_STEP_SECONDS = 0.0182e-6
-REGISTERS_TILE_SECONDS = 0.3783e-6   # a batch tile of 8: a warp runs the cell of all its elements
+# benchmarks/results/cluster-tile-sweep-tensor-h100-2026-11-25.txt, at ce1d2a1's kernels:
+# 238 tiles of 12 cases (LSTM, GRU and RNN; fp16, bf16 and TF32; H 64–650; B 1–64;
+# clusters of 1–16 blocks, powers of two or not; the registers form by mma.sync and by
+# wgmma). A step is the exchange measured alone (cluster_exchange_seconds, not fitted) plus
+# the terms of tensor_cluster_terms priced below, in waves of as many clusters as the GPU
+# holds at once (Target.clusters_at_once). Median error 11%, at most 64%; at each case the
+# pick runs within 1.00–1.15× of the fastest tile (1.00× at 7 of 12).
+# Refitted because the registers form's step got cheaper: a unit's 4 gates meet in one
+# lane by one exchange (they took a 4 × 4 transpose across 4 lanes), B is loaded two
+# pairs of k-steps ahead, fp16/bf16 slices go to the peers by one bulk copy each, and
+# half layers' gates use tanh.approx. Its batch tile's price went from 0.378 to 0.124 µs,
+# and the planner now takes it at LSTM/GRU fp16 H=256 B=8 (0.92 and 0.88 µs a step
+# against 1.29 and 1.34 for the shared-memory form's best in that sweep).
+# History: fitted at c4ef2f9 to clusters of 1–8 (a fixed 0.475 µs and 0.0728 µs a k-step);
+# at e3b402b to cluster-tile-sweep-tensor-wide-h100-2026-11-23.txt (189 tiles, no wgmma;
+# REGISTERS_TILE 0.378, CLUSTER_M_TILE 0.0641), where a term for the 16-row tiles of a
+# block took the worst pick from 1.20× to 1.13× and one share of busy SMs for both forms
+# (fitted per form, the registers form's came out near 0 and it was picked at B=64, where
+# it ran 10–27% slower) to 1.07×; wgmma's two terms were then fitted apart to the pairs of
+# cluster-tile-sweep-tensor-wgmma-h100-2026-11-24.txt (0.295 and 0.147 µs).
+CLUSTER_STEP_SECONDS = 0.0           # fixed (most of it is in the terms below)
+CLUSTER_K_STEP_SECONDS = 0.0453e-6   # a k-step and batch tile of 8 of a warp's mma chain
+CLUSTER_WARP_SECONDS = 0.0120e-6     # a warp of the block (barriers, the K split's sums)
+CLUSTER_M_TILE_SECONDS = 0.0341e-6   # 16 rows of the block's W_hh: their cells in the epilogue
+CLUSTER_BUSY_SECONDS = 0.4763e-6     # all the GPU's SMs busy (× the share the clusters fill), both forms
+REGISTERS_STEP_SECONDS = 0.0172e-6
+REGISTERS_K_STEP_SECONDS = 0.0131e-6
+REGISTERS_TILE_SECONDS = 0.1236e-6   # a batch tile of 8: a warp runs the cell of all its elements
 REGISTERS_WARP_SECONDS = 0.0
-REGISTERS_M_TILE_SECONDS = 0.0564e-6
+REGISTERS_M_TILE_SECONDS = 0.0270e-6
 # The registers form with its product by wgmma (TensorTile.wgmma) in place of mma.sync: a
-# fixed cost a step (the fences, the commit and the wait) and a smaller one per batch tile
-# of 8 than REGISTERS_TILE_SECONDS, which it replaces. Least squares over the 18 pairs of
-# tiles swept both ways (benchmarks/results/cluster-tile-sweep-tensor-wgmma-h100-2026-11-24.txt:
-# LSTM/GRU fp16 H=256 and 512, B=8 and 64, 1-2 batch tiles of 8): wgmma minus mma.sync is
-# +0.06 µs a step at one batch tile (mma.sync wins, LSTM H=512 B=8: 2.25 against 2.16) and
-# -0.17 µs at two (LSTM H=512, 16 rows: 2.86 against 3.07).
-WGMMA_STEP_SECONDS = 0.295e-6
-WGMMA_TILE_SECONDS = 0.147e-6
+# fixed cost a step (the fences, the commit and the wait) and one per batch tile of 8 in
+# place of REGISTERS_TILE_SECONDS. In the sweep above mma.sync is faster at one batch tile
+# (LSTM fp16 H=256 B=8, cluster of 8: 0.92 against 0.96 µs a step) and wgmma at two.
+WGMMA_STEP_SECONDS = 0.0996e-6
+WGMMA_TILE_SECONDS = 0.0387e-6
 TENSOR_CLUSTER_PRICES = {name: globals()[name] for name in (
     "CLUSTER_STEP_SECONDS", "CLUSTER_K_STEP_SECONDS", "CLUSTER_WARP_SECONDS", "CLUSTER_M_TILE_SECONDS",
     "CLUSTER_BUSY_SECONDS", "REGISTERS_STEP_SECONDS", "REGISTERS_K_STEP_SECONDS", "REGISTERS_TILE_SECONDS",

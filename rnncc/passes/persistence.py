@@ -79,12 +79,13 @@ def plan_persistence(model, plan, target):
                      "cluster": [(fitting(tensor_tiles(H, G, B, target, "cluster", itemsize)), tensor_seconds,
                                   "tensor", "mma.sync")]}
             if itemsize == 2:
-                # Half operands are exact in fp32 either way, so the FMA cluster kernel's lanes
-                # form (W_hh converted into registers once) computes what tensor cores do, in
-                # another order of the sums; at small H its step is the shorter (GRU fp16
-                # H=100: tensor-core clusters floor near 0.87 µs a step).
-                modes["cluster"].append((fitting(t for t in cluster_tiles(H, G, B, target) if t.k_lanes),
-                                         cluster_seconds, "fma", "FMA"))
+                # Half operands are exact in fp32 either way, so the FMA cluster kernel (W_hh
+                # converted on load, or into registers once) computes what tensor cores do, in
+                # another order of the sums, and at small H its step is the shorter: RNN fp16
+                # H=64 B=1 0.27 µs a step in its registers form against 0.55 for tensor cores
+                # (results/half-tensor-or-fma-h100-2026-11-25.txt), a form this family left
+                # out when it held the lanes form alone.
+                modes["cluster"].append((fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA"))
         else:
             modes = {"grid": grid,
                      "cluster": [(fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA")]}
@@ -103,7 +104,10 @@ def plan_persistence(model, plan, target):
                 what = grid_description(value)
             else:
                 if math_ == "tensor":
-                    sync, seconds_ = "h exchange by st.async and mbarrier", cluster_exchange_seconds(best.cluster)
+                    # fp16/bf16 in the registers form send a block's slice by one bulk copy a
+                    # peer; priced as the st.async exchange, the fit absorbing the difference.
+                    how = "bulk copies" if itemsize == 2 and best.weights_in_registers else "st.async"
+                    sync, seconds_ = f"h exchange by {how} and mbarrier", cluster_exchange_seconds(best.cluster)
                 else:
                     sync = ("K split in lanes, each lane pushing its cells' h to peers by st.async, one "
                             "mbarrier wait; push and wait" if best.k_lanes else

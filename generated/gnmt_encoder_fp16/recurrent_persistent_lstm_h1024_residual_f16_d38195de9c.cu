@@ -43,13 +43,19 @@ __device__ __forceinline__ T load_coherent(const T* p) {
     asm volatile("ld.global.cg.u16 %0, [%1];\n" : "=h"(bits) : "l"(p));
     return __ushort_as_half(bits);
 }
-// sigmoid by the hardware's exp2 and a reciprocal without IEEE rounding (__expf,
-// __fdividef): expf's range reduction and 1/x's rounded division sat on every gate's
-// path, 0.09 µs of a 0.60 µs GRU step at H=100 (benchmarks/results/step-parts-h100-2026-11-24.txt),
-// for a difference from them of at most 2.4e-7 in that layer's outputs over 2048 steps.
-// Its error is relative to exp(-v), so a gate near 0 or 1 keeps its accuracy; 1/(1+inf)
-// is 0. tanhf stays the library's (ex2.approx inside, a polynomial near 0).
-__device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
+// fp16/bf16 layers: tanh by the hardware's (tanh.approx.f32, relative error below 2^-10.99,
+// as large as fp16's rounding of h every step), sigmoid(v) = (1 + tanh(v / 2)) / 2. The
+// library's tanhf and the exp2/reciprocal sigmoid sat on the cell's path: LSTM fp16 H=512
+// B=8 1.61 µs a step against 1.76, H=256 1.27 against 1.35, the outputs apart by at most
+// 7.7e-4 of their largest after 256 steps (results/kernel-variants-h100-2026-11-25.txt;
+// the dtypes' test tolerance is 1e-2 and 5e-2).
+__device__ __forceinline__ float tanh_act(float v) {
+    float r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ float sigmoid(float v) { return fmaf(0.5f, tanh_act(0.5f * v), 0.5f); }
+
 // Software grid barrier. All blocks are co-resident: the runtime launches the kernel
 // cooperatively, so the driver starts it only when every block fits at once.
 // barrier[0] counts arrivals the way cooperative groups' grid sync does: block (0, 0) adds
@@ -174,7 +180,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 231936, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_bf6fa58e1f(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_d38195de9c(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -420,10 +426,10 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_bf6fa58e1f(
                         // LSTM gates (i, f, g, o); biases b_ih + b_hh are folded into xp.
                         const float gate_i = sigmoid(xp[0] + hw[0]);
                         const float gate_f = sigmoid(xp[1] + hw[1]);
-                        const float gate_g = tanhf(xp[2] + hw[2]);
+                        const float gate_g = tanh_act(xp[2] + hw[2]);
                         const float gate_o = sigmoid(xp[3] + hw[3]);
                         const float c_new = gate_f * c_old + gate_i * gate_g;
-                        const float h_new = gate_o * tanhf(c_new);
+                        const float h_new = gate_o * tanh_act(c_new);
                         c_reg[j][i] = c_new;
                         if (t == steps - 1) {  // the workspace (next launch) and c_n
                             c[(long long)b * H + u] = c_new;
@@ -582,10 +588,10 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_bf6fa58e1f(
                 // LSTM gates (i, f, g, o); biases b_ih + b_hh are folded into xp.
                 const float gate_i = sigmoid(xp[0] + hw[0]);
                 const float gate_f = sigmoid(xp[1] + hw[1]);
-                const float gate_g = tanhf(xp[2] + hw[2]);
+                const float gate_g = tanh_act(xp[2] + hw[2]);
                 const float gate_o = sigmoid(xp[3] + hw[3]);
                 const float c_new = gate_f * c_old + gate_i * gate_g;
-                const float h_new = gate_o * tanhf(c_new);
+                const float h_new = gate_o * tanh_act(c_new);
                 c[cell_index] = c_new;
                 if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
                 h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);

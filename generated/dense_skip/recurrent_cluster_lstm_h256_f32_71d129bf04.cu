@@ -52,8 +52,10 @@ __device__ __forceinline__ T load_coherent(const T* p) {
 // path, 0.09 µs of a 0.60 µs GRU step at H=100 (benchmarks/results/step-parts-h100-2026-11-24.txt),
 // for a difference from them of at most 2.4e-7 in that layer's outputs over 2048 steps.
 // Its error is relative to exp(-v), so a gate near 0 or 1 keeps its accuracy; 1/(1+inf)
-// is 0. tanhf stays the library's (ex2.approx inside, a polynomial near 0).
+// is 0. tanh stays the library's (ex2.approx inside, a polynomial near 0).
 __device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
+__device__ __forceinline__ float tanh_act(float v) { return tanhf(v); }
+
 // Every spin-wait is bounded in time: a wait that has not ended after spin_timeout_ns
 // (%globaltimer; 0 means at once, a debug knob) reports in *status, a word of host memory
 // the runtime reads, and the kernel gives up instead of hanging. The clock is read only
@@ -110,7 +112,7 @@ static_assert((CLUSTER - 1) * UNITS < H, "every block owns a unit (its slice of 
 static_assert((W_BYTES + H_FULL_BYTES) % 8 == 0, "the mbarriers 8-byte aligned");
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_lstm_h256_f32_8532d7fced(
+rnncc_recurrent_cluster_lstm_h256_f32_71d129bf04(
     const T* __restrict__ h0,                   // [B, 256] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [256, 4·256] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -289,10 +291,10 @@ rnncc_recurrent_cluster_lstm_h256_f32_8532d7fced(
                     // LSTM gates (i, f, g, o); biases b_ih + b_hh are folded into xp.
                     const float gate_i = sigmoid(xp[0] + hw[0]);
                     const float gate_f = sigmoid(xp[1] + hw[1]);
-                    const float gate_g = tanhf(xp[2] + hw[2]);
+                    const float gate_g = tanh_act(xp[2] + hw[2]);
                     const float gate_o = sigmoid(xp[3] + hw[3]);
                     const float c_new = gate_f * c_old + gate_i * gate_g;
-                    const float h_new = gate_o * tanhf(c_new);
+                    const float h_new = gate_o * tanh_act(c_new);
                     c_reg[i][j] = c_new;
                     if (t == steps - 1) {  // the workspace (next launch) and c_n
                         c[(long long)b * H + u] = c_new;

@@ -1,4 +1,4 @@
-// model lstm_1024: layer l0 (lstm, H=1024, input 1024 = input), cell of a recurrent step (product in cuBLASLt)
+// model gnmt_encoder: layers l1, l2 (lstm, H=1024, input 1024 = input), cell of a recurrent step (product in cuBLASLt)
 // target h100 (sm_90a); planned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
@@ -26,8 +26,10 @@ __device__ __forceinline__ T from_float(float v) { return v; }
 // path, 0.09 µs of a 0.60 µs GRU step at H=100 (benchmarks/results/step-parts-h100-2026-11-24.txt),
 // for a difference from them of at most 2.4e-7 in that layer's outputs over 2048 steps.
 // Its error is relative to exp(-v), so a gate near 0 or 1 keeps its accuracy; 1/(1+inf)
-// is 0. tanhf stays the library's (ex2.approx inside, a polynomial near 0).
+// is 0. tanh stays the library's (ex2.approx inside, a polynomial near 0).
 __device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
+__device__ __forceinline__ float tanh_act(float v) { return tanhf(v); }
+
 
 constexpr int H = 1024;                 // hidden units
 constexpr int G = 4;                 // gates per unit
@@ -35,7 +37,7 @@ constexpr int GH = G * H;
 constexpr int THREADS = 128;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-rnncc_recurrent_step_cell_lstm_h1024_f32_fbcd8e5b9f(
+rnncc_recurrent_step_cell_lstm_h1024_f32_964355fb59(
     const T* __restrict__ h_prev,               // [B, 1024] h of the previous step (nullptr: zeros); not aliased by h_out
     long long h_prev_stride_b,                  // h_prev: elements between batch entries
     const float* __restrict__ step_product,     // [B, 4·1024] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)
@@ -65,10 +67,10 @@ rnncc_recurrent_step_cell_lstm_h1024_f32_fbcd8e5b9f(
     // LSTM gates (i, f, g, o); biases b_ih + b_hh are folded into xp.
     const float gate_i = sigmoid(xp[0] + hw[0]);
     const float gate_f = sigmoid(xp[1] + hw[1]);
-    const float gate_g = tanhf(xp[2] + hw[2]);
+    const float gate_g = tanh_act(xp[2] + hw[2]);
     const float gate_o = sigmoid(xp[3] + hw[3]);
     const float c_new = gate_f * c_old + gate_i * gate_g;
-    const float h_new = gate_o * tanhf(c_new);
+    const float h_new = gate_o * tanh_act(c_new);
     c[cell_index] = c_new;
     if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
     h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
