@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 import rnncc
-from rnncc.timing import time_graph
+from rnncc.timing import time_graphs_interleaved
 
 S = 256
 CASES = [("gru", "float16", 33, 1), ("gru", "float16", 64, 8), ("gru", "float16", 100, 1),
@@ -37,9 +37,7 @@ def main() -> None:
                   for precision in ("tensor", "exact")}
         x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
         with torch.no_grad():
-            rounds = [{p: time_graph(lambda m=m: m(x), 2, 7).median_ms for p, m in models.items()}
-                      for _ in range(3)]
-        ms = {p: sorted(r[p] for r in rounds)[1] for p in models}
+            ms = time_graphs_interleaved({p: lambda m=m: m(x) for p, m in models.items()})
         line = "; ".join(f"{p}: {describe(m)} {ms[p] * 1e3 / S:.2f} µs a step" for p, m in models.items())
         print(f"{cell} {dtype} H={H} B={B}: {line}; planned/exact {ms['tensor'] / ms['exact']:.2f}", flush=True)
 

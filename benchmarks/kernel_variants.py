@@ -86,7 +86,7 @@ def main(cell: str, dtype: str, H: int, B: int, variants: list[str], build_only:
         return
     import torch
 
-    from rnncc.timing import time_graph
+    from rnncc.timing import time_graphs_interleaved
 
     torch.manual_seed(0)
     x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
@@ -97,9 +97,7 @@ def main(cell: str, dtype: str, H: int, B: int, variants: list[str], build_only:
             worst = max(((g - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
                         for g, r in zip(got, reference))
             print(f"  {label:<24} max relative difference from planned: {worst:.2e}", flush=True)
-        rounds = [{label: time_graph(lambda m=m: m(x), 2, 7).median_ms for label, m in models.items()}
-                  for _ in range(3)]
-    ms = {label: sorted(r[label] for r in rounds)[1] for label in models}
+        ms = time_graphs_interleaved({label: lambda m=m: m(x) for label, m in models.items()})
     for label in models:
         print(f"  {label:<24} {ms[label] * 1e3 / S:6.3f} µs a step "
               f"({ms[label] / ms['planned']:.3f} of planned)", flush=True)

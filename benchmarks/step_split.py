@@ -36,7 +36,7 @@ from dataclasses import replace
 import rnncc
 from rnncc.build import compile_all
 from rnncc.runtime import CompiledModel
-from rnncc.timing import time_graph
+from rnncc.timing import time_graphs_interleaved
 
 S = 256
 PARTS = ("stage", "product", "cell", "projection", "sync")
@@ -85,10 +85,7 @@ def main(cell: str = "lstm", dtype: str = "float16", H: int = 1024, B: int = 8,
     compile_all([k for m in models.values() for k in m.kernels], base.target.arch)
     torch.manual_seed(0)
     x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
-    # Interleaved rounds: each round times every variant once, so that clocks move them alike.
-    rounds = [{label: time_graph(lambda m=m: m(x), 2, 7).median_ms for label, m in models.items()}
-              for _ in range(3)]
-    ms = {label: sorted(r[label] for r in rounds)[1] for label in models}
+    ms = time_graphs_interleaved({label: lambda m=m: m(x) for label, m in models.items()})
     print(f"{cell} {dtype} H={H} B={B} S={S}: {plan.mode}, tile {plan.tile}")
     print(f"  full: {ms['full'] * 1e3 / S:.2f} µs a step ({ms['full']:.3f} ms the forward)")
     for label in models:

@@ -76,3 +76,13 @@ def time_graph(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> 
     with torch.cuda.graph(graph):
         fn()
     return time_gpu(graph.replay, warmup, repeats)
+
+
+def time_graphs_interleaved(fns: dict[str, Callable[[], object]], rounds: int = 3, warmup: int = 2,
+                            repeats: int = 7) -> dict[str, float]:
+    """Median ms of each fn as a CUDA-graph replay (time_graph), over ``rounds`` rounds that
+    each time every fn once: clocks and power state move them alike, so kernel variants
+    compare within one process."""
+    times = [{name: time_graph(fn, warmup, repeats).median_ms for name, fn in fns.items()}
+             for _ in range(rounds)]
+    return {name: statistics.median(t[name] for t in times) for name in fns}

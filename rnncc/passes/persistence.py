@@ -74,21 +74,19 @@ def plan_persistence(model, plan, target):
         # Each mode's kernel families: (tiles that fit, their price, math, product).
         grid_tiles, grid_price, grid_math = grid_family(l, B, target, itemsize)
         grid = [(grid_tiles, grid_price, grid_math, GRID_PRODUCT[grid_math])]
+        clusters = []
         if l.precision.value == "tensor":
-            modes = {"grid": grid,
-                     "cluster": [(fitting(tensor_tiles(H, G, B, target, "cluster", itemsize)), tensor_seconds,
-                                  "tensor", "mma.sync")]}
-            if itemsize == 2:
-                # Half operands are exact in fp32 either way, so the FMA cluster kernel (W_hh
-                # converted on load, or into registers once) computes what tensor cores do, in
-                # another order of the sums, and at small H its step is the shorter: RNN fp16
-                # H=64 B=1 0.27 µs a step in its registers form against 0.55 for tensor cores
-                # (results/half-tensor-or-fma-h100-2026-11-25.txt), a form this family left
-                # out when it held the lanes form alone.
-                modes["cluster"].append((fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA"))
-        else:
-            modes = {"grid": grid,
-                     "cluster": [(fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA")]}
+            clusters.append((fitting(tensor_tiles(H, G, B, target, "cluster", itemsize)), tensor_seconds,
+                             "tensor", "mma.sync"))
+        if l.precision.value != "tensor" or itemsize == 2:
+            # In precision tensor too where the operands are halves: exact in fp32 either
+            # way, so the FMA cluster kernel (W_hh converted on load, or into registers
+            # once) computes what tensor cores do, in another order of the sums, and at
+            # small H its step is the shorter: RNN fp16 H=64 B=1 0.27 µs a step in its
+            # registers form against 0.55 for tensor cores
+            # (results/half-tensor-or-fma-h100-2026-11-25.txt).
+            clusters.append((fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA"))
+        modes = {"grid": grid, "cluster": clusters}
         for mode, families in modes.items():
             priced = [(round(seconds(B, H, G, t, target, itemsize) * 1e8), getattr(t, "cluster", 0), t.threads,
                        i, t, seconds, math_, product)

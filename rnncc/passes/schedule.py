@@ -172,7 +172,7 @@ def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target, par
         if p.mode != "grid":
             launch = PERSISTENT_LAUNCH_SECONDS
         elif parts > 1:
-            launch = GRID_LAUNCH_BESIDE_SECONDS[p.math][min(parts, max(PARTS))]
+            launch = GRID_LAUNCH_BESIDE_SECONDS[p.math][parts]
         else:
             launch = GRID_LAUNCH_SECONDS
         seconds += launch + w_hh / target.memory_bandwidth
@@ -296,8 +296,7 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
         for k, t0 in enumerate(range(0, seq_len, chunk)):
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
-            work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target,
-                                      schedule.parts if schedule.pipelined else 1)
+            work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target, schedule.parts)
             if schedule.pipelined:
                 after[key] = ((l.name, k - 1),) * (k > 0) + stage.chunk_after(k, chunks)
             else:  # one stream: every task after the one queued before it
