@@ -7,8 +7,10 @@ states. From those, a layer's backward:
 1. recomputes its gates' pre-activations in float32, GEMMs over all steps
    (x·W_ihᵀ + b_ih, and h_{t−1}·W_hhᵀ + b_hh, h_{t−1} being the saved sequence shifted by
    one step): no product runs twice in sequence, and no gate is saved by the forward;
-2. runs the recurrence in reverse time in one grid-persistent kernel
-   (``templates/backward_recurrent.cu.j2``), which writes dG in the layer's type;
+2. runs the recurrence in reverse time in one persistent kernel, which writes dG in the
+   layer's type: in clusters with W_hh in registers (``templates/backward_cluster.cu.j2``)
+   where a half layer's W_hh fits and the clusters run at once, else grid-persistent
+   (``templates/backward_recurrent.cu.j2``); ``tiles.backward_kernel_tile`` chooses;
 3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
    GEMMs over all steps.
 
@@ -29,11 +31,13 @@ import torch
 
 from . import build, codegen, driver, launch
 from . import target as target_mod
+from .dtypes import DTYPES
 from .errors import DeviceTimeout
 from .ir import INPUT, Layer, Model
+from .passes.cost import largest_cluster
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
-from .tiles import BackwardTile, backward_shared_max, backward_tile
+from .tiles import BackwardTile, ClusterBackwardTile, backward_kernel_tile, backward_shared_max, backward_tile
 
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:
@@ -48,21 +52,37 @@ def _device():
 
 
 @lru_cache(maxsize=None)
-def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile):
+def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile | ClusterBackwardTile):
     """(the rendered kernel, its loaded function), built once per process and code."""
     target, _ = _device()
     k = codegen.render_backward(cell, hidden, gates, dtype, tile)
-    fn = driver.load(k.name, build.compile_cubin(k, target.arch), k.entry,
-                     tuple(p.kind for p in k.params), _dynamic_shared_max(target))
+    fn = driver.load(k.name, build.compile_cubin(k, target.arch), k.entry, tuple(p.kind for p in k.params),
+                     k.dynamic_shared or _dynamic_shared_max(target), k.cluster)
     return k, fn
 
 
+@lru_cache(maxsize=None)
+def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> BackwardTile | ClusterBackwardTile:
+    """The tile a backward launch takes (``tiles.backward_kernel_tile``, as the plan says);
+    the grid form where the driver cannot hold even one of the cluster form's clusters."""
+    target, _ = _device()
+    tile = backward_kernel_tile(gates, hidden, batch, DTYPES[dtype].itemsize, target.sm_count,
+                                largest_cluster(target), target.shared_memory_per_block_optin)
+    if isinstance(tile, ClusterBackwardTile):
+        k, fn = _kernel(cell, hidden, gates, dtype, tile)
+        if fn.max_active_clusters(tile.cluster, k.block, k.dynamic_shared) < 1:
+            return backward_tile(gates, hidden, batch, target.sm_count, _dynamic_shared_max(target))
+    return tile
+
+
 def _check_status(status: driver.HostWords) -> None:
-    if status.words[0]:
+    code = status.words[0]
+    if code:
         status.words[0] = 0
         bound = os.environ.get("RNNCC_SPIN_TIMEOUT_MS", str(DEFAULT_SPIN_TIMEOUT_MS))
+        what = {1: "grid barrier", 2: "cluster exchange"}.get(code, "spin-wait")
         raise DeviceTimeout(
-            "backward: a spin-wait of the backward recurrence's grid barrier passed its bound "
+            f"backward: a spin-wait of the backward recurrence's {what} passed its bound "
             f"(RNNCC_SPIN_TIMEOUT_MS={bound}) and the kernel gave up, so an earlier backward's "
             "gradients are invalid")
 
@@ -72,18 +92,21 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
 
 def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch.Tensor | None,
                h_prev: torch.Tensor, c0: torch.Tensor | None, dy: torch.Tensor,
-               dh_n: torch.Tensor | None, dc_n: torch.Tensor | None):
+               dh_n: torch.Tensor | None, dc_n: torch.Tensor | None,
+               tile: BackwardTile | ClusterBackwardTile | None = None, kernel=None):
     """Launch the backward recurrence of ``layer`` over contiguous [S, B, ·] tensors in the
     order the layer ran its steps: W_hh and h_prev in the layer's type, the rest float32.
     Returns (dG, dG through W_hh for a GRU or None, dh0, dc0 or None), dG in the layer's
-    type (float32: written over ``pre`` and ``pre_h``)."""
+    type (float32: written over ``pre`` and ``pre_h``). ``tile``: a form forced (tests),
+    else the planned one; ``kernel``: a (KernelSource, loaded function) pair of the tile's
+    code to run in its place (benchmarks' variants of it)."""
     target, status = _device()
     _check_status(status)
     S, B, _ = dy.shape
     H, G = layer.hidden_size, layer.gates
     dtype = w_hh.dtype
-    tile = backward_tile(G, H, B, target.sm_count, _dynamic_shared_max(target))
-    k, fn = _kernel(layer.cell, H, G, _DTYPE_NAMES[dtype], tile)
+    tile = tile or _tile(layer.cell, H, G, _DTYPE_NAMES[dtype], B)
+    k, fn = kernel or _kernel(layer.cell, H, G, _DTYPE_NAMES[dtype], tile)
     device = dy.device
     # What the kernel writes starts as NaN under RNNCC_DEBUG_POISON (the GPU tests' knob).
     poison = os.environ.get("RNNCC_DEBUG_POISON") == "1"
@@ -110,8 +133,11 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
               "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
               "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
     stream = torch.cuda.current_stream(device).cuda_stream
-    fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),
-              tile.shared_bytes(G, H, B), stream, cooperative=True)
+    if isinstance(tile, ClusterBackwardTile):  # clusters along y share nothing: no co-residency asked
+        fn.launch((tile.cluster, tile.clusters(B)), k.block, launch.arguments(k, values), k.dynamic_shared, stream)
+    else:
+        fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),
+                  tile.shared_bytes(G, H, B), stream, cooperative=True)
     return dg, dg_h, dh0, dc0
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .dtypes import max_relative_error, tolerance
+from .tiles import ClusterBackwardTile
 from .timing import time_interleaved
 
 S = 256
@@ -320,7 +321,13 @@ def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "target_speedup": target_speedup(cfg),
             "persistence": plan.layers[0].persistence.value.mode, "layout": plan.layers[0].layout.value,
             "math": plan.layers[0].persistence.value.math, "tf32": tf32,
-            "schedule": plan.schedule.value.kind + ", then the backward (grid)", "compile_s": compile_s}
+            "schedule": f"{plan.schedule.value.kind}, then the backward ({backward_form(plan.layers[0])})",
+            "compile_s": compile_s}
+
+
+def backward_form(layer) -> str:
+    """"cluster" or "grid": the form of the layer's planned backward recurrence."""
+    return "cluster" if isinstance(layer.backward_tile.value, ClusterBackwardTile) else "grid"
 
 
 def gnmt_loop(hidden: int, layers: int):

@@ -18,7 +18,7 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
-from .tiles import H_PROJECTION_BLOCK, BackwardTile, ClusterTile, PersistentTile, StepTile
+from .tiles import H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile, StepTile
 
 
 @dataclass(frozen=True)
@@ -555,11 +555,15 @@ def backward_params(cell: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def render_backward(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile) -> KernelSource:
+def render_backward(cell: str, hidden: int, gates: int, dtype: str,
+                    tile: BackwardTile | ClusterBackwardTile) -> KernelSource:
     """The backward recurrence of a layer of ``cell`` and ``hidden`` units stored in
-    ``dtype``, tiled by ``tile``. The code depends on the batch only through the tile's rows
-    a pass."""
+    ``dtype``, tiled by ``tile``: the grid kernel for a BackwardTile, the cluster kernel
+    for a ClusterBackwardTile. The code depends on the batch only through the tile (rows a
+    pass; rows a cluster)."""
     params = backward_params(cell)
+    if isinstance(tile, ClusterBackwardTile):
+        return _render_backward_cluster(cell, hidden, gates, dtype, tile, params)
     where = "shared memory" if tile.w_in_shared else "L2"
     decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, {tile.rows} batch rows "
                  f"a pass, W_hh columns in {where}"]
@@ -570,6 +574,23 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str, tile: Backwa
         f"backward_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_u{tile.units}_r{tile.rows}"
         f"{'' if tile.w_in_shared else '_wl2'}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
+
+
+def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str, tile: ClusterBackwardTile,
+                             params: tuple[Param, ...]) -> KernelSource:
+    itemsize = DTYPES[dtype].itemsize
+    decisions = [f"backward tile: clusters of {tile.cluster} blocks, {tile.units} units a block, "
+                 f"{tile.k_split} warps along K ({tile.split_steps(gates)} k-steps of W_hh in each "
+                 f"warp's registers), {tile.batch_per_cluster} batch rows a cluster"]
+    source = environment().get_template("backward_cluster.cu.j2").render(
+        kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
+        entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile,
+        shared_bytes=tile.shared_bytes(gates, itemsize))
+    name, entry, source = _identify(
+        f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_c{tile.cluster}_m{tile.m_tiles}"
+        f"_k{tile.k_split}_n{tile.batch_per_cluster}", source)
+    return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1),
+                        dynamic_shared=tile.shared_bytes(gates, itemsize), cluster=tile.cluster)
 
 
 assert set(DTYPES) == {"float32", "float16", "bfloat16"}  # storage() in common.cuh.j2 knows these

@@ -464,6 +464,106 @@ def _padded_to_4(units: int) -> int:
     return -(-units // 4) * 4
 
 
+@dataclass(frozen=True)
+class ClusterBackwardTile:
+    """The block of a half layer's backward recurrence in thread-block clusters
+    (``templates/backward_cluster.cu.j2``), W_hh resident in registers as mma A fragments:
+    a cluster of ``cluster`` blocks holds all of W_hh for ``batch_per_cluster`` batch rows,
+    block rank r owning units [r·units, (r+1)·units), and clusters along y cover the batch
+    (they share nothing, so they need not be resident at once).
+
+    Step t of a block: dh_t of its units = W_hh[:, its units]ᵀ·dG_{t+1}, an mma product of
+    M = its units (``m_tiles`` tiles of 16) over K = every gate row of every unit of the
+    cluster (G·cluster·units, unit-major, so that each block's rows are one contiguous
+    slice) against the batch rows (N); ``k_split`` warps share a tile's K, each holding its
+    K share of A in registers; the warps' sums meet in shared memory, the cell's backward
+    gives the block's dG_t, and one bulk copy a peer sends it into every peer's buffer (the
+    forward's registers form, with dG in the place of h)."""
+
+    cluster: int
+    m_tiles: int
+    k_split: int
+    batch_per_cluster: int
+
+    @property
+    def units(self) -> int:
+        return MMA_M * self.m_tiles
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.m_tiles * self.k_split
+
+    def k_rows(self, gates: int) -> int:
+        """K of the product: every gate row of the cluster's units, padding included."""
+        return gates * self.cluster * self.units
+
+    def split_steps(self, gates: int) -> int:
+        """k-steps of 16 a warp runs (and keeps A fragments of, 4 registers each)."""
+        return self.k_rows(gates) // (16 * self.k_split)
+
+    def shared_bytes(self, gates: int, itemsize: int) -> int:
+        """Two dG buffers (K × the cluster's batch rows), the warps' partial sums (float32,
+        rows padded by 4) and the buffers' two mbarriers; at least the slots W_hh is staged
+        through first (up to 4 k-steps of 16-byte fragments a lane, a warp)."""
+        steady = 2 * self.k_rows(gates) * self.batch_per_cluster * itemsize \
+            + 4 * self.k_split * self.batch_per_cluster * (self.units + 4) + 16
+        return max(steady, (self.threads // 32) * min(self.split_steps(gates), 4) * 32 * 16)
+
+    def clusters(self, batch: int) -> int:
+        return -(-batch // self.batch_per_cluster)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"units": self.units, "threads": self.threads}
+
+
+# A warp's A fragments: at most this many k-steps (4 registers each), the forward registers
+# form's most (LSTM fp16 H=512 in a cluster of 16: 32 k-steps, 231 registers, no spill).
+BACKWARD_CLUSTER_STEPS = 32
+BACKWARD_CLUSTER_WARPS = 8
+
+
+def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, max_cluster: int,
+                          shared_bytes_max: int) -> ClusterBackwardTile | None:
+    """The cluster backward's block for a layer of ``gates`` × ``hidden`` in a type of
+    ``itemsize`` bytes at ``batch`` rows, or None where it does not apply: float32 layers
+    (the product is on fp16/bf16 tensor cores; TF32 would not be exact), or W_hh too large
+    for the registers of ``max_cluster`` blocks (at most BACKWARD_CLUSTER_STEPS k-steps a
+    warp, 8 warps a block). The step spread as wide as it goes: the largest cluster (any
+    size up to ``max_cluster``) whose blocks each own units below H, each block the fewest
+    16-unit tiles that cover H, then the most warps along K. Measured against narrower
+    tiles at 7 shapes (results/backward-split-h100-2026-11-25.txt), the widest took 0.45-1.0
+    of their time a step but at GRU H=256 (1.06×): shorter mma chains and fewer cells a
+    block outweighed more peers in the exchange. A batch tile of 8 rows, 16 where the batch
+    has more than 8."""
+    if itemsize != 2 or max_cluster < 1:
+        return None
+    batch_per_cluster = 8 if batch <= 8 else 16
+    for cluster in range(max_cluster, 0, -1):
+        m_tiles = -(-hidden // (MMA_M * cluster))  # the fewest units a block that cover H
+        if m_tiles > BACKWARD_CLUSTER_WARPS or (cluster - 1) * MMA_M * m_tiles >= hidden:
+            continue  # every block owns units below H
+        for k_split in range(BACKWARD_CLUSTER_WARPS // m_tiles, 0, -1):
+            tile = ClusterBackwardTile(cluster, m_tiles, k_split, batch_per_cluster)
+            if tile.k_rows(gates) % (MMA_M * k_split) == 0 \
+                    and tile.split_steps(gates) <= BACKWARD_CLUSTER_STEPS \
+                    and tile.shared_bytes(gates, itemsize) <= shared_bytes_max:
+                return tile
+    return None
+
+
+def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_count: int,
+                        max_cluster: int, shared_memory_per_block_optin: int) -> BackwardTile | ClusterBackwardTile:
+    """The backward recurrence's tile: the cluster form (W_hh in registers, the exchange
+    inside a cluster) wherever it applies, else the grid form (a barrier of up to an SM's
+    worth of blocks a step). Measured on the same inputs, the cluster form took 0.10-0.68 of
+    the grid form's time a step at 10 shapes, B=3 to 128, also where its clusters ran in
+    two waves (benchmarks/results/backward-forms-h100-2026-11-25.txt)."""
+    cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin)
+    if cluster is not None:
+        return cluster
+    return backward_tile(gates, hidden, batch, sm_count, backward_shared_max(shared_memory_per_block_optin))
+
+
 # A thread's sums are rows × units_padded registers: at most this many.
 BACKWARD_SUMS = 64
 # The backward kernel's own __shared__ bytes (the grid barrier's flag), which the opt-in

@@ -320,6 +320,55 @@ def test_backward_kernels_render_and_compile(nvcc, cell, gates):
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
 
 
+@pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1)])
+def test_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
+    """The cluster form of the backward recurrence, at the tiles its shapes take (clusters of
+    1 to 16, batch tiles of 8 and 16 rows, one and two elements a thread), compiles without
+    local memory in fp16 and bf16; its name and code follow the tile, and its exchange is
+    the bounded bulk one."""
+    shapes = ((1, 1), (33, 5), (96, 20), (256, 8), (512, 64)) if gates > 1 else ((100, 3), (700, 8), (1024, 8))
+    for (hidden, batch), dtype in zip(shapes, itertools.cycle(("float16", "bfloat16"))):
+        tile = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, 227 * 1024)
+        k = codegen.render_backward(cell, hidden, gates, dtype, tile)
+        short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+        assert k.name.startswith(f"backward_cluster_{cell}_h{hidden}_{short}_c{tile.cluster}_m{tile.m_tiles}")
+        assert k.cluster == tile.cluster and k.block == (tile.threads, 1, 1)
+        assert k.dynamic_shared == tile.shared_bytes(gates, 2) and "{{" not in k.source
+        assert "cp.async.bulk.shared::cluster" in k.source and "spin_expired" in k.source
+        build.compile_cubin(k, "sm_90a")
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
+
+
+def test_backward_cluster_tile_geometry():
+    """Half layers only; the widest spread: the largest cluster (any size up to the
+    largest) whose blocks each own units below H, each block the fewest 16-unit tiles that
+    cover H, the most warps along K (8 a block) that split K evenly into at most 32 k-steps
+    of W_hh a warp; batch tiles of 8 rows, 16 past B=8; shared memory within the opt-in
+    limit. Past 16 blocks' registers (2^20 halves of W_hh), none: the grid form."""
+    optin = 227 * 1024
+    assert tiles.backward_cluster_tile(4, 512, 8, 4, 16, optin) is None  # float32
+    assert tiles.backward_cluster_tile(4, 512, 8, 2, 0, optin) is None   # no clusters
+    assert tiles.backward_cluster_tile(4, 1024, 8, 2, 16, optin) is None  # 8 MiB of W_hh
+    assert tiles.backward_cluster_tile(4, 512, 8, 2, 16, optin) == tiles.ClusterBackwardTile(16, 2, 4, 8)
+    assert tiles.backward_cluster_tile(4, 256, 8, 2, 16, optin) == tiles.ClusterBackwardTile(16, 1, 8, 8)
+    assert tiles.backward_cluster_tile(4, 64, 20, 2, 16, optin) == tiles.ClusterBackwardTile(4, 1, 8, 16)
+    assert tiles.backward_cluster_tile(1, 700, 8, 2, 16, optin) == tiles.ClusterBackwardTile(11, 4, 2, 8)
+    for gates, hidden, batch in itertools.product((1, 3, 4), (1, 33, 100, 256, 300, 512, 700, 1024), (1, 8, 9, 64)):
+        t = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, optin)
+        if gates * hidden * hidden > 2**20:
+            assert t is None
+        if t is None:
+            continue
+        assert t.cluster * t.units >= hidden > (t.cluster - 1) * t.units and t.units == 16 * -(-hidden // (16 * t.cluster))
+        assert t.split_steps(gates) <= 32 and t.m_tiles * t.k_split <= 8
+        assert t.k_rows(gates) % (16 * t.k_split) == 0
+        assert t.batch_per_cluster == (8 if batch <= 8 else 16) and t.clusters(batch) * t.batch_per_cluster >= batch
+        assert t.shared_bytes(gates, 2) <= optin
+        # no wider cluster had a tile: allowing up to any size from this one changes nothing
+        assert all(tiles.backward_cluster_tile(gates, hidden, batch, 2, c, optin) == t for c in range(t.cluster, 17))
+
+
 def test_backward_tile_geometry():
     """One block an SM at most, as few units a block as that allows, every unit owned once;
     up to 8 batch rows a pass within 64 registers of sums; W_hh's columns (padded to

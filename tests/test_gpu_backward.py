@@ -313,12 +313,14 @@ def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
         assert torch.allclose(g, e, rtol=1e-5, atol=1e-7)
 
 
-def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch):
-    """RNNCC_SPIN_TIMEOUT_MS=0 makes the backward's first grid barrier give up: the kernel
-    ends, the next backward raises DeviceTimeout, and the one after is right again."""
+@pytest.mark.parametrize("dtype,what", [("float32", "grid barrier"), ("float16", "cluster exchange")])
+def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch, dtype, what):
+    """RNNCC_SPIN_TIMEOUT_MS=0 makes the backward's first wait give up (float32: the grid
+    form's barrier; fp16: the cluster form's exchange): the kernel ends, the next backward
+    raises DeviceTimeout, and the one after is right again."""
     torch.manual_seed(18)
-    model = twin(torch, "gru", 16, 256).cuda()
-    x = torch.randn(40, 4, 16, device="cuda")
+    model = twin(torch, "gru", 16, 256).to("cuda", getattr(torch, dtype))
+    x = torch.randn(40, 4, 16, device="cuda", dtype=getattr(torch, dtype))
 
     def grads(bound_ms: str | None = None):
         model.zero_grad()
@@ -331,6 +333,56 @@ def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch):
         return model.weight_hh_l0.grad.clone()
     want = grads()
     grads("0")
-    with pytest.raises(rnncc.DeviceTimeout, match="backward recurrence's grid barrier"):
+    with pytest.raises(rnncc.DeviceTimeout, match=f"backward recurrence's {what}"):
         grads()
     assert torch.equal(grads(), want)
+
+
+# (cell, dtype, H, B, S): the cluster form's tiles, clusters of 1 to 16 blocks (3, 6, 7 and
+# 11 too), 1, 2 and 4 unit tiles a block, 2 to 8 warps along K (6 and 7 too), batch tiles of
+# 8 and 16 rows, one cluster and several, units and rows of padding.
+CLUSTER_CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 20, 33),
+                 ("lstm", "bfloat16", 33, 5, 7), ("rnn_tanh", "float16", 96, 1, 256),
+                 ("rnn_relu", "bfloat16", 1, 64, 7), ("lstm", "float16", 256, 3, 1),
+                 ("gru", "bfloat16", 100, 8, 64), ("lstm", "float16", 64, 17, 256),
+                 ("rnn_tanh", "float16", 700, 8, 64)]
+
+
+@pytest.mark.parametrize("case", CLUSTER_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
+    """The backward recurrence in clusters (W_hh in registers, dG exchanged by bulk copies)
+    against the grid form on the same inputs: dG (and a GRU's dG through W_hh), dh0 and dc0
+    agree within the dtype's tolerance of their largest, outputs poisoned first. Both run
+    float32 arithmetic over dG rounded to the layer's type; only the product's order of
+    summation differs."""
+    from rnncc import backward, tiles
+    from rnncc.dtypes import tolerance
+    from rnncc.ir import Model
+
+    cell, dtype, H, B, S = case
+    G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    tdt = getattr(torch, dtype)
+    layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": dtype, "layers": [
+        {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
+    gen = torch.Generator(device="cuda").manual_seed(19)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, device="cuda")  # noqa: E731
+    w_hh = (rand(G * H, H) / H ** 0.5).to(tdt)
+    pre, pre_h = rand(S, B, G * H), (rand(S, B, G * H) if cell == "gru" else None)
+    h_prev = rand(S, B, H).tanh().to(tdt)
+    c0 = rand(B, H) if cell == "lstm" else None
+    dy, dh_n = rand(S, B, H), rand(B, H)
+    dc_n = rand(B, H) if cell == "lstm" else None
+    optin = 227 * 1024
+    grid = tiles.backward_tile(G, H, B, 132, tiles.backward_shared_max(optin))
+    cluster = tiles.backward_cluster_tile(G, H, B, 2, 16, optin)
+    assert cluster is not None
+    want = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=grid)
+    got = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=cluster)
+    torch.cuda.synchronize()
+    bound = tolerance(dtype, "tensor")
+    for name, g, w in zip(("dG", "dG through W_hh", "dh0", "dc0"), got, want):
+        if w is None:
+            continue
+        assert torch.isfinite(g).all(), name
+        error = max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy())
+        assert error <= bound, (name, error)

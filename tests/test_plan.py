@@ -159,21 +159,30 @@ def test_explain_names_every_decision():
 def test_backward_decisions_cost_saving_and_recomputing_the_gates():
     """Each layer's training decisions: the gates recomputed (forced: the forward kernels
     write none), both ways costed and the memory named; the backward block is the one the
-    backward launches at that B; LSTMP and a block too wide get none, with the reason."""
+    backward launches at that B (in clusters where a half layer's W_hh fits their registers,
+    else the grid form, saying why); LSTMP and a block too wide get none, with the reason."""
     from rnncc.passes.backward import backward_bytes, gate_costs
-    from rnncc.tiles import backward_shared_max, backward_tile
+    from rnncc.tiles import ClusterBackwardTile, backward_kernel_tile
 
     target = get("h100")
-    for spec, B in ((lstm(1024, dtype="float16"), 8), (gru(512), 64)):
+    for spec, B, form in ((lstm(1024, dtype="float16"), 8, "grid"), (gru(512), 64, "grid"),
+                          (lstm(512, dtype="float16"), 8, "cluster"), (gru(256, dtype="bfloat16"), 300, "cluster")):
         l = plan_of(spec, batch=B).layers[0]
         d = l.backward_gates
         assert d.value == "recompute" and d.source == "forced"
-        itemsize = 2 if spec["dtype"] == "float16" else 4
+        itemsize = 4 if spec["dtype"] == "float32" else 2
         assert d.alternatives == gate_costs(l, 256, B, itemsize, target)
         assert d.alternatives["save"] < d.alternatives["recompute"]  # what saving would win
         assert f"{backward_bytes(l, 256, B, itemsize) / 2**20:.1f} MiB" in d.reason
-        assert l.backward_tile.value == backward_tile(l.gates, l.hidden_size, B, target.sm_count,
-                                                      backward_shared_max(target.shared_memory_per_block_optin))
+        assert l.backward_tile.value == backward_kernel_tile(l.gates, l.hidden_size, B, itemsize, target.sm_count,
+                                                             16, target.shared_memory_per_block_optin)
+        assert isinstance(l.backward_tile.value, ClusterBackwardTile) == (form == "cluster")
+        reason = l.backward_tile.reason
+        if form == "grid":
+            assert ("float32" if itemsize == 4 else "does not fit the registers of a cluster of 16") in reason
+        else:
+            assert "registers" in reason and "no grid barrier" in reason
+            assert ("in 3 waves (the GPU holds 7 at once)" in reason) == (B == 300)  # 19 clusters of 16
     # a GRU's backward keeps two float32 pre-activation arrays (r multiplies the h part)
     assert backward_bytes(plan_of(gru(512)).layers[0], 256, 64, 4) == \
         256 * 64 * (2 * 3 * 512 * 4 + 512 * 4)

@@ -7,8 +7,9 @@ Two decisions per layer, at the plan's S and B:
   (two GEMMs over all steps). Both alternatives are costed (time and the memory held from
   the forward to the backward); the forward kernels write no gates yet, so "recompute" is
   forced and the decision says what saving would change.
-- ``backward_tile``: the reverse recurrence's block (``tiles.backward_tile``, the function
-  the backward launches with, at the call's B).
+- ``backward_tile``: the reverse recurrence's form and block (``tiles.backward_kernel_tile``,
+  the function the backward launches with, at the call's B): in clusters with W_hh in
+  registers, or grid-persistent.
 
 A layer the CUDA backward does not cover (LSTMP, or more units a block than a block runs)
 gets ``none`` with the reason.
@@ -20,8 +21,8 @@ from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from ..tiles import backward_shared_max, backward_tile
-from .cost import library_gemm_seconds
+from ..tiles import ClusterBackwardTile, backward_kernel_tile
+from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 
 MIB = 2**20
 
@@ -47,6 +48,30 @@ def backward_bytes(l, seq_len: int, batch: int, itemsize: int) -> int:
     return pre + dg + rows * l.hidden_size * (itemsize + (4 if l.cell == "lstm" else 0))
 
 
+def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
+    """Why the backward recurrence takes ``tile``: what the cluster form keeps where, or
+    what the grid form does and why the cluster form does not apply."""
+    if isinstance(tile, ClusterBackwardTile):
+        w = l.gates * l.hidden_size * l.hidden_size * itemsize
+        clusters, at_once = tile.clusters(batch), clusters_at_once(target, tile.cluster)
+        return (f"clusters of {tile.cluster} blocks, {tile.units} units a block: W_hh ({w // 1024} KiB) "
+                f"in its warps' registers, {tile.split_steps(l.gates)} k-steps a warp, dG exchanged inside "
+                f"the cluster, no grid barrier; {clusters} cluster{'s' if clusters > 1 else ''} of "
+                f"{tile.batch_per_cluster} batch rows"
+                + (f", in {-(-clusters // at_once)} waves (the GPU holds {at_once} at once)"
+                   if clusters > at_once else "")
+                + "; measured 0.10-0.68 of the grid form's time (results/backward-forms-h100-2026-11-25.txt)")
+    why = ("float32: the cluster form's product is on fp16/bf16 tensor cores" if itemsize == 4 else
+           "the GPU has no thread-block clusters" if not largest_cluster(target) else
+           f"W_hh does not fit the registers of a cluster of {largest_cluster(target)}")
+    w = tile.w_bytes(l.gates, l.hidden_size)
+    return (f"grid: one block an SM, {tile.blocks} blocks of {tile.units} units, {tile.rows} batch "
+            f"rows a pass (of the call's B); W_hh's columns "
+            + (f"in shared memory ({w // 1024} KiB)" if tile.w_in_shared else
+               f"read from L2 every step ({w // 1024} KiB do not fit in shared memory)")
+            + f"; not in clusters: {why}")
+
+
 def plan_backward(model, plan, target):
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
@@ -60,8 +85,8 @@ def plan_backward(model, plan, target):
             return none(l, "no CUDA backward for LSTMP (proj_size) yet; on CPU tensors the "
                            "float64 reference's")
         try:
-            tile = backward_tile(l.gates, l.hidden_size, o.batch, target.sm_count,
-                                 backward_shared_max(target.shared_memory_per_block_optin))
+            tile = backward_kernel_tile(l.gates, l.hidden_size, o.batch, itemsize, target.sm_count,
+                                        largest_cluster(target), target.shared_memory_per_block_optin)
         except ValueError as exc:  # more units a block than the block runs
             return none(l, str(exc))
         costs = gate_costs(l, o.seq_len, o.batch, itemsize, target)
@@ -73,10 +98,6 @@ def plan_backward(model, plan, target):
             f"layer. Saving them would hold {saved / MIB:.1f} MiB from the forward to the backward "
             f"for {costs['save'] * 1e6:.0f} µs of writes: the forward kernels write no gates yet"),
             "forced", alternatives=costs)
-        w = tile.w_bytes(l.gates, l.hidden_size)
-        reason = (f"one block an SM: {tile.blocks} blocks of {tile.units} units, {tile.rows} batch "
-                  f"rows a pass (of the call's B); W_hh's columns "
-                  + (f"in shared memory ({w // 1024} KiB)" if tile.w_in_shared else
-                     f"read from L2 every step ({w // 1024} KiB do not fit in shared memory)"))
+        reason = tile_reason(l, tile, o.batch, itemsize, target)
         return replace(l, backward_gates=gates, backward_tile=Decision(tile, reason))
     return plan.map_layers(decide)
