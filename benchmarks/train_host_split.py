@@ -13,6 +13,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import time
 from pathlib import Path
 
 import torch
@@ -23,6 +24,43 @@ from rnncc.bench import training_configs
 from rnncc.timing import time_graph, time_interleaved
 
 CALLS = 50
+
+
+def inclusive_us(step) -> list[tuple[str, float]]:
+    """Host µs a step spent inside each of the training path's functions (wrapped with
+    perf_counter for CALLS steps, the GPU drained before and after), largest first."""
+    import rnncc.backward as backward
+    import rnncc.nn as nn
+    import rnncc.runtime as runtime
+    wrapped = [(nn, "_run_train"), (nn, "_forward_train_cuda"), (nn._Runner, "gpu"),
+               (runtime.CompiledModel, "__call__"), (nn, "_backward_cuda"), (backward, "model_backward"),
+               (backward, "layer_backward"), (backward, "recurrence"), (backward, "_gemm"),
+               (nn._EagerTraining, "forward"), (nn._EagerTraining, "backward"), (nn, "_stacked_finals"),
+               (torch.autograd, "grad")]
+    spent: dict[str, float] = {}
+    originals = [(owner, name, owner.__dict__[name]) for owner, name in wrapped]
+
+    def timed(label, fn):
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+        return wrapper
+    for owner, name, fn in originals:
+        label = f"{getattr(owner, '__name__', owner)}.{name}"
+        inner = fn.__func__ if isinstance(fn, staticmethod) else fn
+        setattr(owner, name, staticmethod(timed(label, inner)) if isinstance(fn, staticmethod) else timed(label, inner))
+    try:
+        torch.cuda.synchronize()
+        for _ in range(CALLS):
+            step()
+        torch.cuda.synchronize()
+    finally:
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
+    return sorted(((k, v / CALLS * 1e6) for k, v in spent.items()), key=lambda r: -r[1])
 
 
 def main() -> None:
@@ -59,6 +97,8 @@ def main() -> None:
                 step()
             profile.disable()
             torch.cuda.synchronize()
+            lines.append(f"host µs a step inside each function (inclusive, {CALLS} steps, no profiler):")
+            lines.extend(f"  {us:8.1f}  {name}" for name, us in inclusive_us(step))
             for order in ("tottime", "cumulative"):
                 text = io.StringIO()
                 pstats.Stats(profile, stream=text).sort_stats(order).print_stats(30)
