@@ -10,8 +10,7 @@ dG before their time counts. Prints µs a step.
     python3 benchmarks/backward_split.py lstm float16 512 8 [--parts] [--overlay DIR|git:REV ...]
         [--tile CLUSTER,M_TILES,K_SPLIT,BATCH ...] [-o DIR]
 
-``--tile``: the kernel at another cluster tile, beside the planned one (checked the same way);
-``--tile scatter:CLUSTER,M_TILES,BATCH`` the scatter form's.
+``--tile``: the kernel at another cluster tile, beside the planned one (checked the same way).
 """
 
 from __future__ import annotations
@@ -73,8 +72,7 @@ def main() -> None:
             codegen.environment = base_environment
         variants[overlay if overlay.startswith("git:") else Path(overlay).name] = (tile, load(k))
     for text in args.tiles:
-        other = tiles.ScatterBackwardTile(*map(int, text[8:].split(","))) if text.startswith("scatter:") \
-            else tiles.ClusterBackwardTile(*map(int, text.split(",")))
+        other = tiles.ClusterBackwardTile(*map(int, text.split(",")))
         variants[f"tile {text}"] = (other, backward._kernel(cell, H, G, dtype, other))
     torch.manual_seed(0)
     w_hh = (torch.randn(G * H, H, device="cuda") / H ** 0.5).to(tdt)

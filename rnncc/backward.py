@@ -37,8 +37,7 @@ from .ir import INPUT, Layer, Model
 from .passes.cost import largest_cluster
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
-from .tiles import (BackwardTile, ClusterBackwardTile, ScatterBackwardTile, backward_kernel_tile,
-                    backward_shared_max, backward_tile)
+from .tiles import BackwardTile, ClusterBackwardTile, backward_kernel_tile, backward_shared_max, backward_tile
 
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:
@@ -134,7 +133,7 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
               "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
               "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
     stream = torch.cuda.current_stream(device).cuda_stream
-    if isinstance(tile, (ClusterBackwardTile, ScatterBackwardTile)):  # clusters share nothing: no co-residency asked
+    if isinstance(tile, ClusterBackwardTile):  # clusters along y share nothing: no co-residency asked
         fn.launch((tile.cluster, tile.clusters(B)), k.block, launch.arguments(k, values), k.dynamic_shared, stream)
     else:
         fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),

@@ -18,8 +18,7 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
-from .tiles import (H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile,
-                    ScatterBackwardTile, StepTile)
+from .tiles import H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile, StepTile
 
 
 @dataclass(frozen=True)
@@ -563,7 +562,7 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str,
     for a ClusterBackwardTile. The code depends on the batch only through the tile (rows a
     pass; rows a cluster)."""
     params = backward_params(cell)
-    if isinstance(tile, (ClusterBackwardTile, ScatterBackwardTile)):
+    if isinstance(tile, ClusterBackwardTile):
         return _render_backward_cluster(cell, hidden, gates, dtype, tile, params)
     where = "shared memory" if tile.w_in_shared else "L2"
     decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, {tile.rows} batch rows "
@@ -577,28 +576,19 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str,
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
 
 
-def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
-                             tile: ClusterBackwardTile | ScatterBackwardTile,
+def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str, tile: ClusterBackwardTile,
                              params: tuple[Param, ...]) -> KernelSource:
     itemsize = DTYPES[dtype].itemsize
-    if isinstance(tile, ScatterBackwardTile):
-        decisions = [f"backward tile: clusters of {tile.cluster} blocks, {tile.units} units a block, "
-                     f"{tile.warps} warps of {tile.tiles_per_warp} M tiles over the block's "
-                     f"{tile.k_steps(gates)} k-steps, parts of dh exchanged, {tile.batch_per_cluster} "
-                     f"batch rows a cluster"]
-        template, short = "backward_cluster_scatter.cu.j2", f"scatter_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}" \
-            f"_c{tile.cluster}_m{tile.m_tiles}_n{tile.batch_per_cluster}"
-    else:
-        decisions = [f"backward tile: clusters of {tile.cluster} blocks, {tile.units} units a block, "
-                     f"{tile.k_split} warps along K ({tile.split_steps(gates)} k-steps of W_hh in each "
-                     f"warp's registers), {tile.batch_per_cluster} batch rows a cluster"]
-        template, short = "backward_cluster.cu.j2", f"cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}" \
-            f"_c{tile.cluster}_m{tile.m_tiles}_k{tile.k_split}_n{tile.batch_per_cluster}"
-    source = environment().get_template(template).render(
+    decisions = [f"backward tile: clusters of {tile.cluster} blocks, {tile.units} units a block, "
+                 f"{tile.k_split} warps along K ({tile.split_steps(gates)} k-steps of W_hh in each "
+                 f"warp's registers), {tile.batch_per_cluster} batch rows a cluster"]
+    source = environment().get_template("backward_cluster.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile,
         shared_bytes=tile.shared_bytes(gates, itemsize))
-    name, entry, source = _identify(f"backward_{short}", source)
+    name, entry, source = _identify(
+        f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_c{tile.cluster}_m{tile.m_tiles}"
+        f"_k{tile.k_split}_n{tile.batch_per_cluster}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1),
                         dynamic_shared=tile.shared_bytes(gates, itemsize), cluster=tile.cluster)
 

@@ -516,53 +516,6 @@ class ClusterBackwardTile:
         return asdict(self) | {"units": self.units, "threads": self.threads}
 
 
-@dataclass(frozen=True)
-class ScatterBackwardTile:
-    """The block of a half layer's backward recurrence in clusters, the scatter form
-    (``templates/backward_cluster_scatter.cu.j2``): block rank r owns units [r·units,
-    (r+1)·units) and their gate rows of W_hh, multiplies them by its own dG for every unit
-    of the cluster (M = the cluster's 16-unit tiles, ``warps`` warps taking them in turn;
-    K = its own G·units rows) and sends each owner its part of dh (float32), which the
-    owner sums. No dG is exchanged."""
-
-    cluster: int
-    m_tiles: int
-    batch_per_cluster: int
-
-    @property
-    def units(self) -> int:
-        return MMA_M * self.m_tiles
-
-    @property
-    def warps(self) -> int:
-        return min(BACKWARD_CLUSTER_WARPS, self.cluster * self.m_tiles)
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    def k_steps(self, gates: int) -> int:
-        return gates * self.units // 16
-
-    @property
-    def tiles_per_warp(self) -> int:
-        return -(-(self.cluster * self.m_tiles) // self.warps)
-
-    def shared_bytes(self, gates: int, itemsize: int) -> int:
-        """The block's dG (its rows × the batch rows), the parts staged for the peers and
-        received from them (float32, two steps each), the two mbarriers; at least the slots
-        W_hh is staged through first."""
-        steady = gates * self.units * self.batch_per_cluster * itemsize \
-            + 2 * 2 * 4 * self.cluster * self.batch_per_cluster * self.units + 16
-        return max(steady, self.warps * min(self.k_steps(gates), 4) * 32 * 16)
-
-    def clusters(self, batch: int) -> int:
-        return -(-batch // self.batch_per_cluster)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"form": "scatter", "units": self.units, "threads": self.threads}
-
-
 # A warp's A fragments: at most this many k-steps (4 registers each), the forward registers
 # form's most (LSTM fp16 H=512 in a cluster of 16: 32 k-steps, 231 registers, no spill).
 BACKWARD_CLUSTER_STEPS = 32
