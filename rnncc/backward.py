@@ -9,7 +9,7 @@ states. From those, a layer's backward:
    one step): no product runs twice in sequence, and no gate is saved by the forward;
 2. runs the recurrence in reverse time in one persistent kernel, which writes dG in the
    layer's type: in clusters with W_hh in registers (``templates/backward_cluster.cu.j2``)
-   where a half layer's W_hh fits and the clusters run at once, else grid-persistent
+   where a half layer's W_hh fits their registers, else grid-persistent
    (``templates/backward_recurrent.cu.j2``); ``tiles.backward_kernel_tile`` chooses;
 3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
    GEMMs over all steps.
@@ -124,7 +124,8 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
     dh0 = empty((B, H))
     dc0 = empty((B, H)) if lstm else None
     c_seq = empty((S, B, H)) if lstm else None
-    barrier = torch.zeros(launch.BARRIER_WORDS, dtype=torch.int32, device=device)
+    clusters = isinstance(tile, ClusterBackwardTile)  # clusters along y share nothing: no barrier
+    barrier = None if clusters else torch.zeros(launch.BARRIER_WORDS, dtype=torch.int32, device=device)
     spin_ms = float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS))
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
     values = {"pre": ptr(pre), "dg": ptr(dg), "pre_h": ptr(pre_h), "dg_h": ptr(dg_h),
@@ -133,8 +134,9 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
               "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
               "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
     stream = torch.cuda.current_stream(device).cuda_stream
-    if isinstance(tile, ClusterBackwardTile):  # clusters along y share nothing: no co-residency asked
-        fn.launch((tile.cluster, tile.clusters(B)), k.block, launch.arguments(k, values), k.dynamic_shared, stream)
+    if clusters:  # nor co-residency
+        fn.launch((tile.cluster, tile.clusters(B)), k.block, launch.arguments(k, values),
+                  k.dynamic_shared, stream)
     else:
         fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),
                   tile.shared_bytes(G, H, B), stream, cooperative=True)
