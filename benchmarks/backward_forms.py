@@ -26,6 +26,20 @@ CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 8, 256), ("ls
          ("lstm", "float16", 512, 128, 64)]
 
 
+def recurrence_inputs(cell: str, dtype: str, H: int, B: int, S: int):
+    """(a one-layer model's layer, W_hh, pre, pre_h, h_prev, dy): random inputs of the
+    backward recurrence (backward.recurrence's, no initial or final states), seeded."""
+    layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": dtype, "layers": [
+        {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
+    G, tdt = layer.gates, getattr(torch, dtype)
+    torch.manual_seed(0)
+    w_hh = (torch.randn(G * H, H, device="cuda") / H ** 0.5).to(tdt)
+    pre = torch.randn(S, B, G * H, device="cuda")
+    pre_h = torch.randn(S, B, G * H, device="cuda") if cell == "gru" else None
+    h_prev = torch.randn(S, B, H, device="cuda").tanh().to(tdt)
+    return layer, w_hh, pre, pre_h, h_prev, torch.randn(S, B, H, device="cuda")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output", default=".")
@@ -34,16 +48,8 @@ def main() -> None:
     optin = target.shared_memory_per_block_optin
     lines = [f"{__doc__.splitlines()[0]} On {torch.cuda.get_device_name()}; µs a step (graph replays):"]
     for cell, dtype, H, B, S in CASES:
-        G = {"lstm": 4, "gru": 3}.get(cell, 1)
-        tdt = getattr(torch, dtype)
-        layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": dtype, "layers": [
-            {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
-        torch.manual_seed(0)
-        w_hh = (torch.randn(G * H, H, device="cuda") / H ** 0.5).to(tdt)
-        pre = torch.randn(S, B, G * H, device="cuda")
-        pre_h = torch.randn(S, B, G * H, device="cuda") if cell == "gru" else None
-        h_prev = torch.randn(S, B, H, device="cuda").tanh().to(tdt)
-        dy = torch.randn(S, B, H, device="cuda")
+        layer, w_hh, pre, pre_h, h_prev, dy = recurrence_inputs(cell, dtype, H, B, S)
+        G = layer.gates
         forms = {"grid": tiles.backward_tile(G, H, B, target.sm_count, tiles.backward_shared_max(optin)),
                  "cluster": tiles.backward_cluster_tile(G, H, B, 2, largest_cluster(target), optin)}
         forms = {k: v for k, v in forms.items() if v is not None}

@@ -20,11 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from kernel_variants import overlay_environment  # benchmarks/ is this script's directory
+from backward_forms import recurrence_inputs  # benchmarks/ is this script's directory
+from kernel_variants import overlay_environment
 from step_split import without
 
 from rnncc import backward, build, codegen, driver, tiles
-from rnncc.ir import Model
 from rnncc.timing import time_graphs_interleaved
 
 CUTS = {"without product": ("product",), "without cell": ("cell",), "without sync": ("sync",),
@@ -50,10 +50,8 @@ def main() -> None:
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
     cell, dtype, H, B = args.cell, args.dtype, args.hidden, args.batch
-    G = {"lstm": 4, "gru": 3}.get(cell, 1)
-    tdt = getattr(torch, dtype)
-    layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": dtype, "layers": [
-        {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
+    layer, w_hh, pre, pre_h, h_prev, dy = recurrence_inputs(cell, dtype, H, B, S)
+    G = layer.gates
     tile = backward._tile(cell, H, G, dtype, B)
     planned = backward._kernel(cell, H, G, dtype, tile)
     variants = {"planned": (tile, planned)}
@@ -74,12 +72,6 @@ def main() -> None:
     for text in args.tiles:
         other = tiles.ClusterBackwardTile(*map(int, text.split(",")))
         variants[f"tile {text}"] = (other, backward._kernel(cell, H, G, dtype, other))
-    torch.manual_seed(0)
-    w_hh = (torch.randn(G * H, H, device="cuda") / H ** 0.5).to(tdt)
-    pre = torch.randn(S, B, G * H, device="cuda")
-    pre_h = torch.randn(S, B, G * H, device="cuda") if cell == "gru" else None
-    h_prev = torch.randn(S, B, H, device="cuda").tanh().to(tdt)
-    dy = torch.randn(S, B, H, device="cuda")
 
     def run(variant):
         return backward.recurrence(layer, w_hh, pre, pre_h, h_prev, None, dy, None, None,

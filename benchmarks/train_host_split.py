@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import torch
-from host_overhead import per_call_us  # benchmarks/ is this script's directory
+from backward_profile import training_case  # benchmarks/ is this script's directory
+from host_overhead import per_call_us
 
-import rnncc.nn
 from rnncc.bench import training_configs
 from rnncc.timing import time_graph, time_interleaved
 
@@ -73,13 +73,7 @@ def main() -> None:
     for cfg in training_configs():
         if args.only not in cfg.label:
             continue
-        torch.manual_seed(0)
-        tdt = getattr(torch, cfg.dtype)
-        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-        module = cls(cfg.hidden, cfg.hidden).to("cuda", tdt)
-        twin, _ = rnncc.nn.twin_of(module)
-        x = torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt, requires_grad=True)
-        dy = torch.randn_like(x)
+        module, twin, x, dy = training_case(cfg)
         for name, m in (("rnncc", twin), ("cuDNN", module)):
             step = lambda: torch.autograd.grad(m(x)[0], [x, *m.parameters()], dy)  # noqa: E731
             host, loop = per_call_us(step, CALLS)
