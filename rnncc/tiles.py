@@ -234,12 +234,9 @@ class TensorTile:
     """Tile of a persistent step on tensor cores. A block owns `units_per_block` units,
     i.e. M = units·G rows of W_hh (padded to `m_tiles`·16), kept in shared memory in
     mma fragment order, and a batch tile of `batch_per_block` rows (N, a multiple of 8).
-    Its warps are (m_tiles / warp_m_tiles) × k_split: each computes `warp_m_tiles` 16-row
-    tiles for every batch column over 1/k_split of K; the partial sums meet in shared
-    memory, where the epilogue runs the cell for each (unit, row). A warp of several
-    16-row tiles loads each B fragment (h) once for all of them: the product's shared-memory
-    reads per mma fall from 4 + 2·n to 4 + 2·n / warp_m_tiles wavefronts (n batch tiles of
-    8), which bound the step at large batches. `cluster` > 0: blocks per cluster (mode cluster);
+    Its warps are m_tiles × k_split: each computes one 16-row tile for every batch column
+    over 1/k_split of K; the partial sums meet in shared memory, where the epilogue runs
+    the cell for each (unit, row). `cluster` > 0: blocks per cluster (mode cluster);
     `batch_blocks`: blocks along y sharing the batch tiles (mode grid), each running
     `tiles_per_block` of them a step at the planned batch with their projection and cell
     state in registers (a larger batch loops over more, from memory).
@@ -259,14 +256,8 @@ class TensorTile:
     weights_in_registers: bool = False
     tiles_per_block: int = 1
     wgmma: bool = False
-    warp_m_tiles: int = 1
 
     def __post_init__(self) -> None:
-        if self.warp_m_tiles < 1 or self.m_tiles % self.warp_m_tiles or (
-                self.warp_m_tiles > 1 and self.weights_in_registers):
-            raise ValueError(f"tiles: TensorTile warp_m_tiles={self.warp_m_tiles} must divide "
-                             f"m_tiles={self.m_tiles}, and be 1 in the registers form "
-                             f"(weights_in_registers={self.weights_in_registers})")
         if self.wgmma and not (self.weights_in_registers and self.m_tiles % 4 == 0):
             raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form and whole "
                              f"warpgroups (m_tiles a multiple of 4), got weights_in_registers="
@@ -274,11 +265,7 @@ class TensorTile:
 
     @property
     def threads(self) -> int:
-        return 32 * self.warps
-
-    @property
-    def warps(self) -> int:
-        return self.m_tiles // self.warp_m_tiles * self.k_split
+        return 32 * self.m_tiles * self.k_split
 
     @classmethod
     def registers_form(cls, hidden: int, gates: int, cluster: int, rows: int) -> "TensorTile":

@@ -348,29 +348,6 @@ def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles)
     assert "constexpr int TILES = %d;" % tiles in m.kernel_of("l0", "recurrent").source
 
 
-# The grid kernel on tensor cores with warps of several 16-row tiles (warp_m_tiles), its
-# tile forced: 2 and 4 tiles a warp, one and several batch tiles of 8 (padding rows and
-# units included: H=100 is 7 blocks of 16 units, the last of 4), B past the planned batch.
-@pytest.mark.parametrize("cell", CELLS)
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-@pytest.mark.parametrize("rows,warp_m,k_split,batch", [(8, 2, 2, 5), (16, 2, 4, 13), (16, 4, 2, 16), (8, 4, 1, 21)])
-def test_tensor_grid_warps_of_several_m_tiles(gpu, cell, dtype, rows, warp_m, k_split, batch):
-    hidden, itemsize = 100, 4 if dtype == "float32" else 2
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
-    m_tiles = -(-16 * gates // (16 * warp_m)) * warp_m  # GRU's 3 tiles, RNN's 1: padding rows
-    tile = TensorTile(16, rows, k_split, m_tiles, 0, 1, tiles_per_block=-(-min(batch, 16) // rows),
-                      warp_m_tiles=warp_m)
-
-    def force(m):
-        return m.with_persistence("l0", Persistent.of("grid", "tensor", tile, hidden, gates, itemsize),
-                                  "forced by the test")
-    m, _, _ = run_and_compare(single(cell, hidden, 37, dtype), 23, batch, seed=batch + warp_m,
-                              with_state=True, persistence="grid", precision="tensor", unroll=5,
-                              seq_len=23, batch=16, force=force)
-    assert m.plan.layers[0].persistence.value.tile == tile
-    assert "constexpr int WARP_M = %d;" % warp_m in m.kernel_of("l0", "recurrent").source
-
-
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (33, 5, 256), (256, 1, 1), (256, 8, 256)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -516,7 +516,7 @@ def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, 
     busy = min(1.0, math.ceil(batch / tile.batch_per_block) * tile.cluster / target.sm_count)
     terms = {f"{form}_STEP_SECONDS": 1.0,
              f"{form}_K_STEP_SECONDS": tile.k_steps(hidden, itemsize) * n_tiles,
-             f"{form}_WARP_SECONDS": tile.warps,
+             f"{form}_WARP_SECONDS": tile.m_tiles * tile.k_split,
              f"{form}_M_TILE_SECONDS": tile.m_tiles,
              # Both forms alike: the clusters' share of the SMs (the projection's loads
              # meet in L2); fitted per form, the registers form's fitted to nearly 0 from
@@ -570,12 +570,12 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
         return tensor_cluster_waves(batch, tile, target) * (step + cluster_exchange_seconds(tile.cluster))
     k_steps = tile.k_steps(hidden, itemsize)
     n_tiles = tile.batch_per_block // MMA_N
-    warps = tile.warps
+    warps = tile.m_tiles * tile.k_split
     # Each of the SM's 4 tensor cores serves the warps of its scheduler only.
-    throughput = warps * tile.warp_m_tiles * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
+    throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
     # From the batch, not tile.tiles_per_block: tests price tiles built without it.
     tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
-    chain = max(k_steps * n_tiles * tile.warp_m_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
+    chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
@@ -609,14 +609,9 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
         m_tiles = math.ceil(units * gates / MMA_M)
         tiles = batch_tiles_per_block(batch, bpb, bb) if mode == "grid" else 1
         for ks in (1, 2, 4, 8):
-            # Grid blocks also with warps of several 16-row tiles (B loaded once for them),
-            # up to 32 accumulators a thread.
-            for wm in (1, 2, 4) if mode == "grid" else (1,):
-                if m_tiles % wm or wm * (bpb // MMA_N) > 8:
-                    continue
-                t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles, warp_m_tiles=wm)
-                if t.threads <= 512:
-                    out.append(t)
+            t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles)
+            if t.threads <= 512:
+                out.append(t)
     if mode == "cluster":
         registers = {TensorTile.registers_form(hidden, gates, c, bpb)
                      for c in range(1, largest_cluster(target) + 1) for bpb in rows}
