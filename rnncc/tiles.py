@@ -258,11 +258,10 @@ class TensorTile:
     wgmma: bool = False
 
     def __post_init__(self) -> None:
-        if self.wgmma and not ((self.weights_in_registers or self.cluster == 0) and self.m_tiles % 4 == 0):
-            raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form or mode grid "
-                             f"(cluster 0), and whole warpgroups (m_tiles a multiple of 4), got "
-                             f"weights_in_registers={self.weights_in_registers}, cluster={self.cluster}, "
-                             f"m_tiles={self.m_tiles}")
+        if self.wgmma and not (self.weights_in_registers and self.m_tiles % 4 == 0):
+            raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form and whole "
+                             f"warpgroups (m_tiles a multiple of 4), got weights_in_registers="
+                             f"{self.weights_in_registers}, m_tiles={self.m_tiles}")
 
     @property
     def threads(self) -> int:
