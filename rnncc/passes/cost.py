@@ -556,7 +556,6 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 GRID_STEP_SECONDS = 0.82e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
-GRID_WGMMA_FACTOR = 1.0
 
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -577,8 +576,6 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     # From the batch, not tile.tiles_per_block: tests price tiles built without it.
     tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
     chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
-    if tile.wgmma:
-        chain *= GRID_WGMMA_FACTOR
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
@@ -615,12 +612,6 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles)
             if t.threads <= 512:
                 out.append(t)
-            # Grid blocks also with the product by wgmma (fp16/bf16), in whole warpgroups
-            # of 64 rows (GRU's 48 padded).
-            if mode == "grid" and itemsize == 2:
-                w = replace(t, m_tiles=math.ceil(units * gates / 64) * 4, wgmma=True)
-                if w.threads <= 512:
-                    out.append(w)
     if mode == "cluster":
         registers = {TensorTile.registers_form(hidden, gates, c, bpb)
                      for c in range(1, largest_cluster(target) + 1) for bpb in rows}
