@@ -19,10 +19,6 @@ Hopper GPU and PyTorch.
                                                    # forms (W in shared memory or in
                                                    # registers): the model's best 2 tiles of
                                                    # each (form, cluster size)
-    python3 benchmarks/grid_tile_sweep.py multicast  # the grid kernel on tensor cores: the
-                                                   # model's best block shapes that may stage
-                                                   # h by multicast, each both ways (outputs
-                                                   # compared: the same arithmetic, bit for bit)
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/grid_tile_sweep.py cluster --build-only
                                                    # nvcc only (no GPU), for carrying the cache
     python3 benchmarks/grid_tile_sweep.py tensor --case=lstm,float16,512,8
@@ -84,12 +80,6 @@ FMA_CASES = [("lstm", "float32", 650, 20), ("gru", "float32", 650, 20), ("lstm",
              ("lstm", "float32", 512, 16)]
 FMA_PER_GROUP = 2
 FMA_WITHIN = 4.0  # ... of the groups whose best tile the model puts within 4× of its pick
-# (cell, dtype, H, B) for the grid kernel's staging by multicast in clusters of 2: the grid
-# rows of the bench, B=32-64 where staging is a fifth of the step, odd sizes, TF32.
-MULTICAST_CASES = [("lstm", "float16", 1024, 64), ("lstm", "float16", 1024, 8), ("gru", "bfloat16", 1024, 8),
-                   ("lstm", "float16", 1024, 32), ("gru", "float16", 768, 48), ("lstm", "float16", 640, 20),
-                   ("lstm", "float16", 1024, 5), ("lstm", "float32", 1024, 64), ("gru", "float16", 1024, 64)]
-MULTICAST_SHAPES = 3  # the model's best block shapes (units, rows, blocks along y, K split)
 
 
 def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
@@ -101,8 +91,8 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     (mode tensor); the model's pick among them."""
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
-    tensor = mode in ("grid", "wide", "tensor", "multicast")
-    persistence = "grid" if mode in ("grid", "wide", "fma", "multicast") else "cluster"
+    tensor = mode in ("grid", "wide", "tensor")
+    persistence = "grid" if mode in ("grid", "wide", "fma") else "cluster"
     base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence=persistence,
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
@@ -119,16 +109,6 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
         for t in ranked:
             widths.setdefault(t.units_per_block, []).append(t)
         ranked = [t for ts in widths.values() for t in ts[:WIDE_PER_WIDTH]]
-        ranked += [chosen] if chosen not in ranked else []
-    elif mode == "multicast":
-        # Each of the best shapes that can stage by multicast, both ways.
-        shapes = []
-        for t in ranked:
-            plain = replace(t, stage_cluster=1)
-            if t.stage_cluster > 1 and plain not in shapes:
-                shapes.append(plain)
-        ranked = [v for t in shapes[:MULTICAST_SHAPES] for v in (t, next(u for u in ranked if u.stage_cluster > 1
-                                                                      and replace(u, stage_cluster=1) == t))]
         ranked += [chosen] if chosen not in ranked else []
     elif mode == "tensor":
         groups = {}
@@ -184,8 +164,7 @@ def describe(t) -> str:
     return (f"{f'cluster={t.cluster} ' if t.cluster else ''}units={t.units_per_block} "
             f"bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
             f"batch_blocks={t.batch_blocks} threads={t.threads}"
-            f"{' registers' if t.weights_in_registers else ''}{' wgmma' if t.wgmma else ''}"
-            f"{f' multicast={t.stage_cluster}' if t.stage_cluster > 1 else ''}")
+            f"{' registers' if t.weights_in_registers else ''}{' wgmma' if t.wgmma else ''}")
 
 
 def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -> None:
@@ -193,8 +172,7 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
     (cell, dtype, H, B) cases instead of the mode's."""
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
-                      "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES,
-                      "multicast": MULTICAST_CASES}[mode]
+                      "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES}[mode]
     cases = [(c, variants(*c, mode, "h100" if build_only else "device")) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
@@ -206,19 +184,10 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -
     torch.backends.cuda.matmul.allow_tf32 = True
     for (cell, dtype, H, B), vs in cases:
         x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
-        outputs = {}
         for t, predicted, m, chosen in vs:
             ms = time_graph(lambda: m(x), 2, 7).median_ms
-            same = ""
-            if mode == "multicast":  # the pair computes the same sums in the same order
-                y = m(x)[0].float()
-                key = replace(t, stage_cluster=1)
-                if key in outputs:
-                    same = "  (outputs identical to the plain staging)" if torch.equal(outputs[key], y) else \
-                        f"  (OUTPUTS DIFFER from the plain staging: {(outputs[key] - y).abs().max().item():.3g})"
-                outputs.setdefault(key, y)
             print(f"{cell} {dtype} H={H} B={B}: {describe(t)}: measured {ms * 1e3 / S:.2f} µs/step, predicted "
-                  f"{predicted * 1e6:.2f}{'  (the model picks this)' if chosen else ''}{same}", flush=True)
+                  f"{predicted * 1e6:.2f}{'  (the model picks this)' if chosen else ''}", flush=True)
 
 
 if __name__ == "__main__":

@@ -348,12 +348,6 @@ def _fma_block(tile: StepTile | PersistentTile | ClusterTile) -> tuple[int, int,
             tile.batch_per_block // tile.batch_per_thread, tile.k_split)
 
 
-def _staging_cluster(tile) -> int:
-    """The grid kernel's compiled cluster size: the blocks that stage h by multicast (0: none)."""
-    size = getattr(tile, "stage_cluster", 1)
-    return size if size > 1 else 0
-
-
 def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
                      lengths: bool = False) -> KernelSource:
     """Layer l's recurrent kernel (step, cell, grid- or cluster-persistent), run by
@@ -409,8 +403,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
-    cluster = l.persistence.value.tile.cluster if mode == "cluster" else \
-        _staging_cluster(l.persistence.value.tile) if mode == "grid" else 0
+    cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
     return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,
                         header=_model_header(plan, _layers_what(l, users) + what + what_lengths,
                                              _reasons(l, keys)))

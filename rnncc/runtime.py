@@ -359,16 +359,15 @@ class CompiledModel:
                 for k in missing:
                     fn = driver.load(k.name, cubins[k.name], k.entry, tuple(p.kind for p in k.params),
                                      k.dynamic_shared, k.cluster)
-                    clusters = fn.max_active_clusters(k.cluster, k.block, k.dynamic_shared) if k.cluster else 0
-                    if k.cluster and clusters < 1:
+                    if k.cluster and fn.max_active_clusters(k.cluster, k.block, k.dynamic_shared) < 1:
                         raise RuntimeCheckError(
                             f"layer '{k.owner}': this GPU cannot hold one cluster of {k.cluster} blocks "
                             f"with {k.dynamic_shared // 1024} KiB of shared memory each "
-                            "(cuOccupancyMaxActiveClusters is 0); refusing to launch. Compile for "
-                            "this device (target='device') or with persistence='none'.")
+                            "(cuOccupancyMaxActiveClusters is 0); refusing to launch. Compile with "
+                            "persistence='grid' or 'none'.")
                     if k.family == "recurrent_persistent":  # the GPU's SMs, not the target's
-                        self._resident[k.name] = clusters * k.cluster if k.cluster else \
-                            fn.max_active_blocks_per_sm(k.block, k.dynamic_shared) * driver.device_context(0).sm_count
+                        self._resident[k.name] = fn.max_active_blocks_per_sm(k.block, k.dynamic_shared) \
+                            * driver.device_context(0).sm_count
                     self._functions[k.name] = fn
                 if needs_library and self._library is None:
                     self._library = cublaslt.CublasLt()

@@ -241,11 +241,6 @@ class TensorTile:
     `tiles_per_block` of them a step at the planned batch with their projection and cell
     state in registers (a larger batch loops over more, from memory).
 
-    `stage_cluster` > 1 (mode grid, one batch tile a block): blocks along x in thread-block
-    clusters of that size stage h once between them: each copies every stage_cluster-th row
-    of the batch tile from L2 by a bulk copy multicast into the h buffer of every block of
-    its cluster (cp.async.bulk .multicast::cluster), so L2 serves the rows once a cluster.
-
     `weights_in_registers` (mode cluster, k_split 1): the registers form
     (recurrent_cluster_tensor_registers.cu.j2). Each warp keeps its 16 rows' A fragments
     for all of K in registers and runs the cell from its accumulators (no partial sums
@@ -261,13 +256,8 @@ class TensorTile:
     weights_in_registers: bool = False
     tiles_per_block: int = 1
     wgmma: bool = False
-    stage_cluster: int = 1
 
     def __post_init__(self) -> None:
-        if self.stage_cluster > 1 and (self.cluster or self.weights_in_registers or self.tiles_per_block != 1):
-            raise ValueError(f"tiles: TensorTile stage_cluster={self.stage_cluster} needs mode grid "
-                             f"(cluster 0) and one batch tile a block, got cluster={self.cluster}, "
-                             f"tiles_per_block={self.tiles_per_block}")
         if self.wgmma and not (self.weights_in_registers and self.m_tiles % 4 == 0):
             raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form and whole "
                              f"warpgroups (m_tiles a multiple of 4), got weights_in_registers="
@@ -331,8 +321,8 @@ class TensorTile:
         W_hh fragments [m_tiles·16 × K] in the operand type (TF32 in 4 bytes), h of the
         batch tile [rows][K + 16 bytes of padding] (two buffers in a cluster, where the
         peers write the next step's while this one is read, each with an 8-byte
-        mbarrier; one mbarrier in a grid kernel that stages h by multicast), and the
-        K-split partial sums [k_split][rows][m_tiles·16 + 4] in float32."""
+        mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
+        float32."""
         k = self.k_padded(hidden, itemsize)
         if self.weights_in_registers:
             # Two h buffers and their mbarriers; before them the same space stages W_hh into
@@ -342,7 +332,7 @@ class TensorTile:
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
-        mbarriers = 2 * 8 if self.cluster else 8 if self.stage_cluster > 1 else 0
+        mbarriers = 2 * 8 if self.cluster else 0
         return w + h + partial + mbarriers
 
 
@@ -412,8 +402,6 @@ class Persistent:
                 del tile["tiles_per_block"]
             if not self.tile.wgmma:
                 del tile["wgmma"]
-            if self.tile.stage_cluster == 1:
-                del tile["stage_cluster"]
         out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:

@@ -348,36 +348,6 @@ def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles)
     assert "constexpr int TILES = %d;" % tiles in m.kernel_of("l0", "recurrent").source
 
 
-# The grid kernel on tensor cores staging h by multicast in clusters of 2 blocks along x,
-# its tile forced: (H, B, S, planned batch, units, batch rows, K split, blocks along y).
-# H=44: rows of 88 bytes in halves, so every step stages the plain way in the multicast
-# kernel (176 bytes in TF32: by bulk copies, the last block's units past H); B=5 pads the
-# batch tile (rows past the batch are zero, no copy writes them); B=20 past the planned 8
-# loops over tiles (the plain way); H=256 B=64 two blocks along y; H=512 S=1 stages only
-# h0 (given at odd B, else zeros).
-MULTICAST_SIZES = [(48, 8, 256, 8, 8, 8, 2, 1), (44, 5, 33, 5, 8, 8, 1, 1), (96, 20, 17, 8, 16, 8, 2, 1),
-                   (256, 64, 40, 64, 16, 32, 4, 2), (512, 3, 1, 3, 16, 8, 4, 1)]
-
-
-@pytest.mark.parametrize("cell", CELLS)
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-@pytest.mark.parametrize("hidden,batch,seq,planned,units,rows,k_split,batch_blocks", MULTICAST_SIZES)
-def test_tensor_grid_multicast(gpu, cell, dtype, hidden, batch, seq, planned, units, rows, k_split,
-                               batch_blocks):
-    itemsize = 4 if dtype == "float32" else 2
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
-    tile = TensorTile(units, rows, k_split, -(-units * gates // 16), 0, batch_blocks, stage_cluster=2)
-
-    def force(m):
-        return m.with_persistence("l0", Persistent.of("grid", "tensor", tile, hidden, gates, itemsize),
-                                  "forced by the test")
-    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch, seed=hidden + batch + seq,
-                              with_state=batch % 2 == 1, persistence="grid", precision="tensor",
-                              seq_len=seq, batch=planned, force=force)
-    kernel = m.kernel_of("l0", "recurrent")
-    assert kernel.cluster == 2 and "multicast::cluster" in kernel.source
-
-
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (33, 5, 256), (256, 1, 1), (256, 8, 256)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -556,20 +556,6 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 GRID_STEP_SECONDS = 0.82e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
-# Staging h from L2, per MiB that all blocks read a step: 1.43 µs at LSTM fp16 H=1024 B=64
-# (8 MiB a step) and 0.55 at B=8 (2 MiB), step_split.py's "without stage" at b4cace2
-# (results/step-split-h100-2026-11-25.txt): 0.147 µs a MiB, ~7 TB/s, L2's bandwidth. The
-# fit above holds staging in GRID_TILE_SECONDS; a tile that stages by multicast
-# (TensorTile.stage_cluster) is priced that much less for the bytes L2 no longer serves.
-GRID_STAGE_MIB_SECONDS = 0.147e-6
-
-
-def grid_staged_mib(batch: int, hidden: int, tile: TensorTile, itemsize: int) -> float:
-    """MiB of h that the grid kernel's blocks read from L2 a step: every block along x
-    reads all batch rows (over its blocks along y), once a cluster where they stage by
-    multicast."""
-    x_blocks = math.ceil(hidden / tile.units_per_block)
-    return x_blocks / tile.stage_cluster * batch * hidden * itemsize / 2**20
 
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -590,25 +576,7 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     # From the batch, not tile.tiles_per_block: tests price tiles built without it.
     tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
     chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
-    unstaged = grid_staged_mib(batch, hidden, replace(tile, stage_cluster=1), itemsize) - \
-        grid_staged_mib(batch, hidden, tile, itemsize)
-    return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain) - unstaged * GRID_STAGE_MIB_SECONDS
-
-
-# Blocks of the grid kernel's clusters that stage h by multicast: 2, since the whole grid
-# must be resident and clusters of 3 or 4 hold 117 or 120 blocks at once on the H100
-# (Target.clusters_at_once), fewer than the 128 of H=1024's tiles.
-MULTICAST_CLUSTER = 2
-
-
-def multicast_fits(hidden: int, tile: TensorTile, target: Target, itemsize: int) -> bool:
-    """Whether a grid tile can stage h by multicast in clusters of MULTICAST_CLUSTER along
-    x: one batch tile a block, rows of whole 16-byte chunks (bulk copies), the blocks along
-    x a multiple of the cluster, and all clusters resident at once."""
-    x_blocks = math.ceil(hidden / tile.units_per_block)
-    clusters = x_blocks // MULTICAST_CLUSTER * tile.batch_blocks
-    return (tile.tiles_per_block == 1 and hidden * itemsize % 16 == 0 and target.max_cluster_size >= MULTICAST_CLUSTER
-            and x_blocks % MULTICAST_CLUSTER == 0 and clusters <= clusters_at_once(target, MULTICAST_CLUSTER))
+    return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
 def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
@@ -644,8 +612,6 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles)
             if t.threads <= 512:
                 out.append(t)
-                if mode == "grid" and multicast_fits(hidden, t, target, itemsize):
-                    out.append(replace(t, stage_cluster=MULTICAST_CLUSTER))
     if mode == "cluster":
         registers = {TensorTile.registers_form(hidden, gates, c, bpb)
                      for c in range(1, largest_cluster(target) + 1) for bpb in rows}

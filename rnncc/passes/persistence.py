@@ -161,11 +161,8 @@ def grid_family(l, batch: int, target, itemsize: int,
 
 
 def grid_description(value: Persistent) -> str:
-    staged = getattr(value.tile, "stage_cluster", 1)
-    how = (f", h staged once a cluster of {staged} blocks by multicast bulk copies (the L2 reads "
-           f"priced at a {staged}th)" if staged > 1 else "")
     return (f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, "
-            f"{GRID_PRODUCT[value.math]}{how}, grid barrier")
+            f"{GRID_PRODUCT[value.math]}, grid barrier")
 
 
 def _per_step(l, o, target, itemsize: int,
