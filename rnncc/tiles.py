@@ -258,10 +258,11 @@ class TensorTile:
     wgmma: bool = False
 
     def __post_init__(self) -> None:
-        if self.wgmma and not (self.weights_in_registers and self.m_tiles % 4 == 0):
-            raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form and whole "
-                             f"warpgroups (m_tiles a multiple of 4), got weights_in_registers="
-                             f"{self.weights_in_registers}, m_tiles={self.m_tiles}")
+        if self.wgmma and not ((self.weights_in_registers or self.cluster == 0) and self.m_tiles % 4 == 0):
+            raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form or mode grid "
+                             f"(cluster 0), and whole warpgroups (m_tiles a multiple of 4), got "
+                             f"weights_in_registers={self.weights_in_registers}, cluster={self.cluster}, "
+                             f"m_tiles={self.m_tiles}")
 
     @property
     def threads(self) -> int:
@@ -329,6 +330,10 @@ class TensorTile:
             # the registers, a warp 4 k-steps of fragments (32 lanes × 16 bytes) at a time.
             stage = self.m_tiles * min(self.k_steps(hidden, itemsize), 4) * 32 * 16
             return max(2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8, stage)
+        if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
+            k64 = math.ceil(k / 64) * 64
+            return (self.m_tiles * MMA_M + self.batch_per_block) * k64 * itemsize + \
+                self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4

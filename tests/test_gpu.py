@@ -348,6 +348,29 @@ def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles)
     assert "constexpr int TILES = %d;" % tiles in m.kernel_of("l0", "recurrent").source
 
 
+# The grid kernel on tensor cores with its product by wgmma (W_hh and h in shared memory as
+# core matrices), its tile forced: whole warpgroups (GRU's and RNN's rows padded), K split
+# 1 and 2 (H=100 padded to 112 or 128), batch tiles of 8 to 32 rows, one and several a
+# block, B past the planned batch (the loop from memory).
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("rows,k_split,batch", [(8, 2, 5), (16, 1, 13), (32, 2, 32), (8, 1, 21)])
+def test_tensor_grid_wgmma(gpu, cell, dtype, rows, k_split, batch):
+    hidden = 100
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    tile = TensorTile(16, rows, k_split, -(-16 * gates // 64) * 4, 0, 1,
+                      tiles_per_block=-(-min(batch, 16) // rows), wgmma=True)
+
+    def force(m):
+        return m.with_persistence("l0", Persistent.of("grid", "tensor", tile, hidden, gates, 2),
+                                  "forced by the test")
+    m, _, _ = run_and_compare(single(cell, hidden, 37, dtype), 23, batch, seed=batch + rows,
+                              with_state=True, persistence="grid", precision="tensor", unroll=5,
+                              seq_len=23, batch=16, force=force)
+    assert m.plan.layers[0].persistence.value.tile == tile
+    assert "wgmma.mma_async" in m.kernel_of("l0", "recurrent").source
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("hidden,batch,seq", [(1, 64, 7), (33, 5, 256), (256, 1, 1), (256, 8, 256)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -556,6 +556,22 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 GRID_STEP_SECONDS = 0.82e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
+# The product by wgmma (TensorTile.wgmma: W_hh and h in shared memory under the 128-byte
+# swizzle, a warpgroup a 64-row tile): a warpgroup's chain costs a price a k-step whatever
+# its batch columns (m64nNk16 for N ≤ 64 is latency, not N/8 mma.sync in turn), and the K
+# split's partial sums a price per warpgroup along K and batch tile of 8, which is where
+# wgmma loses at K split 4-8 and small batches (its chain is short there, the partials are
+# not). Fitted by grid search, the mma.sync terms above unchanged, to the 17 cases of
+# benchmarks/results/grid-wgmma-swizzled-h100-2026-11-25.txt (at 59d4e45) and
+# grid-wgmma-check-h100-2026-11-25.txt (the same kernels at shapes the first left out:
+# B 16-128, H 650-1536), every block shape near the pick by both products, 232 tiles.
+# The pick runs within 1.00-1.066× of the fastest tile (mean 1.014; 1.00× at 9 of 17)
+# where mma.sync alone picked within 1.00-1.122× (mean 1.031); the chosen point is the
+# middle of a plateau (0.026-0.032 µs a k-step, 0.03-0.04 µs for the partials, nothing per
+# batch tile: all 1.066× at worst). An N term fitted to the first file alone (0.006 µs)
+# picked 1.06-1.10× at the second's B=20-32.
+GRID_WGMMA_K_STEP_SECONDS = 0.030e-6   # a k-step of a warpgroup's chain
+GRID_WGMMA_SPLIT_SECONDS = 0.04e-6     # a warpgroup along K and batch tile of 8: partial sums
 
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -575,7 +591,11 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     throughput = warps * k_steps * n_tiles * MMA_SM_CLOCKS * 4 / min(warps, 4)  # clocks
     # From the batch, not tile.tiles_per_block: tests price tiles built without it.
     tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
-    chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
+    if tile.wgmma:
+        chain = max(k_steps * GRID_WGMMA_K_STEP_SECONDS, throughput / clock_hz(target)) + \
+            tile.k_split * n_tiles * GRID_WGMMA_SPLIT_SECONDS
+    else:
+        chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
@@ -612,6 +632,12 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             t = TensorTile(units, bpb, ks, m_tiles, c, bb, tiles_per_block=tiles)
             if t.threads <= 512:
                 out.append(t)
+            # Grid blocks also with the product by wgmma (fp16/bf16), in whole warpgroups
+            # of 64 rows (GRU's 48 padded).
+            if mode == "grid" and itemsize == 2:
+                w = replace(t, m_tiles=math.ceil(units * gates / 64) * 4, wgmma=True)
+                if w.threads <= 512:
+                    out.append(w)
     if mode == "cluster":
         registers = {TensorTile.registers_form(hidden, gates, c, bpb)
                      for c in range(1, largest_cluster(target) + 1) for bpb in rows}

@@ -161,8 +161,9 @@ def grid_family(l, batch: int, target, itemsize: int,
 
 
 def grid_description(value: Persistent) -> str:
+    product = "wgmma" if getattr(value.tile, "wgmma", False) else GRID_PRODUCT[value.math]
     return (f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, "
-            f"{GRID_PRODUCT[value.math]}, grid barrier")
+            f"{product}, grid barrier")
 
 
 def _per_step(l, o, target, itemsize: int,
