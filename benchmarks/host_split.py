@@ -25,7 +25,9 @@ import rnncc
 from rnncc.timing import time_graph, time_interleaved
 
 # (name, spec, S, B, schedule forced or None)
-CASES = [("LSTM fp16 H=256 B=8 S=64", stack(1, 256, "float16"), 64, 8, None),
+CASES = [("LSTM fp16 H=1024 B=64 S=128", stack(1, 1024, "float16"), 128, 64, None),
+         ("LSTM fp16 H=1024 B=8 S=256", stack(1, 1024, "float16"), 256, 8, None),
+         ("LSTM fp16 H=256 B=8 S=64", stack(1, 256, "float16"), 64, 8, None),
          ("2×GRU fp16 H=100 B=20 S=35", stack(2, 100, "float16", "gru"), 35, 20, None),
          ("2×LSTM bf16 H=768 B=3 S=100", stack(2, 768, "bfloat16"), 100, 3, None),
          ("2×LSTM bf16 H=768 B=3 S=100 sequential", stack(2, 768, "bfloat16"), 100, 3, "sequential"),
