@@ -39,8 +39,8 @@ if __name__ == "__main__":
     if label.endswith("-noncooperative"):  # the same code with plain launches, for the A/B
         from rnncc import runtime
         launch_ = runtime.CompiledModel._launch
-        runtime.CompiledModel._launch = lambda self, k, grid, args, stream, cooperative=False: \
-            launch_(self, k, grid, args, stream, False)
+        runtime.CompiledModel._launch = lambda self, ops, k, grid, args, stream, cooperative=False: \
+            launch_(self, ops, k, grid, args, stream, False)
     for cfg in ROW_SETS[sys.argv[2] if len(sys.argv) > 2 else "small"]:
         r = run_config(cfg, warmup=3, repeats=20)
         print(json.dumps({"version": label, "rnncc_from": rnncc.__file__, "row": cfg.label,

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import arrays, build, codegen, cublaslt, driver, launch, pipeline, target as target_mod
+from . import arrays, build, call_program, codegen, cublaslt, driver, launch, pipeline, target as target_mod
 from . import weights as weights_mod
 from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceTimeout, RuntimeCheckError
@@ -86,6 +86,21 @@ def _scratch(plan: Plan) -> int:
 
 def _uses_library(l) -> bool:
     return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas"
+
+
+def _device_allocation(nbytes: int):
+    """Raw device memory, for array kinds without an allocator of their own."""
+    import pycuda.driver as cuda
+    return cuda.mem_alloc(nbytes)
+
+
+def _extent(v: arrays.DeviceView) -> int:
+    """Bytes from a view's pointer to one past its last element."""
+    return (sum((n - 1) * abs(st) for n, st in zip(v.shape, v.strides)) + 1) * DTYPES[v.dtype].itemsize
+
+
+def _pointer_of(made: tuple[Any, arrays.DeviceView]) -> tuple[Any, int]:
+    return made[0], made[1].ptr
 
 
 class _CallMemory:
@@ -213,6 +228,12 @@ class CompiledModel:
         self._streams = driver.Streams()  # side streams and events of pipelined calls
         self._layouts: dict[tuple, tuple] = {}  # see _workspace_layout
         self._queues: dict[tuple, tuple] = {}  # see _queue
+        # Recorded calls per signature (see _run): (the variant, its program or None where
+        # the call cannot be replayed). ``replay = False`` runs the forward every call
+        # (same work and results; for measuring what replaying saves).
+        self.replay = True
+        self._programs: dict[tuple, tuple[Variant, call_program.CallProgram | None]] = {}
+        self._constants: list[tuple[int, int]] = []  # (pointer, bytes) of the model's memory
         self._position = {l.name: i for i, l in enumerate(model.layers)}  # in stacked states
 
     def __repr__(self) -> str:
@@ -341,6 +362,7 @@ class CompiledModel:
         be called while another thread's call of this model runs."""
         self._weights_now = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
         self._device_weights = None
+        self._programs = {}  # their pointers are the old weights'
 
     # ---- device ----------------------------------------------------------------------
     def _load(self, variant: Variant) -> None:
@@ -374,6 +396,7 @@ class CompiledModel:
                 if self._status is None:
                     self._status = driver.HostWords(len(self.model.layers))
                 if self._device_weights is None:
+                    self._programs = {}
                     self._device_weights = self._upload_weights()
         self._loaded.add(variant.key)
 
@@ -382,7 +405,7 @@ class CompiledModel:
         import pycuda.driver as cuda
 
         dtype = self.model.dtype
-        out, keep = {}, []
+        out, keep, ranges = {}, [], []
         for layer in self.model.layers:
             packed = weights_mod.pack(layer, self._weights)
             for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
@@ -393,8 +416,11 @@ class CompiledModel:
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
                 mem = cuda.to_device(host)
                 keep.append(mem)
+                ranges.append((int(mem), host.nbytes))
                 out.setdefault(layer.name, {})[name] = int(mem)
         self._device_memory = keep
+        # What a recorded call's pointers may keep as they are: the weights, status words.
+        self._constants = ranges + [(self._status.device_ptr, 4 * len(self._status.words))]
         return out
 
     def check_errors(self) -> None:
@@ -499,7 +525,10 @@ class CompiledModel:
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
              batch_first: bool, stacked: bool, stamps: list | None = None,
              lengths: "np.ndarray | arrays.DeviceView | None" = None):
-        """A checked call: its plan, memory and debug knobs, then the forward."""
+        """A checked call: its plan, memory and debug knobs, then the forward, or the
+        program recorded from the first call of the same signature (call_program.py): a
+        call on device arrays without lengths or timing events, of a model whose layers
+        run one after another."""
         variant = self.variant(S, B, lengths is not None)
         self._load(variant)
         self.check_errors()
@@ -509,14 +538,60 @@ class CompiledModel:
         memory = _CallMemory(x.device if kind == "torch" else None, stream,
                              env.get("RNNCC_DEBUG_POISON") == "1")
         spin_ns = int(float(env.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS)) * 1e6)
+        ops: call_program.Queue = call_program.DIRECT
+        key = None
+        if self.replay and not (host or stamps is not None or lengths is not None
+                                or pipelined(variant.plan)):
+            inputs = [x_view.ptr]  # and the initial states' (checked), as the forward takes them
+            for l in variant.plan.layers if state else ():
+                h0, c0 = self._initial_state(l, state.get(l.name), B, False, None)
+                inputs += ([h0[0]] if h0 else []) + ([c0] if c0 else [])
+            # Whatever changes the call's work: its shapes, the input's strides, which
+            # layers start from a given state, the pointers' alignment (cuBLASLt's
+            # algorithm), the debug knobs.
+            key = (variant.key, S, B, batch_first, stacked, kind, x_view.strides, tuple(state),
+                   tuple(p % 256 for p in inputs), memory.poison, spin_ns)
+            found = self._programs.get(key)
+            if found is None or found[0] is not variant:
+                ops = call_program.Recorder(stream, (x_view.ptr, _extent(x_view)), self._constants)
+            elif found[1] is not None:
+                try:
+                    return found[1].run(inputs, stream, memory.take, lambda shape: _pointer_of(
+                        self._output(kind, x, False, shape, memory, stream)))
+                finally:
+                    memory.release()
         if stamps is not None:
             stamps.append(_Stamps(stream))
         try:
-            return self._forward(variant, x, kind, host, x_host, x_view, state, S, B, batch_first,
-                                 stream, memory, spin_ns, stacked, stamps[0] if stamps else None,
-                                 lengths)
+            result = self._forward(variant, x, kind, host, x_host, x_view, state, S, B, batch_first,
+                                   stream, memory, spin_ns, stacked, stamps[0] if stamps else None,
+                                   lengths, ops)
+            if isinstance(ops, call_program.Recorder):
+                try:
+                    program = ops.program(result)
+                except call_program.Unreplayable:
+                    program = None  # each call of this signature runs the forward
+                if len(self._programs) >= 256:
+                    self._programs = {}
+                self._programs[key] = (variant, program)
+            return result
         finally:
             memory.release()
+
+    def _output(self, kind: str, x, host: bool, shape: tuple[int, ...], memory: _CallMemory,
+                stream: int) -> tuple[Any, arrays.DeviceView]:
+        """An array the call returns: the caller's kind (a NumPy result is staged in the
+        call's memory, then copied back), filled with NaN bytes under the debug knob."""
+        dtype = self.model.dtype
+        nbytes = math.prod(shape) * DTYPES[dtype].itemsize
+        if host:
+            arr = memory.take(nbytes, poison=False)  # poisoned once, below
+        else:
+            arr = arrays.empty_like_kind(kind, x, shape, dtype, _device_allocation)
+        v = arrays.to_view(arr, shape, dtype)
+        if memory.poison:
+            driver.memset_async(v.ptr, 0xFF, nbytes, stream)
+        return arr, v
 
     def _workspace_layout(self, variant: Variant, S: int, B: int):
         """(offset of each part, total bytes, grid-persistent layers) of a call's workspace:
@@ -543,23 +618,15 @@ class CompiledModel:
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state, S: int,
                  B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int,
                  stacked: bool, stamps: _Stamps | None,
-                 lengths_given: "np.ndarray | arrays.DeviceView | None"):
+                 lengths_given: "np.ndarray | arrays.DeviceView | None", ops: call_program.Queue):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
         item = DTYPES[dtype].itemsize
 
         def make(shape_: tuple[int, ...]) -> tuple[Any, arrays.DeviceView]:
-            """An array the call returns: the caller's kind (a NumPy result is staged in the
-            call's memory, then copied back)."""
-            nbytes = math.prod(shape_) * item
-            if host:
-                arr = memory.take(nbytes, poison=False)  # poisoned once, below
-            else:
-                arr = arrays.empty_like_kind(kind, x, shape_, dtype, lambda n: cuda.mem_alloc(n))
-            v = arrays.to_view(arr, shape_, dtype)
-            if memory.poison:
-                driver.memset_async(v.ptr, 0xFF, nbytes, stream)
+            arr, v = self._output(kind, x, host, shape_, memory, stream)
+            ops.allocated(("make", shape_), v.ptr, math.prod(shape_) * item, arr)
             return arr, v
 
         if host:
@@ -574,9 +641,10 @@ class CompiledModel:
         # The call's workspace, one block.
         offsets, total, grid_layers = self._workspace_layout(variant, S, B)
         base = memory.take(total)
+        ops.allocated(("take", total, True), base, total)
         ws = {name: base + off for name, off in offsets.items()}
         if grid_layers:
-            driver.memset_async(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
+            ops.memset(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
         lengths = 0  # each row's length on the device (0: none)
         if isinstance(lengths_given, arrays.DeviceView):
             lengths = lengths_given.ptr
@@ -617,6 +685,10 @@ class CompiledModel:
         runs = []
         for index, l in enumerate(plan.layers):
             h0, c0 = self._initial_state(l, state.get(l.name), B, host, make)
+            if h0:  # the caller's arrays: a replay's inputs, in this order
+                ops.allocated(("input",), h0[0], B * l.out_size * item)
+            if c0:
+                ops.allocated(("input",), c0, B * l.hidden_size * item)
             c_arr = c_view = None
             if l.cell == "lstm":
                 c_arr, c_view = state_slot(c_all_view, l.name) if stacked else make((B, l.hidden_size))
@@ -633,19 +705,19 @@ class CompiledModel:
                 residual = residual.reversed(S) if residual else None
             runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view, lengths))
         if pipelined(plan):
-            self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps)
+            self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps, ops)
         for r in runs:
             l, y = r.layer, r.y
             if not pipelined(plan):
                 self._run_layer(variant, r, tensors, ws, S, B, stream, barrier_of.get(l.name, 0),
-                                spin_ns, stamps)
+                                spin_ns, stamps, ops)
             if stacked and h_all is None:  # an allocation the kernels need not wait for
                 h_all, h_all_view = make(h_shape)
             # A residual layer's h lives in a buffer that the next one reuses (sequential),
             # so h_n is copied right after the layer's launches.
             h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
-            driver.copy_rows(h_view.ptr, l.out_size * item, y.at(S - 1), y.stride_b * item,
-                             l.out_size * item, B, stream)
+            ops.copy_rows(h_view.ptr, l.out_size * item, y.at(S - 1), y.stride_b * item,
+                          l.out_size * item, B, stream)
             final_state[l.name] = (h_arr, r.c_arr) if l.cell == "lstm" else h_arr
         if stacked:
             final_state = (h_all, c_all) if lstm else h_all
@@ -660,11 +732,12 @@ class CompiledModel:
                 out = sequence(v)
                 k = variant.kernel_of(o.name, "merge")
                 args = launch.merge_arguments(out, [tensors[s.name] for s in o.sources], S, B)
-                self._launch(k, launch.merge_grid(k, S * B * o.size, self.target.sm_count), args, stream)
+                self._launch(ops, k, launch.merge_grid(k, S * B * o.size, self.target.sm_count), args,
+                             stream)
                 outputs.append(arr)
             if lengths:  # after the layers (and h_n's copies), which read the kept states
                 k = variant.kernel_of(o.name, "mask")
-                self._launch(k, launch.merge_grid(k, S * B * o.size, self.target.sm_count),
+                self._launch(ops, k, launch.merge_grid(k, S * B * o.size, self.target.sm_count),
                              launch.mask_arguments(out, S, B, o.size, lengths), stream)
 
         if host:
@@ -729,14 +802,14 @@ class CompiledModel:
     def _layer_weights(self, l) -> dict[str, int]:
         return self._device_weights[l.name]
 
-    def _launch(self, k: codegen.KernelSource, grid: tuple[int, int], args: dict[str, int],
-                stream: int, cooperative: bool = False) -> None:
-        self._functions[k.name].launch(launch.check_grid(k, grid), k.block, launch.arguments(k, args),
-                                       k.dynamic_shared, stream, cooperative)
+    def _launch(self, ops: call_program.Queue, k: codegen.KernelSource, grid: tuple[int, int],
+                args: dict[str, int], stream: int, cooperative: bool = False) -> None:
+        ops.launch(self._functions[k.name], launch.check_grid(k, grid), k.block, launch.arguments(k, args),
+                   k.dynamic_shared, stream, cooperative)
 
     def _run_pipelined(self, variant: Variant, runs: list[_LayerRun], tensors, ws, S: int, B: int,
                        stream: int, barrier_of: dict[str, int], spin_ns: int,
-                       stamps: _Stamps | None) -> None:
+                       stamps: _Stamps | None, ops: call_program.Queue) -> None:
         """The layers as the pipelined schedule says: each on its stream (the caller's or a
         side stream forked from it), chunk by chunk; chunk k of a layer waits for chunk k
         of the layers it reads on other streams (for the last chunk of those running the
@@ -745,7 +818,7 @@ class CompiledModel:
         chunk = min(schedule.chunk, S)
         chunks = -(-S // chunk)
         runners = {r.layer.name: self._layer_chunks(variant, r, tensors, ws, S, B,
-                                                    barrier_of.get(r.layer.name, 0), spin_ns, stamps)
+                                                    barrier_of.get(r.layer.name, 0), spin_ns, stamps, ops)
                    for r in runs}
         side = self._streams.side(stream, schedule.streams - 1)
         streams = [stream, *side]
@@ -793,10 +866,10 @@ class CompiledModel:
         return found
 
     def _run_layer(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, stream: int,
-                   barrier: int, spin_ns: int, stamps: _Stamps | None) -> None:
+                   barrier: int, spin_ns: int, stamps: _Stamps | None, ops: call_program.Queue) -> None:
         """Layer r.layer's projection and recurrence over the call, chunk by chunk: h into
         r.y, and for a residual layer h + input into ``r.residual.out``."""
-        run_chunk = self._layer_chunks(variant, r, tensors, ws, S, B, barrier, spin_ns, stamps)
+        run_chunk = self._layer_chunks(variant, r, tensors, ws, S, B, barrier, spin_ns, stamps, ops)
         for t0 in range(0, S, min(r.layer.unroll.value, S)):
             run_chunk(t0, stream)
 
@@ -813,7 +886,7 @@ class CompiledModel:
                 "would hang). Compile with persistence='none' or for this device (target='device').")
 
     def _layer_chunks(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, barrier: int,
-                      spin_ns: int, stamps: _Stamps | None):
+                      spin_ns: int, stamps: _Stamps | None, ops: call_program.Queue):
         """``run_chunk(t0, stream)``: queue layer r.layer's projection and recurrence of
         the chunk starting at step t0 on ``stream``; what does not change from chunk to
         chunk is worked out once, here (a pipelined call runs many chunks)."""
@@ -852,7 +925,7 @@ class CompiledModel:
             steps = min(steps_per_chunk, S - t0)
             start = stamps.mark(stream) if stamps else 0
             self._project(variant, l, tensors, launch.chunk_steps(t0, steps, S, l.reverse), steps, B,
-                          xproj, stream, weights, ws, library)
+                          xproj, stream, weights, ws, library, ops)
             xproj_at, strides = launch.recurrent_projection(
                 xproj, launch.projection_strides(l.layout.value, B, GH, steps * B), steps, l.reverse)
             if mode != "none":
@@ -860,7 +933,7 @@ class CompiledModel:
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
                     status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths)
-                self._launch(step_k, persistent_grid, args, stream, cooperative=mode == "grid")
+                self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
                 for j in range(steps):
                     t = t0 + j
@@ -869,14 +942,14 @@ class CompiledModel:
                         h_prev, h_sb = launch.previous_h(t, h0, y)
                         if h_prev:
                             product = step_product
-                            products[h_sb](weights["w_hh_t"], h_prev, product, 0, stream, library)
+                            ops.gemm(products[h_sb], weights["w_hh_t"], h_prev, product, 0, stream, library)
                     args = launch.step_arguments(
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                         xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
                         residual=residual, lengths=r.lengths, cell_output=cell_output)
-                    self._launch(step_k, step_grid, args, stream)
+                    self._launch(ops, step_k, step_grid, args, stream)
                     if h_projection is not None:  # h = r·W_hrᵀ into y[t]
-                        self._launch(h_projection, h_projection_grid, launch.h_projection_arguments(
+                        self._launch(ops, h_projection, h_projection_grid, launch.h_projection_arguments(
                             l, t=t, S=S, B=B, y=y, h0=h0, cell_output=cell_output,
                             weights=weights, lengths=r.lengths), stream)
             if stamps:
@@ -884,7 +957,8 @@ class CompiledModel:
         return run_chunk
 
     def _project(self, variant: Variant, l, tensors, t0: int, steps: int, B: int, xproj: int,
-                 stream: int, weights: dict[str, int], ws: dict[str, int], library: int) -> None:
+                 stream: int, weights: dict[str, int], ws: dict[str, int], library: int,
+                 ops: call_program.Queue) -> None:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
         kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias,
         after a merge kernel has summed a sum's sources into one (merge fusion "summed")."""
@@ -902,7 +976,7 @@ class CompiledModel:
                                   B * l.input_size, l.input_size)
                 k = variant.kernel_of(l.name, "merge")
                 args = launch.merge_arguments(summed, [v for _, _, v, _ in operands], steps, B, t0)
-                self._launch(k, launch.merge_grid(k, rows * l.input_size, self.target.sm_count),
+                self._launch(ops, k, launch.merge_grid(k, rows * l.input_size, self.target.sm_count),
                              args, stream)
                 operands = [(0, l.input_size, summed, summed.ptr)]
             for i, (column, K, v, ptr) in enumerate(operands):
@@ -913,12 +987,13 @@ class CompiledModel:
                     batches=1 if dense else steps, stride_b=0 if dense else v.stride_t,
                     stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0,
                     scratch=_scratch(variant.plan))
-                self._library.run(g, weights["w_ih"] + column * item, ptr, xproj,
-                                  weights.get("bias", 0) if g.bias else 0, stream, library)
+                a = weights["w_ih"] + column * item
+                ops.gemm(self._library.prepared_for(g, a, ptr, xproj), a, ptr, xproj,
+                         weights.get("bias", 0) if g.bias else 0, stream, library)
             return
         k = variant.kernel_of(l.name, "input_projection")
         args = launch.projection_arguments(l, t0=t0, rows=rows, B=B,
                                            sources=[tensors[s.name] for s in l.sources],
                                            xproj=xproj, weights=weights)
-        self._launch(k, launch.projection_grid(l, rows), args, stream)
+        self._launch(ops, k, launch.projection_grid(l, rows), args, stream)
 

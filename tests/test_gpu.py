@@ -62,11 +62,19 @@ def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, fo
     def to_dev(a):
         return torch.from_numpy(np.ascontiguousarray(a)).to("cuda", tdt)
 
+    def state_to_dev(st):
+        return st and {k: tuple(to_dev(p) for p in v) if isinstance(v, tuple) else to_dev(v)
+                       for k, v in st.items()}
+
     xd = to_dev(x.transpose(1, 0, 2) if batch_first else x)
-    sd = None
-    if state:
-        sd = {k: tuple(to_dev(p) for p in v) if isinstance(v, tuple) else to_dev(v)
-              for k, v in state.items()}
+    sd = state_to_dev(state)
+    if lengths is None:
+        # A first call of the same signature on other numbers, its results kept alive: the
+        # call compared below then replays it (runtime.CompiledModel._run), with its own
+        # input, states, outputs and workspace.
+        other = rng.uniform(-1, 1, xd.shape)
+        other_state = random_state(m.model, B, rng, dtype) if with_state else None
+        first = m(to_dev(other), state_to_dev(other_state), batch_first=batch_first)  # noqa: F841
     y, final = m(xd, sd, batch_first=batch_first, lengths=lengths)
     torch.cuda.synchronize()
     outs = y if isinstance(y, tuple) else (y,)
@@ -996,6 +1004,79 @@ def test_twins_run_the_plan_of_the_calls_shape(gpu, torch):
 def test_optimize_the_example_model_on_gpu(gpu, torch):
     import runpy
     runpy.run_path("examples/swap_into_model.py", run_name="__main__")  # asserts ≤ 1e-5 itself
+
+
+# ---- replayed calls (call_program.py) -----------------------------------------------------
+
+REPLAY_CASES = {
+    # (spec, S, B, compile options, batch_first, with initial states)
+    "grid fp16, cuBLASLt projection": (single("lstm", 256, 64, "float16"), 33, 8,
+                                       {"persistence": "grid", "gemm": "cublas"}, False, False),
+    "grid fp16 from states": (single("lstm", 256, 64, "float16"), 33, 8, {"persistence": "grid"}, False, True),
+    "cluster bf16": (single("gru", 96, 40, "bfloat16"), 40, 5, {"persistence": "cluster"}, False, False),
+    "per step, cuBLASLt products, from states": (single("lstm", 65, 19), 9, 3,
+                                                 {"persistence": "none", "gemm": "cublas"}, True, True),
+    "stacked sum and concat": (STACKED, 7, 5, {}, True, False),
+    "stacked from states": (STACKED, 7, 5, {}, False, True),
+    "bidirectional, residual, sequential": (bidirectional_spec("lstm", "float16"), 37, 5,
+                                            {"schedule": "sequential"}, False, False),
+    "projected LSTM": (projected_spec("float16", 65, 33), 17, 6, {"schedule": "sequential"}, False, True),
+}
+
+
+@pytest.mark.parametrize("case", list(REPLAY_CASES))
+def test_replayed_calls_equal_the_forward(gpu, torch, case):
+    """After a first call of a signature, later calls replay its recorded work with their
+    own input, initial states, outputs and workspace: bit for bit what the forward gives
+    on each of three inputs (so no replayed pointer is the first call's), the first call's
+    outputs kept alive throughout, and poisoned buffers refilled."""
+    spec, S, B, options, batch_first, with_state = REPLAY_CASES[case]
+    m = rnncc.compile(spec, target="device", seq_len=S, batch=B, seed=3, **options)
+    tdt = getattr(torch, m.model.dtype)
+    shape = (B, S, m.model.input_size) if batch_first else (S, B, m.model.input_size)
+    xs = [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(3)]
+    rng = np.random.default_rng(7)
+
+    def device_state():
+        given = random_state(m.model, B, rng, m.model.dtype)
+        return {k: tuple(torch.from_numpy(p).to("cuda", tdt) for p in v) if isinstance(v, tuple)
+                else torch.from_numpy(v).to("cuda", tdt) for k, v in given.items()}
+    states = [device_state() if with_state else None for _ in xs]
+
+    def flat(result):
+        y, final = result
+        leaves = list(y) if isinstance(y, tuple) else [y]
+        for v in final.values():
+            leaves += list(v) if isinstance(v, tuple) else [v]
+        return [t.clone() for t in leaves]
+
+    m.replay = False
+    want = [flat(m(x, st, batch_first=batch_first)) for x, st in zip(xs, states)]
+    m.replay = True
+    kept = m(xs[0], states[0], batch_first=batch_first)  # records
+    (_, program), = m._programs.values()
+    assert program is not None, "the call was not recorded as replayable"
+    got = [flat(m(x, st, batch_first=batch_first)) for x, st in zip(xs, states)]  # replays
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert all(torch.equal(a, b) for a, b in zip(g, w)), f"input {i}"
+    assert all(torch.equal(a, b) for a, b in zip(flat(kept), want[0]))
+
+
+def test_replay_after_new_weights_and_in_a_cuda_graph(gpu, torch):
+    """New weights (load_state_dict) drop the recorded calls; a replayed call captured in a
+    CUDA graph replays on fresh input as an eager call computes it."""
+    m = rnncc.compile(single("lstm", 128, 32, "float16"), target="device", seq_len=20, batch=4, seed=1)
+    x = torch.rand(20, 4, 32, device="cuda", dtype=torch.half)
+    m(x), m(x)
+    assert m._programs
+    m.load_state_dict({k: v * 0.5 for k, v in m.state_dict().items()})
+    assert not m._programs
+    m(x)  # recorded with the new weights
+    y, _ = m(x)  # replayed
+    want = reference.run(m.model, m.device_weights(), x.double().cpu().numpy())[0][0]
+    assert max_relative_error(y.float().cpu().numpy(), want) <= tolerance("float16")
+    replayed, eager, _ = replay_on_fresh_input(torch, m, x)
+    assert torch.equal(replayed, eager)
 
 
 # ---- streams and CUDA graphs -----------------------------------------------------------

@@ -1,0 +1,74 @@
+"""The host time of one replayed eager call (call_program.py), part by part: each step of
+CompiledModel._call and of the program's replay timed on the host (time.perf_counter
+around it; ~0.3 µs added a part), the GPU drained before each call, medians of 30 calls;
+then each primitive alone (torch.empty, a memset, a launch, a 2-D copy), the least of
+3 rounds of 2000. Needs a GPU, PyTorch and PyCUDA.
+
+    python3 benchmarks/call_host_parts.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import launch_timeline  # benchmarks/ is this script's directory
+
+import rnncc
+from rnncc import arrays, call_program, driver, runtime
+
+ROWS = [("lstm", 512, 8, 256), ("lstm", 1024, 64, 128)]
+PARTS = ((runtime.CompiledModel, "_call", "call"), (arrays, "kind_of", "kind_of"), (arrays, "view", "view"),
+         (runtime.CompiledModel, "variant", "variant"), (runtime.CompiledModel, "_load", "_load"),
+         (runtime.CompiledModel, "check_errors", "check_errors"), (arrays, "stream_of", "stream_of"),
+         (runtime._CallMemory, "__init__", "_CallMemory"), (call_program.CallProgram, "run", "program.run"),
+         (runtime._CallMemory, "take", "take"), (runtime.CompiledModel, "_output", "_output"),
+         (call_program.Queue, "gemm", "gemm"), (call_program.Queue, "launch", "launch"),
+         (call_program.Queue, "memset", "memset"), (call_program.Queue, "copy_rows", "copy_rows"),
+         (runtime._CallMemory, "release", "release"))
+
+
+def alone(fn, calls: int = 2000) -> float:
+    best = float("inf")
+    for _ in range(3):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    torch.cuda.synchronize()
+    return best
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    launch_timeline.TIMED = PARTS
+    for cell, H, B, S in ROWS:
+        module = torch.nn.LSTM(H, H).to("cuda", torch.half).eval()
+        model, weights = rnncc.from_torch(module)
+        with torch.no_grad():
+            compiled = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S)
+            x = torch.randn(S, B, H, device="cuda", dtype=torch.half)
+            compiled(x), compiled(x)
+            host, ordered = launch_timeline.host_operations(lambda: compiled(x))
+        print(f"== {cell} fp16 H={H} B={B} S={S}: host of the call {host:.1f} µs (parts timed)")
+        for key, start, took in ordered:
+            print(f"  {key:<22} starts at {start:7.1f} µs, takes {took:6.1f} µs")
+    ptr = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    dev = x.device
+    print("primitives alone, µs a call:")
+    for name, fn in (("torch.empty(4096, uint8, device)", lambda: torch.empty(4096, dtype=torch.uint8, device=dev)),
+                     ("torch.empty((256, 8, 512), half)", lambda: torch.empty((256, 8, 512), dtype=torch.half, device=dev)),
+                     ("x.new_empty((256, 8, 512))", lambda: x.new_empty((256, 8, 512))),
+                     ("x.device", lambda: x.device),
+                     ("driver.memset_async 64 B", lambda: driver.memset_async(ptr.data_ptr(), 0, 64, stream)),
+                     ("driver.copy_rows 8 × 1 KiB", lambda: driver.copy_rows(ptr.data_ptr(), 1024, ptr.data_ptr() + 65536,
+                                                                             2048, 1024, 8, stream)),
+                     ("os.environ.get", lambda: runtime.os.environ.get("RNNCC_DEBUG_POISON")),
+                     ("arrays.stream_of", lambda: arrays.stream_of(x, "torch"))):
+        print(f"  {name:<36} {alone(fn):6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""A call's device work, recorded once per call signature and replayed.
+
+With the GPU idle when an eager call starts (a call after a synchronisation, or the first
+of a model's calls in a step), the host time before its recurrent kernel is queued is
+time the GPU waits: ~100 µs of the forward's plan lookups, argument dictionaries and
+descriptor building, a fifth of LSTM fp16 H=512 B=8 S=256's whole call
+(benchmarks/results/eager-trace-h100-2026-11-25.txt). None of it depends on more than the
+call's signature (shapes, strides, pointer alignment, debug knobs), so it is done once:
+
+- The first call of a signature runs the forward through a :class:`Recorder`, which
+  queues each operation (launch, memset, 2-D copy, cuBLASLt GEMM) as :class:`Queue` does
+  and notes it, with every buffer the call takes (its workspace, its outputs) in order.
+- :meth:`Recorder.program` then writes each pointer as (buffer, byte offset): buffer 0 is
+  the input, the others the caller's initial states and the call's own. A pointer into
+  the model's memory (weights, status words) stays as it is; any other pointer, or two
+  buffers that overlap, make the call unreplayable.
+- :meth:`CallProgram.run` takes the same buffers in the same order (so outputs are new
+  tensors, poisoned under the debug knob as the forward poisons them) and queues the same
+  operations with the new pointers, on the new call's stream.
+
+The runtime keys programs by the signature and drops them when the weights move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import driver
+
+# How a buffer of a call is had again on replay: ("take", nbytes, poison), scratch of the
+# call's memory; ("make", shape), an array the call returns; ("input",), the caller's next
+# array after the input (an initial state).
+Allocation = tuple
+
+
+class Queue:
+    """Queues a call's device work at once: the operations a forward issues, in one place
+    so that a :class:`Recorder` can note them."""
+
+    def allocated(self, how: Allocation, ptr: int, nbytes: int, array: Any = None) -> None:
+        """A buffer the call took (``array``: the object returned to the caller, if any)."""
+
+    def launch(self, kernel: driver.Kernel, grid: tuple[int, int], block: tuple[int, int, int],
+               values: list[int], shared: int, stream: int, cooperative: bool) -> None:
+        kernel.launch(grid, block, values, shared, stream, cooperative)
+
+    def memset(self, ptr: int, byte: int, nbytes: int, stream: int) -> None:
+        driver.memset_async(ptr, byte, nbytes, stream)
+
+    def copy_rows(self, dst: int, dst_pitch: int, src: int, src_pitch: int, width: int,
+                  rows: int, stream: int) -> None:
+        driver.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, stream)
+
+    def gemm(self, run: Callable[..., None], a: int, b: int, d: int, bias: int, stream: int,
+             scratch: int) -> None:
+        """A prepared cuBLASLt GEMM (cublaslt.CublasLt.prepared's run)."""
+        run(a, b, d, bias, stream, scratch)
+
+
+DIRECT = Queue()  # stateless: queues and forgets
+
+
+class Unreplayable(Exception):
+    """A recorded call that a program cannot repeat (a pointer outside every known buffer,
+    work on another stream, a result that is not one of the call's arrays)."""
+
+
+class Recorder(Queue):
+    """Queues each operation by ``inner`` and notes it and every buffer of one call, on
+    ``stream``. ``input``: (pointer, bytes) of the call's input; ``constants``: (pointer,
+    bytes) of the model's memory, whose pointers a program keeps as they are."""
+
+    def __init__(self, stream: int, input: tuple[int, int], constants: list[tuple[int, int]],
+                 inner: Queue = DIRECT):
+        self._inner = inner
+        self._stream = stream
+        self._buffers: list[tuple[int, int]] = [input]
+        self._constants = constants
+        self._ops: list[tuple] = []
+        self._slot_of_array: dict[int, int] = {}
+        self._arrays: list[Any] = []  # kept, so that ids stay theirs until program()
+        self._why_not: str | None = None
+
+    def allocated(self, how: Allocation, ptr: int, nbytes: int, array: Any = None) -> None:
+        slot = len(self._buffers)
+        self._buffers.append((ptr, nbytes))
+        self._ops.append(("buffer", how, slot))
+        if array is not None:
+            self._slot_of_array[id(array)] = slot
+            self._arrays.append(array)
+
+    def _on(self, stream: int) -> None:
+        if stream != self._stream:
+            self._why_not = "work on a stream other than the call's"
+
+    def launch(self, kernel, grid, block, values, shared, stream, cooperative) -> None:
+        self._inner.launch(kernel, grid, block, values, shared, stream, cooperative)
+        self._on(stream)
+        self._ops.append(("launch", kernel, grid, block, list(values), shared, cooperative))
+
+    def memset(self, ptr, byte, nbytes, stream) -> None:
+        self._inner.memset(ptr, byte, nbytes, stream)
+        self._on(stream)
+        self._ops.append(("memset", ptr, byte, nbytes))
+
+    def copy_rows(self, dst, dst_pitch, src, src_pitch, width, rows, stream) -> None:
+        self._inner.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, stream)
+        self._on(stream)
+        self._ops.append(("copy_rows", dst, dst_pitch, src, src_pitch, width, rows))
+
+    def gemm(self, run, a, b, d, bias, stream, scratch) -> None:
+        self._inner.gemm(run, a, b, d, bias, stream, scratch)
+        self._on(stream)
+        self._ops.append(("gemm", run, a, b, d, bias, scratch))
+
+    def _pointer(self, ptr: int) -> tuple[int, int]:
+        """(buffer, offset) of a pointer, buffer −1 for a constant (0 or the model's)."""
+        if ptr == 0 or any(start <= ptr < start + n for start, n in self._constants):
+            return -1, ptr
+        for i, (start, n) in enumerate(self._buffers):
+            if start <= ptr < start + n:
+                return i, ptr - start
+        # One past a buffer's end (an empty part at a workspace's end); never dereferenced.
+        for i, (start, n) in enumerate(self._buffers):
+            if ptr == start + n:
+                return i, n
+        raise Unreplayable(f"pointer {ptr:#x} lies in none of the call's buffers")
+
+    def program(self, result: Any) -> "CallProgram":
+        """The recorded call as a program; raises :class:`Unreplayable`."""
+        if self._why_not:
+            raise Unreplayable(self._why_not)
+        spans = sorted(self._buffers)
+        if any(a[0] + a[1] > b[0] for a, b in zip(spans, spans[1:])):
+            # (one array given twice, say): a pointer would not say whose it is
+            raise Unreplayable("two of the call's buffers overlap")
+        steps: list[tuple] = []
+        for op in self._ops:
+            kind = op[0]
+            if kind == "buffer":
+                steps.append(op)
+            elif kind == "launch":
+                _, kernel, grid, block, values, shared, cooperative = op
+                patches = []
+                for i, k in enumerate(kernel.kinds):
+                    if k == "ptr":
+                        slot, offset = self._pointer(values[i])
+                        if slot >= 0:
+                            patches.append((i, slot, offset))
+                steps.append(("launch", kernel, grid, block, values, tuple(patches), shared, cooperative))
+            elif kind == "memset":
+                _, ptr, byte, nbytes = op
+                steps.append(("memset", self._pointer(ptr), byte, nbytes))
+            elif kind == "copy_rows":
+                _, dst, dst_pitch, src, src_pitch, width, rows = op
+                steps.append(("copy_rows", self._pointer(dst), dst_pitch, self._pointer(src),
+                              src_pitch, width, rows))
+            else:
+                _, run, *pointers = op
+                steps.append(("gemm", run, tuple(self._pointer(p) for p in pointers)))
+        return CallProgram(_late_arrays(steps), len(self._buffers), _template(result, self._slot_of_array))
+
+
+def _slots_read(step: tuple) -> set[int]:
+    """The buffers whose pointers a program step uses."""
+    kind = step[0]
+    if kind == "launch":
+        return {slot for _, slot, _ in step[5]}
+    if kind == "gemm":
+        return {slot for slot, _ in step[2]}
+    if kind == "memset":
+        return {step[1][0]}
+    if kind == "copy_rows":
+        return {step[1][0], step[3][0]}
+    return set()
+
+
+def _late_arrays(steps: list[tuple]) -> tuple[tuple, ...]:
+    """The steps with each returned array made right before the first step that uses it
+    (the rest in place): the forward makes its outputs before its first launch, and on a
+    replay that host time would hold back the projection, which needs none of them."""
+    arrays = [s for s in steps if s[0] == "buffer" and s[1][0] == "make"]
+    out = [s for s in steps if not (s[0] == "buffer" and s[1][0] == "make")]
+    for made in reversed(arrays):  # the later first, so that earlier ones land before them
+        slot = made[2]
+        first = next((i for i, s in enumerate(out) if slot in _slots_read(s)), len(out))
+        out.insert(first, made)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Array:
+    """In a program's result: the array made as buffer ``slot``."""
+
+    slot: int
+
+
+def _template(result: Any, slot_of_array: dict[int, int]) -> Any:
+    """``result`` with each array replaced by its :class:`_Array`."""
+    if result is None:
+        return None
+    if isinstance(result, tuple):
+        return tuple(_template(r, slot_of_array) for r in result)
+    if isinstance(result, dict):
+        return {k: _template(v, slot_of_array) for k, v in result.items()}
+    slot = slot_of_array.get(id(result))
+    if slot is None:
+        raise Unreplayable(f"a result ({type(result).__name__}) is not one of the call's arrays")
+    return _Array(slot)
+
+
+def _fill(template: Any, arrays: dict[int, Any]) -> Any:
+    if isinstance(template, _Array):
+        return arrays[template.slot]
+    if isinstance(template, dict):
+        return {k: _fill(v, arrays) for k, v in template.items()}
+    if isinstance(template, tuple):
+        return tuple(_fill(t, arrays) for t in template)
+    return template  # None
+
+
+@dataclass(frozen=True)
+class CallProgram:
+    """A recorded call: its steps with pointers as (buffer, offset) (buffer −1: as is)
+    and its result's structure."""
+
+    steps: tuple[tuple, ...]
+    buffers: int  # the input's and the call's
+    result: Any
+
+    def run(self, inputs: list[int], stream: int, take: Callable[[int, bool], int],
+            make: Callable[[tuple[int, ...]], tuple[Any, int]], queue: Queue = DIRECT) -> Any:
+        """Queue the call again by ``queue`` on ``stream`` for the caller's arrays at
+        ``inputs`` (the input, then each initial state in the forward's order): buffers
+        from ``take(nbytes, poison)`` (scratch) and ``make(shape)`` ((array, pointer)
+        returned to the caller); returns the result with the new arrays."""
+        base = [inputs[0]] + [0] * (self.buffers - 1)
+        given = iter(inputs[1:])
+        arrays: dict[int, Any] = {}
+
+        def at(p: tuple[int, int]) -> int:
+            return p[1] if p[0] < 0 else base[p[0]] + p[1]
+        for step in self.steps:
+            kind = step[0]
+            if kind == "launch":
+                _, kernel, grid, block, values, patches, shared, cooperative = step
+                if patches:
+                    values = values.copy()
+                    for i, slot, offset in patches:
+                        values[i] = base[slot] + offset
+                queue.launch(kernel, grid, block, values, shared, stream, cooperative)
+            elif kind == "buffer":
+                how, slot = step[1], step[2]
+                if how[0] == "take":
+                    base[slot] = take(how[1], how[2])
+                elif how[0] == "make":
+                    arrays[slot], base[slot] = make(how[1])
+                else:
+                    base[slot] = next(given)
+            elif kind == "gemm":
+                a, b, d, bias, scratch = (at(p) for p in step[2])
+                queue.gemm(step[1], a, b, d, bias, stream, scratch)
+            elif kind == "memset":
+                queue.memset(at(step[1]), step[2], step[3], stream)
+            else:
+                _, dst, dst_pitch, src, src_pitch, width, rows = step
+                queue.copy_rows(at(dst), dst_pitch, at(src), src_pitch, width, rows, stream)
+        return _fill(self.result, arrays)
