@@ -330,13 +330,12 @@ class TensorTile:
             # the registers, a warp 4 k-steps of fragments (32 lanes × 16 bytes) at a time.
             stage = self.m_tiles * min(self.k_steps(hidden, itemsize), 4) * 32 * 16
             return max(2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8, stage)
+        partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
         if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
             k64 = math.ceil(k / 64) * 64
-            return (self.m_tiles * MMA_M + self.batch_per_block) * k64 * itemsize + \
-                self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
+            return (self.m_tiles * MMA_M + self.batch_per_block) * k64 * itemsize + partial
         w = self.m_tiles * MMA_M * k * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
-        partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
         mbarriers = 2 * 8 if self.cluster else 0
         return w + h + partial + mbarriers
 

@@ -212,8 +212,8 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N_TILES][4]) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d[n][i]) :: "memory");
 }
-// Generic-proxy writes of shared memory (W_hh's load, stage_h) made visible to wgmma's
-// reads, which go through the async proxy.
+// Generic-proxy writes of shared memory (W_hh's load, stage_h, the cell's h) made visible
+// to wgmma's reads, which go through the async proxy.
 __device__ __forceinline__ void fence_h_for_wgmma() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // D += A·B for one k-step, both operands from shared memory.
 __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], unsigned long long a, unsigned long long b) {
@@ -228,7 +228,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 214016, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_25977301e1(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_2754f45357(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
