@@ -9,10 +9,9 @@ then each primitive alone (torch.empty, a memset, a launch, a 2-D copy), the lea
 
 from __future__ import annotations
 
-import time
-
 import torch
 import launch_timeline  # benchmarks/ is this script's directory
+from eager_trace import host_us
 
 import rnncc
 from rnncc import arrays, call_program, driver, runtime
@@ -26,18 +25,6 @@ PARTS = ((runtime.CompiledModel, "_call", "call"), (arrays, "kind_of", "kind_of"
          (call_program.Queue, "gemm", "gemm"), (call_program.Queue, "launch", "launch"),
          (call_program.Queue, "memset", "memset"), (call_program.Queue, "copy_rows", "copy_rows"),
          (runtime._CallMemory, "release", "release"))
-
-
-def alone(fn, calls: int = 2000) -> float:
-    best = float("inf")
-    for _ in range(3):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    torch.cuda.synchronize()
-    return best
 
 
 def main() -> None:
@@ -67,7 +54,7 @@ def main() -> None:
                                                                              2048, 1024, 8, stream)),
                      ("os.environ.get", lambda: runtime.os.environ.get("RNNCC_DEBUG_POISON")),
                      ("arrays.stream_of", lambda: arrays.stream_of(x, "torch"))):
-        print(f"  {name:<36} {alone(fn):6.2f}")
+        print(f"  {name:<36} {host_us(fn, 2000):6.2f}")
 
 
 if __name__ == "__main__":
