@@ -15,7 +15,7 @@ from collections import defaultdict
 import torch
 
 import rnncc
-from rnncc import cublaslt, driver, runtime
+from rnncc import call_program, driver, runtime
 from rnncc.timing import time_graph, time_interleaved
 
 ROWS = [("lstm", torch.float16, 1024, 8), ("lstm", torch.float16, 256, 8),
@@ -30,7 +30,7 @@ def _launch_label(args, kwargs) -> str:
 
 # (owner, attribute, label or label(args, kwargs)): the host operations of a call timed one
 # by one; "variant" marks where the call, past its checks, looks up its plan.
-TIMED = ((driver.Kernel, "launch", _launch_label), (cublaslt.CublasLt, "run", "cuBLASLt run"),
+TIMED = ((driver.Kernel, "launch", _launch_label), (call_program.Queue, "gemm", "cuBLASLt run"),
          (torch, "empty", "torch.empty"), (driver, "copy_rows", "copy_rows"),
          (driver, "memset_async", "memset"), (driver, "event_record", "event_record"),
          (driver, "stream_wait_event", "stream_wait_event"), (runtime.CompiledModel, "variant", "variant"))
