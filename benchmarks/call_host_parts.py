@@ -1,5 +1,5 @@
 """The host time of one replayed eager call (call_program.py), part by part: each step of
-CompiledModel._call and of the program's replay timed on the host (time.perf_counter
+CompiledModel.__call__ and of the program's replay timed on the host (time.perf_counter
 around it; ~0.3 µs added a part), the GPU drained before each call, medians of 30 calls;
 then each primitive alone (torch.empty, a memset, a launch, a 2-D copy), the least of
 3 rounds of 2000. Needs a GPU, PyTorch and PyCUDA.
@@ -17,14 +17,15 @@ import rnncc
 from rnncc import arrays, call_program, driver, runtime
 
 ROWS = [("lstm", 512, 8, 256), ("lstm", 1024, 64, 128)]
-PARTS = ((runtime.CompiledModel, "_call", "call"), (arrays, "kind_of", "kind_of"), (arrays, "view", "view"),
+PARTS = ((runtime.CompiledModel, "__call__", "call"), (runtime.CompiledModel, "_replayed", "_replayed"),
+         (runtime.CompiledModel, "_call", "_call"), (arrays, "kind_of", "kind_of"), (arrays, "view", "view"),
          (runtime.CompiledModel, "variant", "variant"), (runtime.CompiledModel, "_load", "_load"),
          (runtime.CompiledModel, "check_errors", "check_errors"), (arrays, "stream_of", "stream_of"),
          (runtime._CallMemory, "__init__", "_CallMemory"), (call_program.CallProgram, "run", "program.run"),
          (runtime._CallMemory, "take", "take"), (runtime.CompiledModel, "_output", "_output"),
          (call_program.Queue, "gemm", "gemm"), (call_program.Queue, "launch", "launch"),
          (call_program.Queue, "memset", "memset"), (call_program.Queue, "copy_rows", "copy_rows"),
-         (runtime._CallMemory, "release", "release"))
+         (runtime._CallMemory, "release", "release"), (torch, "empty", "torch.empty"))
 
 
 def main() -> None:
@@ -55,6 +56,28 @@ def main() -> None:
                      ("os.environ.get", lambda: runtime.os.environ.get("RNNCC_DEBUG_POISON")),
                      ("arrays.stream_of", lambda: arrays.stream_of(x, "torch"))):
         print(f"  {name:<36} {host_us(fn, 2000):6.2f}")
+    # The projection GEMM of the first row (LSTM H=512 B=8 S=256): rnncc's prepared run,
+    # then the bare library call with every argument made beforehand (what a call costs
+    # without Python around it, but for ctypes' own conversion of 16 arguments).
+    import ctypes
+    from rnncc import cublaslt
+    H, B, S = 512, 8, 256
+    lib = cublaslt.CublasLt()
+    g = cublaslt.Matmul("float16", "tensor", 4 * H, S * B, H, True, H, H, 4 * H, bias=True)
+    w, xs = (torch.randn(n, H, device="cuda", dtype=torch.half) for n in (4 * H, S * B))
+    out = torch.empty(S * B, 4 * H, device="cuda")
+    bias = torch.zeros(4 * H, device="cuda")
+    scratch = torch.empty(g.scratch, dtype=torch.uint8, device="cuda")
+    run = lib.prepared(g, 256, 256, 256)
+    args = (w.data_ptr(), xs.data_ptr(), out.data_ptr(), bias.data_ptr(), stream, scratch.data_ptr())
+    run(*args)
+    desc, la, lb, ld, algo = lib._plan(g, (256, 256, 256, 256))
+    p = ctypes.c_void_p
+    raw = (lib._handle, desc, ctypes.byref(lib._one), p(args[0]), la, p(args[1]), lb, ctypes.byref(lib._zero),
+           p(args[2]), ld, p(args[2]), ld, algo, p(args[5]), ctypes.c_size_t(g.scratch), p(stream))
+    matmul = lib._lib.cublasLtMatmul
+    print(f"  {'cuBLASLt prepared run, 2048×2048×512':<36} {host_us(lambda: run(*args), 300):6.2f}")
+    print(f"  {'cublasLtMatmul, arguments prebuilt':<36} {host_us(lambda: matmul(*raw), 300):6.2f}")
 
 
 if __name__ == "__main__":

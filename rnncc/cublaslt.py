@@ -230,7 +230,3 @@ class CublasLt:
     def prepared_for(self, g: Matmul, a: int, b: int, d: int) -> Callable[..., None]:
         """:meth:`prepared`'s run for pointers a, b and d (their alignments)."""
         return self.prepared(g, alignment(a), alignment(b), alignment(d))
-
-    def run(self, g: Matmul, a: int, b: int, d: int, bias: int, stream: int, workspace: int) -> None:
-        """One GEMM queued on ``stream`` now, for these pointers."""
-        self.prepared_for(g, a, b, d)(a, b, d, bias, stream, workspace)

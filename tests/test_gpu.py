@@ -1054,12 +1054,40 @@ def test_replayed_calls_equal_the_forward(gpu, torch, case):
     want = [flat(m(x, st, batch_first=batch_first)) for x, st in zip(xs, states)]
     m.replay = True
     kept = m(xs[0], states[0], batch_first=batch_first)  # records
-    (_, program), = m._programs.values()
-    assert program is not None, "the call was not recorded as replayable"
+    # One program; a call without states also keyed from the tensor alone (_replayed).
+    assert len(m._programs) == (1 if with_state else 2)
+    programs = {id(entry[1]): entry[1] for entry in m._programs.values()}
+    assert len(programs) == 1 and None not in programs.values(), "the call was not recorded as replayable"
     got = [flat(m(x, st, batch_first=batch_first)) for x, st in zip(xs, states)]  # replays
     for i, (g, w) in enumerate(zip(got, want)):
         assert all(torch.equal(a, b) for a, b in zip(g, w)), f"input {i}"
     assert all(torch.equal(a, b) for a, b in zip(flat(kept), want[0]))
+
+
+def test_replay_from_the_tensor_still_checks(gpu, torch):
+    """A call replayed from its tensor's signature alone (shape, strides, dtype, device,
+    alignment) skips __call__'s checks: a tensor that differs in any of them goes the
+    long way, where a bad one is refused and a good one gets its own program."""
+    from rnncc.errors import RuntimeCheckError
+
+    m = rnncc.compile(single("gru", 64, 32, "float16"), target="device", seq_len=12, batch=3, seed=2)
+    x = torch.rand(12, 3, 32, device="cuda", dtype=torch.half)
+    y0, _ = m(x)
+    y1, _ = m(x)  # replayed from the tensor
+    assert torch.equal(y0, y1)
+    with pytest.raises(RuntimeCheckError, match="dtype"):
+        m(x.float())
+    with pytest.raises(RuntimeCheckError, match="contiguous"):
+        m(torch.rand(12, 3, 64, device="cuda", dtype=torch.half)[:, :, ::2])
+    rows = torch.rand(12, 6, 32, device="cuda", dtype=torch.half)[:, ::2]  # other strides
+    block = torch.rand(12 * 3 * 32 + 1, device="cuda", dtype=torch.half)
+    shifted = block[1:].view(12, 3, 32)  # 2 bytes past an allocation's start
+    for other in (rows, shifted, x.cpu()):
+        for _ in range(2):  # recorded, then replayed
+            got, _ = m(other)
+            want, _ = m(other.contiguous().cuda())
+            assert max_relative_error(got.float().cpu().numpy(), want.float().cpu().numpy()) \
+                <= tolerance("float16")
 
 
 def test_replay_after_new_weights_and_in_a_cuda_graph(gpu, torch):
