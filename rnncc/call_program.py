@@ -16,7 +16,10 @@ call's signature (shapes, strides, pointer alignment, debug knobs), so it is don
   buffers that overlap, make the call unreplayable.
 - :meth:`CallProgram.run` takes the same buffers in the same order (so outputs are new
   tensors, poisoned under the debug knob as the forward poisons them) and queues the same
-  operations with the new pointers, on the new call's stream.
+  operations with the new pointers, on the new call's stream. A pipelined call's work on
+  side streams, and the events between them, are noted by their index among the call's
+  streams and events; a replay runs on the side streams of its own caller's stream, with
+  events taken for it.
 
 The runtime keys programs by the signature and drops them when the weights move.
 """
@@ -57,13 +60,23 @@ class Queue:
         """A prepared cuBLASLt GEMM (cublaslt.CublasLt.prepared's run)."""
         run(a, b, d, bias, stream, scratch)
 
+    def forked(self, side: list[int], events: list[int]) -> None:
+        """The side streams and events a call uses besides its own stream (a pipelined
+        call's), taken for it before any of its work on them."""
+
+    def record(self, event: int, stream: int) -> None:
+        driver.event_record(event, stream)
+
+    def wait(self, stream: int, event: int) -> None:
+        driver.stream_wait_event(stream, event)
 
 DIRECT = Queue()  # stateless: queues and forgets
 
 
 class Unreplayable(Exception):
     """A recorded call that a program cannot repeat (a pointer outside every known buffer,
-    work on another stream, a result that is not one of the call's arrays)."""
+    work on a stream or event the call was not given, a result that is not one of the
+    call's arrays)."""
 
 
 class Recorder(Queue):
@@ -74,7 +87,8 @@ class Recorder(Queue):
     def __init__(self, stream: int, input: tuple[int, int], constants: list[tuple[int, int]],
                  inner: Queue = DIRECT):
         self._inner = inner
-        self._stream = stream
+        self._streams = [stream]  # the call's, then its side streams (forked)
+        self._events: list[int] = []
         self._buffers: list[tuple[int, int]] = [input]
         self._constants = constants
         self._ops: list[tuple] = []
@@ -90,29 +104,47 @@ class Recorder(Queue):
             self._slot_of_array[id(array)] = slot
             self._arrays.append(array)
 
-    def _on(self, stream: int) -> None:
-        if stream != self._stream:
-            self._why_not = "work on a stream other than the call's"
+    def _on(self, stream: int) -> int:
+        """The index of ``stream`` among the call's (0: its own)."""
+        if stream in self._streams:
+            return self._streams.index(stream)
+        self._why_not = "work on a stream the call did not fork"
+        return 0
+
+    def _event(self, event: int) -> int:
+        if event in self._events:
+            return self._events.index(event)
+        self._why_not = "an event the call was not given"
+        return 0
 
     def launch(self, kernel, grid, block, values, shared, stream, cooperative) -> None:
         self._inner.launch(kernel, grid, block, values, shared, stream, cooperative)
-        self._on(stream)
-        self._ops.append(("launch", kernel, grid, block, list(values), shared, cooperative))
+        self._ops.append(("launch", self._on(stream), kernel, grid, block, list(values), shared,
+                          cooperative))
 
     def memset(self, ptr, byte, nbytes, stream) -> None:
         self._inner.memset(ptr, byte, nbytes, stream)
-        self._on(stream)
-        self._ops.append(("memset", ptr, byte, nbytes))
+        self._ops.append(("memset", self._on(stream), ptr, byte, nbytes))
 
     def copy_rows(self, dst, dst_pitch, src, src_pitch, width, rows, stream) -> None:
         self._inner.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, stream)
-        self._on(stream)
-        self._ops.append(("copy_rows", dst, dst_pitch, src, src_pitch, width, rows))
+        self._ops.append(("copy_rows", self._on(stream), dst, dst_pitch, src, src_pitch, width, rows))
 
     def gemm(self, run, a, b, d, bias, stream, scratch) -> None:
         self._inner.gemm(run, a, b, d, bias, stream, scratch)
-        self._on(stream)
-        self._ops.append(("gemm", run, a, b, d, bias, scratch))
+        self._ops.append(("gemm", self._on(stream), run, a, b, d, bias, scratch))
+
+    def forked(self, side, events) -> None:
+        self._streams += side
+        self._events += events
+
+    def record(self, event, stream) -> None:
+        self._inner.record(event, stream)
+        self._ops.append(("record", self._on(stream), self._event(event)))
+
+    def wait(self, stream, event) -> None:
+        self._inner.wait(stream, event)
+        self._ops.append(("wait", self._on(stream), self._event(event)))
 
     def _pointer(self, ptr: int) -> tuple[int, int]:
         """(buffer, offset) of a pointer, buffer −1 for a constant (0 or the model's)."""
@@ -135,51 +167,59 @@ class Recorder(Queue):
         if any(a[0] + a[1] > b[0] for a, b in zip(spans, spans[1:])):
             # (one array given twice, say): a pointer would not say whose it is
             raise Unreplayable("two of the call's buffers overlap")
+        # Each step: (kind, the index of its stream among the call's, what it needs).
         steps: list[tuple] = []
         for op in self._ops:
             kind = op[0]
-            if kind == "buffer":
+            if kind in ("buffer", "record", "wait"):
                 steps.append(op)
             elif kind == "launch":
-                _, kernel, grid, block, values, shared, cooperative = op
+                _, on, kernel, grid, block, values, shared, cooperative = op
                 patches = []
                 for i, k in enumerate(kernel.kinds):
                     if k == "ptr":
                         slot, offset = self._pointer(values[i])
                         if slot >= 0:
                             patches.append((i, slot, offset))
-                steps.append(("launch", kernel, grid, block, values, tuple(patches), shared, cooperative))
+                steps.append(("launch", on, kernel, grid, block, values, tuple(patches), shared,
+                              cooperative))
             elif kind == "memset":
-                _, ptr, byte, nbytes = op
-                steps.append(("memset", self._pointer(ptr), byte, nbytes))
+                _, on, ptr, byte, nbytes = op
+                steps.append(("memset", on, self._pointer(ptr), byte, nbytes))
             elif kind == "copy_rows":
-                _, dst, dst_pitch, src, src_pitch, width, rows = op
-                steps.append(("copy_rows", self._pointer(dst), dst_pitch, self._pointer(src),
+                _, on, dst, dst_pitch, src, src_pitch, width, rows = op
+                steps.append(("copy_rows", on, self._pointer(dst), dst_pitch, self._pointer(src),
                               src_pitch, width, rows))
             else:
-                _, run, *pointers = op
-                steps.append(("gemm", run, tuple(self._pointer(p) for p in pointers)))
-        return CallProgram(_late_arrays(steps), len(self._buffers), _template(result, self._slot_of_array))
+                _, on, run, *pointers = op
+                steps.append(("gemm", on, run, tuple(self._pointer(p) for p in pointers)))
+        return CallProgram(_late_arrays(steps), len(self._buffers), len(self._streams) - 1,
+                           len(self._events), _template(result, self._slot_of_array))
 
 
 def _slots_read(step: tuple) -> set[int]:
     """The buffers whose pointers a program step uses."""
     kind = step[0]
     if kind == "launch":
-        return {slot for _, slot, _ in step[5]}
+        return {slot for _, slot, _ in step[6]}
     if kind == "gemm":
-        return {slot for slot, _ in step[2]}
+        return {slot for slot, _ in step[3]}
     if kind == "memset":
-        return {step[1][0]}
+        return {step[2][0]}
     if kind == "copy_rows":
-        return {step[1][0], step[3][0]}
+        return {step[2][0], step[4][0]}
     return set()
 
 
 def _late_arrays(steps: list[tuple]) -> tuple[tuple, ...]:
     """The steps with each returned array made right before the first step that uses it
     (the rest in place): the forward makes its outputs before its first launch, and on a
-    replay that host time would hold back the projection, which needs none of them."""
+    replay that host time would hold back the projection, which needs none of them.
+    A call on several streams keeps the forward's order: an array made after the fork is
+    poisoned (under the debug knob) on the call's stream, unordered with side-stream work
+    that writes it."""
+    if any(s[0] == "record" for s in steps):
+        return tuple(steps)
     arrays = [s for s in steps if s[0] == "buffer" and s[1][0] == "make"]
     out = [s for s in steps if not (s[0] == "buffer" and s[1][0] == "make")]
     for made in reversed(arrays):  # the later first, so that earlier ones land before them
@@ -222,19 +262,24 @@ def _fill(template: Any, arrays: dict[int, Any]) -> Any:
 
 @dataclass(frozen=True)
 class CallProgram:
-    """A recorded call: its steps with pointers as (buffer, offset) (buffer −1: as is)
-    and its result's structure."""
+    """A recorded call: its steps with pointers as (buffer, offset) (buffer −1: as is),
+    streams and events as their index among the call's, and its result's structure."""
 
     steps: tuple[tuple, ...]
     buffers: int  # the input's and the call's
+    side_streams: int  # streams besides the call's own (a pipelined call's)
+    events: int
     result: Any
 
-    def run(self, inputs: list[int], stream: int, take: Callable[[int, bool], int],
-            make: Callable[[tuple[int, ...]], tuple[Any, int]], queue: Queue = DIRECT) -> Any:
-        """Queue the call again by ``queue`` on ``stream`` for the caller's arrays at
-        ``inputs`` (the input, then each initial state in the forward's order): buffers
-        from ``take(nbytes, poison)`` (scratch) and ``make(shape)`` ((array, pointer)
-        returned to the caller); returns the result with the new arrays."""
+    def run(self, inputs: list[int], streams: list[int], events: list[int],
+            take: Callable[[int, bool], int], make: Callable[[tuple[int, ...]], tuple[Any, int]],
+            queue: Queue = DIRECT) -> Any:
+        """Queue the call again by ``queue`` for the caller's arrays at ``inputs`` (the
+        input, then each initial state in the forward's order) on ``streams`` (the
+        caller's, then side_streams forked from it) with ``events`` (that many, the
+        call's alone until it returns): buffers from ``take(nbytes, poison)`` (scratch)
+        and ``make(shape)`` ((array, pointer) returned to the caller); returns the result
+        with the new arrays."""
         base = [inputs[0]] + [0] * (self.buffers - 1)
         given = iter(inputs[1:])
         arrays: dict[int, Any] = {}
@@ -243,14 +288,7 @@ class CallProgram:
             return p[1] if p[0] < 0 else base[p[0]] + p[1]
         for step in self.steps:
             kind = step[0]
-            if kind == "launch":
-                _, kernel, grid, block, values, patches, shared, cooperative = step
-                if patches:
-                    values = values.copy()
-                    for i, slot, offset in patches:
-                        values[i] = base[slot] + offset
-                queue.launch(kernel, grid, block, values, shared, stream, cooperative)
-            elif kind == "buffer":
+            if kind == "buffer":
                 how, slot = step[1], step[2]
                 if how[0] == "take":
                     base[slot] = take(how[1], how[2])
@@ -258,12 +296,25 @@ class CallProgram:
                     arrays[slot], base[slot] = make(how[1])
                 else:
                     base[slot] = next(given)
+                continue
+            stream = streams[step[1]]
+            if kind == "launch":
+                _, _, kernel, grid, block, values, patches, shared, cooperative = step
+                if patches:
+                    values = values.copy()
+                    for i, slot, offset in patches:
+                        values[i] = base[slot] + offset
+                queue.launch(kernel, grid, block, values, shared, stream, cooperative)
             elif kind == "gemm":
-                a, b, d, bias, scratch = (at(p) for p in step[2])
-                queue.gemm(step[1], a, b, d, bias, stream, scratch)
+                a, b, d, bias, scratch = (at(p) for p in step[3])
+                queue.gemm(step[2], a, b, d, bias, stream, scratch)
+            elif kind == "record":
+                queue.record(events[step[2]], stream)
+            elif kind == "wait":
+                queue.wait(stream, events[step[2]])
             elif kind == "memset":
-                queue.memset(at(step[1]), step[2], step[3], stream)
+                queue.memset(at(step[2]), step[3], step[4], stream)
             else:
-                _, dst, dst_pitch, src, src_pitch, width, rows = step
+                _, _, dst, dst_pitch, src, src_pitch, width, rows = step
                 queue.copy_rows(at(dst), dst_pitch, at(src), src_pitch, width, rows, stream)
         return _fill(self.result, arrays)

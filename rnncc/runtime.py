@@ -138,6 +138,18 @@ class _CallMemory:
 
 
 @dataclass(frozen=True)
+class _Recorded:
+    """A call signature's recorded call (see CompiledModel._run): the variant it ran, its
+    program, or None and why it cannot be replayed (each call of it runs the forward),
+    and whether its buffers are poisoned (the debug knob, part of the signature)."""
+
+    variant: Variant
+    program: call_program.CallProgram | None
+    why_not: str
+    poison: bool
+
+
+@dataclass(frozen=True)
 class _LayerRun:
     """What one layer of a call reads and writes besides its weights."""
 
@@ -233,8 +245,8 @@ class CompiledModel:
         # (same work and results; for measuring what replaying saves).
         self.replay = True
         # Each program is also keyed from a PyTorch tensor alone where the call has no
-        # states (_replay_key): (variant, program, poison).
-        self._programs: dict[tuple, tuple] = {}
+        # states (_replay_key).
+        self._programs: dict[tuple, _Recorded] = {}
         self._replay_type: type | None = None  # torch.Tensor, once a call on one was recorded
         self._constants: list[tuple[int, int]] = []  # (pointer, bytes) of the model's memory
         self._position = {l.name: i for i, l in enumerate(model.layers)}  # in stacked states
@@ -555,11 +567,21 @@ class CompiledModel:
         driver.device_context(0).make_current()  # as _load does first
         self.check_errors()
         stream = arrays.stream_of(x, "torch")
-        memory = _CallMemory(x.device, stream, found[2])
+        memory = _CallMemory(x.device, stream, found.poison)
+        return self._replay(found.program, [x.data_ptr()], stream, memory,
+                            self._replay_outputs(x, memory, stream))
+
+    def _replay(self, program: call_program.CallProgram, inputs: list[int], stream: int,
+                memory: _CallMemory, make) -> Any:
+        """A recorded call run again on ``stream`` (and side streams forked from it, with
+        events of its own, where the call is pipelined)."""
+        side = self._streams.side(stream, program.side_streams) if program.side_streams else []
+        events = self._streams.take(program.events) if program.events else []
         try:
-            return found[1].run([x.data_ptr()], stream, memory.take,
-                                self._replay_outputs(x, memory, stream))
+            return program.run(inputs, [stream, *side], events, memory.take, make)
         finally:
+            if events:
+                self._streams.give_back(events)
             memory.release()
 
     @staticmethod
@@ -582,8 +604,7 @@ class CompiledModel:
              lengths: "np.ndarray | arrays.DeviceView | None" = None):
         """A checked call: its plan, memory and debug knobs, then the forward, or the
         program recorded from the first call of the same signature (call_program.py): a
-        call on device arrays without lengths or timing events, of a model whose layers
-        run one after another."""
+        call on device arrays without lengths or timing events."""
         variant = self.variant(S, B, lengths is not None)
         self._load(variant)
         self.check_errors()
@@ -598,8 +619,7 @@ class CompiledModel:
         # Device arrays' initial states, checked once here for the key and the forward.
         initial = {} if host else {l.name: self._initial_state(l, state.get(l.name), B, False, None)
                                    for l in variant.plan.layers if state}
-        if self.replay and not (host or stamps is not None or lengths is not None
-                                or pipelined(variant.plan)):
+        if self.replay and not (host or stamps is not None or lengths is not None):
             inputs = [x_view.ptr]  # and the initial states', in the order the forward takes them
             for h0, c0 in initial.values():
                 inputs += ([h0[0]] if h0 else []) + ([c0] if c0 else [])
@@ -609,15 +629,12 @@ class CompiledModel:
             key = (variant.key, S, B, batch_first, stacked, kind, x_view.strides, tuple(state),
                    tuple(p % 256 for p in inputs), memory.poison, spin_ns)
             found = self._programs.get(key)
-            if found is None or found[0] is not variant:
+            if found is None or found.variant is not variant:
                 ops = call_program.Recorder(stream, (x_view.ptr, _extent(x_view)), self._constants)
-            elif found[1] is not None:
+            elif found.program is not None:
                 make = self._replay_outputs(x, memory, stream) if kind == "torch" else \
                     lambda shape: _pointer_of(self._output(kind, x, False, shape, memory, stream))
-                try:
-                    return found[1].run(inputs, stream, memory.take, make)
-                finally:
-                    memory.release()
+                return self._replay(found.program, inputs, stream, memory, make)
         if stamps is not None:
             stamps.append(_Stamps(stream))
         try:
@@ -626,17 +643,16 @@ class CompiledModel:
                                    stamps[0] if stamps else None, lengths, ops)
             if isinstance(ops, call_program.Recorder):
                 try:
-                    program = ops.program(result)
-                except call_program.Unreplayable:
-                    program = None  # each call of this signature runs the forward
+                    recorded = _Recorded(variant, ops.program(result), "", memory.poison)
+                except call_program.Unreplayable as exc:  # each call of it runs the forward
+                    recorded = _Recorded(variant, None, str(exc), memory.poison)
                 if len(self._programs) >= 256:
                     self._programs = {}
-                self._programs[key] = (variant, program)
-                if program is not None and kind == "torch" and not state:
+                self._programs[key] = recorded
+                if recorded.program is not None and kind == "torch" and not state:
                     # The same program under the key that __call__ and run_torch look up
                     # first (_replayed), from the tensor alone.
-                    self._programs[self._replay_key(x, batch_first, stacked, env)] = \
-                        (variant, program, memory.poison)
+                    self._programs[self._replay_key(x, batch_first, stacked, env)] = recorded
                     self._replay_type = type(x)
             return result
         finally:
@@ -889,25 +905,26 @@ class CompiledModel:
         streams = [stream, *side]
         queue, awaited = self._queue(variant, chunks)
         events = self._streams.take(1 + len(awaited) + len(side))
+        ops.forked(side, events)
         try:
             fork, *rest = events
             free = iter(rest)
-            driver.event_record(fork, stream)
+            ops.record(fork, stream)
             for s in side:
-                driver.stream_wait_event(s, fork)
+                ops.wait(s, fork)
             done: dict[tuple[str, int], int] = {}
             for name, k, on_stream, waits in queue:
                 on = streams[on_stream]
                 for task in waits:
-                    driver.stream_wait_event(on, done[task])
+                    ops.wait(on, done[task])
                 runners[name](k * chunk, on)
                 if (name, k) in awaited:
                     done[(name, k)] = event = next(free)
-                    driver.event_record(event, on)
+                    ops.record(event, on)
             for s in side:
                 event = next(free)
-                driver.event_record(event, s)
-                driver.stream_wait_event(stream, event)
+                ops.record(event, s)
+                ops.wait(stream, event)
         finally:
             self._streams.give_back(events)
 

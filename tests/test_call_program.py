@@ -33,6 +33,12 @@ class Listed(Queue):
     def gemm(self, run, a, b, d, bias, stream, scratch):
         self.done.append(("gemm", run, a, b, d, bias, scratch, stream))
 
+    def record(self, event, stream):
+        self.done.append(("record", event, stream))
+
+    def wait(self, stream, event):
+        self.done.append(("wait", stream, event))
+
 
 def record(stream=STREAM, result=None, extra_pointer=None):
     """A call as the runtime issues one: its workspace, an output, a memset, a launch, a
@@ -65,7 +71,7 @@ def test_replay_puts_each_pointer_in_the_new_buffers():
         replayed.done.append(("make", shape))
         return new_y, 0x70_0000
 
-    result = program.run([0x50_0000], 11, take, make, queue=replayed)
+    result = program.run([0x50_0000], [11], [], take, make, queue=replayed)
     assert result == (new_y, {"l0": (new_y, None)})
     assert replayed.done == [
         ("take", 1024, True),
@@ -86,7 +92,7 @@ def test_a_pointer_outside_every_buffer_is_not_replayed():
 
 def test_work_on_another_stream_is_not_replayed():
     r, y, _ = record(stream=STREAM + 1)
-    with pytest.raises(Unreplayable, match="stream other than the call"):
+    with pytest.raises(Unreplayable, match="stream the call did not fork"):
         r.program(y)
 
 
@@ -103,7 +109,7 @@ def test_initial_states_are_inputs_taken_in_order():
     r.allocated(("input",), 0x12_0000, 64)  # c0
     r.launch(KERNEL, (1, 1), (32, 1, 1), [X, 1, 0x12_0000 + 8, 0x11_0000, 0], 0, STREAM, False)
     replayed = Listed()
-    r.program(None).run([0x50_0000, 0x51_0000, 0x52_0000], 3, None, None, queue=replayed)
+    r.program(None).run([0x50_0000, 0x51_0000, 0x52_0000], [3], [], None, None, queue=replayed)
     assert replayed.done == [("launch", (1, 1), [0x50_0000, 1, 0x52_0008, 0x51_0000, 0], 3, False)]
 
 
@@ -111,4 +117,41 @@ def test_buffers_that_overlap_are_not_replayed():
     r = Recorder(STREAM, (X, 4096), [], inner=Listed())
     r.allocated(("input",), X + 1024, 64)  # a state inside the input
     with pytest.raises(Unreplayable, match="overlap"):
+        r.program(None)
+
+
+def test_a_pipelined_call_replays_on_its_callers_side_streams_with_new_events():
+    """Side streams and events are noted by their index among the call's: a replay runs
+    on the streams and events it is given (the side streams of its own caller's stream).
+    Its arrays are made where the forward made them, before the fork (made after it,
+    their poisoning on the call's stream would race the side streams' writes)."""
+    listed = Listed()
+    r = Recorder(STREAM, (X, 4096), [], inner=listed)
+    y = object()
+    r.allocated(("make", (3, 4)), Y, 24, y)
+    side, events = [21, 22], [31, 32, 33]
+    r.forked(side, events)
+    r.record(31, STREAM)
+    r.wait(22, 31)
+    r.launch(KERNEL, (1, 1), (32, 1, 1), [X, 1, Y, 0, 0], 0, 22, False)
+    r.record(33, 22)
+    r.wait(STREAM, 33)
+    program = r.program(y)
+    assert (program.side_streams, program.events) == (2, 3)
+    replayed = Listed()
+
+    def make(shape):
+        replayed.done.append(("make", shape))
+        return "new y", 0x70_0000
+    assert program.run([0x50_0000], [3, 41, 42], [51, 52, 53], None, make, queue=replayed) == "new y"
+    assert replayed.done == [("make", (3, 4)), ("record", 51, 3), ("wait", 42, 51),
+                             ("launch", (1, 1), [0x50_0000, 1, 0x70_0000, 0, 0], 42, False),
+                             ("record", 53, 42), ("wait", 3, 53)]
+
+
+def test_an_event_the_call_was_not_given_is_not_replayed():
+    r = Recorder(STREAM, (X, 4096), [], inner=Listed())
+    r.forked([21], [31])
+    r.record(99, 21)
+    with pytest.raises(Unreplayable, match="event the call was not given"):
         r.program(None)

@@ -1021,6 +1021,10 @@ REPLAY_CASES = {
     "bidirectional, residual, sequential": (bidirectional_spec("lstm", "float16"), 37, 5,
                                             {"schedule": "sequential"}, False, False),
     "projected LSTM": (projected_spec("float16", 65, 33), 17, 6, {"schedule": "sequential"}, False, True),
+    # side streams and events
+    "stacked, pipelined": (STACKED, 40, 5, {"schedule": "pipelined", "unroll": 16}, False, False),
+    "bidirectional, residual, pipelined, from states": (
+        bidirectional_spec("lstm", "float16"), 37, 5, {"schedule": "pipelined", "unroll": 16}, True, True),
 }
 
 
@@ -1056,7 +1060,7 @@ def test_replayed_calls_equal_the_forward(gpu, torch, case):
     kept = m(xs[0], states[0], batch_first=batch_first)  # records
     # One program; a call without states also keyed from the tensor alone (_replayed).
     assert len(m._programs) == (1 if with_state else 2)
-    programs = {id(entry[1]): entry[1] for entry in m._programs.values()}
+    programs = {id(entry.program): entry.program for entry in m._programs.values()}
     assert len(programs) == 1 and None not in programs.values(), "the call was not recorded as replayable"
     got = [flat(m(x, st, batch_first=batch_first)) for x, st in zip(xs, states)]  # replays
     for i, (g, w) in enumerate(zip(got, want)):
