@@ -240,12 +240,10 @@ class CompiledModel:
         self._streams = driver.Streams()  # side streams and events of pipelined calls
         self._layouts: dict[tuple, tuple] = {}  # see _workspace_layout
         self._queues: dict[tuple, tuple] = {}  # see _queue
-        # Recorded calls per signature (see _run): (the variant, its program or None where
-        # the call cannot be replayed). ``replay = False`` runs the forward every call
-        # (same work and results; for measuring what replaying saves).
+        # Recorded calls per signature (see _run), each also keyed from a PyTorch tensor
+        # alone where the call has no states (_replay_key). ``replay = False`` runs the
+        # forward every call (same work and results; for measuring what replaying saves).
         self.replay = True
-        # Each program is also keyed from a PyTorch tensor alone where the call has no
-        # states (_replay_key).
         self._programs: dict[tuple, _Recorded] = {}
         self._replay_type: type | None = None  # torch.Tensor, once a call on one was recorded
         self._constants: list[tuple[int, int]] = []  # (pointer, bytes) of the model's memory
@@ -558,7 +556,7 @@ class CompiledModel:
         and lookups before it: they passed for the recorded call and depend only on what
         the key holds. None where there is no such program (the caller goes the long way).
         At LSTM fp16 H=512 B=8 the checks and lookups were ~45 µs of a drained call's host
-        time before its first launch (results/call-host-parts-h100-2026-11-25.txt)."""
+        time before its first launch (results/call-host-parts-h100-2026-11-25-at-2aa6751.txt)."""
         if not self.replay:
             return None
         found = self._programs.get(self._replay_key(x, batch_first, stacked, os.environ))
@@ -696,8 +694,8 @@ class CompiledModel:
         return found
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state,
-                 initial: dict, S: int, B: int, batch_first: bool, stream: int, memory: _CallMemory, spin_ns: int,
-                 stacked: bool, stamps: _Stamps | None,
+                 initial: dict, S: int, B: int, batch_first: bool, stream: int,
+                 memory: _CallMemory, spin_ns: int, stacked: bool, stamps: _Stamps | None,
                  lengths_given: "np.ndarray | arrays.DeviceView | None", ops: call_program.Queue):
         import pycuda.driver as cuda
 
