@@ -87,6 +87,39 @@ def _check_status(status: driver.HostWords) -> None:
             "gradients are invalid")
 
 
+def check_status() -> None:
+    """Raise DeviceTimeout where an earlier backward's spin-wait gave up (a replayed
+    backward checks here, since its launches skip ``recurrence``'s own check)."""
+    _check_status(_device()[1])
+
+
+def launch_settings() -> tuple:
+    """What chooses a backward's kernels and launches besides its operands: rnncc's debug
+    knobs (NaN poison, the spin-wait bound) and torch's matmul precision settings."""
+    matmul = torch.backends.cuda.matmul
+    return (os.environ.get("RNNCC_DEBUG_POISON") == "1", os.environ.get("RNNCC_SPIN_TIMEOUT_MS"),
+            torch.get_float32_matmul_precision(), matmul.allow_tf32,
+            matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
+
+
+# A replayed backward (rnncc.backward_graph) keeps its temporaries for as long as its graph
+# lives: the float32 pre-activations, dG and dx of its largest layer, about three times the
+# first. Up to 32 MiB of them (LSTM H=1024 B=8 S=256, the bench's bf16 row) a graph keeps
+# ~100 MiB, and there the eager step is host-bound: ~1 ms of host for the backward against
+# 0.7-1.6 ms of GPU (results/backward-profile-h100-2026-11-25.txt). Past it the
+# pre-activations grow with S·B, and so does the GPU time that hides the host's (LSTM fp32
+# H=1024 B=64: 256 MiB of them, 24 ms of backward).
+GRAPH_PRE_ACTIVATION_BYTES = 32 << 20
+
+
+def graph_worthy(model: Model, seq_len: int, batch: int) -> bool:
+    """Whether a training backward of ``model`` at [seq_len, batch] is replayed from a CUDA
+    graph once seen twice (``GRAPH_PRE_ACTIVATION_BYTES``: what it keeps against what it
+    saves)."""
+    largest = max(l.gates * l.hidden_size for l in model.layers)
+    return seq_len * batch * largest * 4 <= GRAPH_PRE_ACTIVATION_BYTES
+
+
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
@@ -231,4 +264,5 @@ def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.T
         return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n)
 
     zeros = lambda width: x.new_zeros(S, B, width, dtype=torch.float32)  # noqa: E731
-    return backpropagate(model, [g.float() for g in grad_outputs], backward_of, zeros)
+    return backpropagate(model, [None if g is None else g.float() for g in grad_outputs],
+                         backward_of, zeros)

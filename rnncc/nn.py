@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
+from .backward_graph import BackwardGraphs, signature
 from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
@@ -410,13 +411,40 @@ class _EagerTraining(torch.autograd.Function):
         saved, ctx.counts = _saved_by_training(spec, x, weights, h0, c0, output)
         ctx.spec = spec
         ctx.save_for_backward(*saved)
+        # An output nothing read (h_n and c_n, mostly) keeps None for its gradient, which
+        # the kernels read as zero, rather than a tensor of zeros filled for the call.
+        ctx.set_materialize_grads(False)
         return tuple(output)
 
     @staticmethod
     def backward(ctx, *grads):
         x, weights, h0, c0, sequences, graded = _backward_inputs(ctx.saved_tensors, ctx.counts)
-        flat = _backward_cuda(ctx.spec, x, weights, h0, c0, sequences, list(grads[:graded]))
+        flat = _backward_replayed(ctx.spec, x, weights, h0, c0, sequences, list(grads[:graded]))
         return (None, None, *flat)
+
+
+# The eager training steps' backwards captured in CUDA graphs in this process (a cache).
+_BACKWARD_GRAPHS = BackwardGraphs()
+
+
+def _backward_replayed(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
+                       c0: list[torch.Tensor], sequences: list[torch.Tensor],
+                       grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """``_backward_cuda``'s gradients, replayed from a CUDA graph (rnncc.backward_graph)
+    where ``backward.graph_worthy`` says the model's graph is worth the memory it keeps.
+    The weights are read in place, so their addresses are part of the graph's key."""
+    from . import backward
+
+    if not backward.graph_worthy(_model_of(spec), x.shape[0], x.shape[1]):
+        return _backward_cuda(spec, x, weights, h0, c0, sequences, grads)
+    backward.check_status()
+    nh, nc, ns = len(h0), len(c0), len(sequences)
+
+    def body(ins: list) -> list[torch.Tensor]:
+        return _backward_cuda(spec, ins[0], weights, ins[1:1 + nh], ins[1 + nh:1 + nh + nc],
+                              ins[1 + nh + nc:1 + nh + nc + ns], ins[1 + nh + nc + ns:])
+    key = (spec, tuple(w.data_ptr() for w in weights), signature(weights), backward.launch_settings())
+    return _BACKWARD_GRAPHS.run(key, [x, *h0, *c0, *sequences, *grads], body)
 
 
 def _run_train(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor,

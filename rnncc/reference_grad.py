@@ -139,7 +139,8 @@ def backpropagate(model: Model, grad_outputs: Sequence, layer_backward: Callable
     sizes = tensor_sizes(model)
     grads: dict = {}
     for output, g in zip(model.outputs, grad_outputs):
-        _merge_backward(output.merge, sizes, g, grads)
+        if g is not None:  # None: nothing read the output (autograd's unmaterialised zero)
+            _merge_backward(output.merge, sizes, g, grads)
     weight_grads: dict = {}
     state_grads: dict = {}
     for layer in reversed(model.layers):

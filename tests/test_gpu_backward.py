@@ -386,3 +386,132 @@ def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
         assert torch.isfinite(g).all(), name
         error = max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy())
         assert error <= bound, (name, error)
+
+
+# (cell, dtype, H, B, S, layers, bidirectional, batch_first, initial states given, what
+# the loss reads): single layers and stacks, both directions, an odd batch, states given
+# (their gradients are outputs too), and a loss of h_n alone (the sequence's gradient None).
+REPLAYED_BACKWARD_CASES = [("lstm", "float16", 64, 8, 256, 1, False, False, False, "y"),
+                           ("gru", "bfloat16", 33, 5, 7, 2, True, True, True, "y and h_n"),
+                           ("lstm", "float32", 48, 3, 40, 2, False, False, True, "h_n"),
+                           ("rnn_tanh", "float16", 100, 1, 1, 1, False, True, False, "y sum")]
+
+
+@pytest.mark.parametrize("case", REPLAYED_BACKWARD_CASES, ids=lambda c: "-".join(map(str, c[:8])))
+def test_replayed_backward_equals_the_direct_one(gpu, torch, monkeypatch, case):
+    """An eager backward seen twice is captured and replayed from a CUDA graph
+    (rnncc.backward_graph): five steps on new inputs and output gradients each give
+    exactly the gradients of the backward run directly, a graph was captured, and
+    gradients handed out by one replay stay as they were after the next."""
+    import rnncc.backward as backward
+    import rnncc.nn as rnn
+
+    cell, dtype, H, B, S, layers, bi, batch_first, given, reads = case
+    tdt = getattr(torch, dtype)
+    torch.manual_seed(19)
+    module = twin(torch, cell, 24, H, num_layers=layers, bidirectional=bi,
+                  batch_first=batch_first).to("cuda", tdt)
+    params = list(module.parameters())
+    D = 2 if bi else 1
+
+    def step(seed: int):
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        draw = lambda *shape: torch.randn(*shape, generator=gen, device="cuda").to(tdt)  # noqa: E731
+        x = draw(*((B, S) if batch_first else (S, B)), 24).requires_grad_()
+        hx = None
+        if given:
+            hx = draw(layers * D, B, H).requires_grad_()
+            hx = (hx, draw(layers * D, B, H).requires_grad_()) if cell == "lstm" else hx
+        y, state = module(x, hx)
+        h_n = state[0] if cell == "lstm" else state
+        loss = {"y": lambda: (y * draw(*y.shape)).sum(), "h_n": lambda: (h_n * draw(*h_n.shape)).sum(),
+                "y and h_n": lambda: (y * draw(*y.shape)).sum() + (h_n * draw(*h_n.shape)).sum(),
+                "y sum": lambda: y.float().sum()}[reads]()
+        wrt = [x, *(hx if isinstance(hx, tuple) else (hx,) if hx is not None else ()), *params]
+        return torch.autograd.grad(loss, wrt)
+
+    captures = rnn._BACKWARD_GRAPHS.captures
+    replayed, kept = [], None
+    for seed in range(5):
+        replayed.append(step(seed))
+        if kept is not None:  # the step before's gradients, after this step's replay
+            assert all(torch.equal(a, b) for a, b in zip(kept, replayed[-2])), seed
+        kept = [g.clone() for g in replayed[-1]]
+    assert rnn._BACKWARD_GRAPHS.captures == captures + 1
+    monkeypatch.setattr(backward, "graph_worthy", lambda *a: False)
+    direct = [step(seed) for seed in range(5)]
+    for seed, (ours, want) in enumerate(zip(replayed, direct)):
+        for i, (a, b) in enumerate(zip(ours, want)):
+            assert torch.isfinite(a).all() and torch.equal(a, b), (seed, i)
+
+
+def test_replayed_backward_from_two_streams(gpu, torch, monkeypatch):
+    """One twin's training steps on two streams, interleaved: each stream replays a graph
+    of its own (their copies of the inputs are not shared), and every step's gradients
+    equal those of the same step run directly."""
+    import rnncc.backward as backward
+    import rnncc.nn as rnn
+
+    torch.manual_seed(20)
+    module = twin(torch, "lstm", 16, 40).to("cuda", torch.float16)
+    params = list(module.parameters())
+    xs = [torch.randn(64, 4, 16, device="cuda", dtype=torch.float16) for _ in range(6)]
+
+    def step(x):
+        x = x.clone().requires_grad_()
+        return torch.autograd.grad(module(x)[0].float().square().sum(), [x, *params])
+    with monkeypatch.context() as direct:
+        direct.setattr(backward, "graph_worthy", lambda *a: False)
+        want = [step(x) for x in xs]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    captures = rnn._BACKWARD_GRAPHS.captures
+    got = []
+    for _ in range(2):  # the second round replays on both streams
+        for i, x in enumerate(xs):
+            stream = streams[i % 2]
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                got.append(step(x))
+    torch.cuda.synchronize()
+    assert rnn._BACKWARD_GRAPHS.captures == captures + 2
+    for k, grads in enumerate(got):
+        for a, b in zip(grads, want[k % len(xs)]):
+            assert torch.equal(a, b), k
+
+
+def test_backward_graphs_capture_on_the_second_sighting_and_never_recapture(gpu, torch):
+    """rnncc.backward_graph's cache on plain torch bodies: direct on the first sighting,
+    captured on the second, replayed on new inputs after; a graph dropped for room is not
+    captured again (direct from then on); a body that cannot be captured (it reads a value
+    back to the host) runs directly, its reason kept; and on a capturing stream the body
+    runs as it is, into the caller's graph."""
+    from rnncc.backward_graph import BackwardGraphs
+
+    graphs = BackwardGraphs(capacity=1)
+    double = lambda ins: [ins[0] * 2, ins[0].sum(0)]  # noqa: E731
+    xs = [torch.randn(5, 3, device="cuda") for _ in range(4)]
+    for k, x in enumerate(xs):
+        y, s = graphs.run("double", [x], double)
+        assert torch.equal(y, x * 2) and torch.allclose(s, x.sum(0)), k
+        assert graphs.captures == (0 if k == 0 else 1)
+    graphs.run("other", [xs[0]], double)
+    graphs.run("other", [xs[0]], double)  # captured: "double" dropped for room
+    assert graphs.captures == 2 and len(graphs) == 1 and len(graphs.dropped) == 1
+    y, _ = graphs.run("double", [xs[1]], double)
+    y2, _ = graphs.run("double", [xs[2]], double)
+    assert graphs.captures == 2 and torch.equal(y, xs[1] * 2) and torch.equal(y2, xs[2] * 2)
+
+    reads_back = lambda ins: [ins[0] * float(ins[0].sum())]  # noqa: E731
+    for x in xs[:3]:
+        (got,) = graphs.run("reads back", [x], reads_back)
+        assert torch.allclose(got, x * float(x.sum()))
+    assert graphs.captures == 2 and len(graphs.failed) == 1
+
+    graph = torch.cuda.CUDAGraph()
+    static = xs[3].clone()
+    with torch.cuda.graph(graph):
+        captured_y, _ = graphs.run("inside", [static], double)
+    static.copy_(xs[0])
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured_y, xs[0] * 2) and graphs.captures == 2

@@ -1,0 +1,164 @@
+"""An eager training backward replayed from a CUDA graph (issue 17's eager rows).
+
+An eager training step of a small recurrent model is host-bound. At LSTM fp16 H=512 B=8
+S=256 the twin's backward queued ~50 torch operators and rnncc launches, ~1.0 ms of host
+time a step against ~0.7 ms of GPU work, so the GPU waited on Python
+(results/train-host-split-h100-2026-11-25-at-0ed9900.txt). What the backward launches
+depends only on the signature of what it reads (shapes, strides and dtypes; which
+gradients are None), on the weights' addresses (read in place), on the stream and on the
+settings that choose kernels. So a signature seen a second time is captured once in a CUDA
+graph, and every later call with it
+
+1. copies its inputs into the graph's own (one foreach copy),
+2. replays the graph on the caller's stream,
+3. copies the graph's outputs, which it packed into one buffer, out in one copy, and
+   returns views of that copy: the gradients are the caller's, not the graph's, so the
+   next replay cannot overwrite a gradient the caller still holds.
+
+The first sighting runs directly: it loads the kernels and warms the libraries a capture
+must not initialise. A call on a capturing stream runs directly too (the caller's own
+graph takes its launches), and so does one whose capture failed once (the reason is kept)
+or whose graph was dropped to make room: a caller cycling through more signatures than
+the cache holds (bucketed sequence lengths) would otherwise pay a capture (a device
+synchronisation, the allocator's cache emptied, tens of ms) again and again.
+Which models are worth a graph, given the memory it keeps, is ``backward.graph_worthy``'s
+decision. The torch.compile path (the custom op rnncc::backward) is not replayed here:
+a compiled graph has its own cudagraphs mode.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
+
+import torch
+
+from .errors import RnnccError
+
+# Outputs start at multiples of this many bytes in the packed buffer (the allocator's own
+# alignment), so every view is as aligned as a tensor of its own.
+OUTPUT_ALIGNMENT = 256
+
+
+def signature(tensors: Sequence[torch.Tensor | None]) -> tuple:
+    """What a captured graph assumed of its inputs: each one's shape, strides and dtype, or
+    None for a missing one (a gradient autograd did not materialise)."""
+    return tuple(None if t is None else (tuple(t.shape), t.stride(), t.dtype) for t in tensors)
+
+
+def packed_offsets(sizes: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    """(byte offset of each output in the packed buffer, the buffer's bytes) for outputs of
+    ``sizes`` bytes, each at a multiple of OUTPUT_ALIGNMENT."""
+    offsets, end = [], 0
+    for size in sizes:
+        end = -(-end // OUTPUT_ALIGNMENT) * OUTPUT_ALIGNMENT
+        offsets.append(end)
+        end += size
+    return tuple(offsets), max(end, 1)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One output's place in the packed buffer."""
+    offset: int
+    nbytes: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+    def view(self, buffer: torch.Tensor) -> torch.Tensor:
+        return buffer[self.offset:self.offset + self.nbytes].view(self.dtype).view(self.shape)
+
+
+@dataclass
+class _Captured:
+    graph: torch.cuda.CUDAGraph
+    inputs: list[torch.Tensor]   # the graph's copies of the present inputs, in order
+    packed: torch.Tensor         # uint8, every output at its _Output.offset
+    outputs: tuple[_Output, ...]
+    lock: threading.Lock         # one replay at a time: its inputs and outputs are shared
+
+
+class BackwardGraphs:
+    """Captured backwards by key, the least recently used dropped past ``capacity`` (each
+    keeps its temporaries: see ``backward.graph_worthy``)."""
+
+    def __init__(self, capacity: int = 4, remembered: int = 64):
+        self.capacity, self.remembered = capacity, remembered
+        self._captured: OrderedDict[Hashable, _Captured] = OrderedDict()
+        self._seen: OrderedDict[Hashable, None] = OrderedDict()  # sighted once, not captured
+        self.failed: dict[Hashable, str] = {}                    # why a capture failed
+        self.dropped: set[Hashable] = set()                      # evicted: not captured again
+        self.captures = 0                                         # graphs captured so far
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._captured)
+
+    def run(self, key: Hashable, inputs: Sequence[torch.Tensor | None],
+            body: Callable[[list], list[torch.Tensor]]) -> list[torch.Tensor]:
+        """``body(inputs)``'s outputs, from a replay of its graph where one is captured for
+        ``key`` (what the body reads besides ``inputs``: the weights' addresses, the
+        settings), the inputs' signature and the current stream; captured on a second
+        sighting. ``inputs`` are copied into the graph's (None stays None)."""
+        if torch.cuda.is_current_stream_capturing():
+            return body(list(inputs))
+        stream = torch.cuda.current_stream()
+        full = (key, signature(inputs), stream.device_index, stream.cuda_stream)
+        with self._lock:
+            captured = self._captured.get(full)
+            if captured is not None:
+                self._captured.move_to_end(full)
+            elif full in self.failed or full in self.dropped:
+                return body(list(inputs))
+            elif full not in self._seen:
+                self._seen[full] = None
+                if len(self._seen) > self.remembered:
+                    self._seen.popitem(last=False)
+                return body(list(inputs))
+            else:
+                del self._seen[full]
+                try:
+                    captured = self._capture(inputs, body)
+                except RnnccError:  # the body's own (a timeout reported): not the capture's
+                    raise
+                except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                    self.failed[full] = f"{type(e).__name__}: {e}"
+                    return body(list(inputs))
+                self._captured[full] = captured
+                self.captures += 1
+                if len(self._captured) > self.capacity:
+                    self.dropped.add(self._captured.popitem(last=False)[0])
+        return self._replay(captured, inputs)
+
+    @staticmethod
+    def _capture(inputs: Sequence[torch.Tensor | None], body) -> _Captured:
+        """The body captured on the graph's copies of ``inputs`` (contiguous: a source may
+        be expanded, as autograd's gradient of a sum is), its outputs packed at the end."""
+        static = [None if t is None else torch.empty(t.shape, dtype=t.dtype, device=t.device)
+                  for t in inputs]
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: the capture does not fail for other threads' CUDA calls meanwhile.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            outs = body(list(static))
+            sizes = [o.numel() * o.element_size() for o in outs]
+            offsets, total = packed_offsets(sizes)
+            packed = torch.empty(total, dtype=torch.uint8, device=outs[0].device)
+            places = tuple(_Output(off, size, o.dtype, tuple(o.shape))
+                           for off, size, o in zip(offsets, sizes, outs))
+            for place, o in zip(places, outs):
+                if o.numel():
+                    place.view(packed).copy_(o)
+            del outs
+        return _Captured(graph, [t for t in static if t is not None], packed, places,
+                         threading.Lock())
+
+    @staticmethod
+    def _replay(captured: _Captured, inputs: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
+        present = [t for t in inputs if t is not None]
+        with captured.lock:  # host threads on one stream: each call's copies, then its replay
+            torch._foreach_copy_(captured.inputs, present)
+            captured.graph.replay()
+            mine = captured.packed.clone()
+        return [place.view(mine) for place in captured.outputs]

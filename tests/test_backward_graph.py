@@ -1,0 +1,51 @@
+"""The replayed backward's pure parts on the CPU (rnncc.backward_graph): what a graph's key
+holds of its inputs, where its outputs sit in the packed buffer, and which models are
+worth a graph. The replays themselves are GPU tests (test_gpu_backward.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import rnncc.backward as backward  # noqa: E402
+from rnncc.backward_graph import OUTPUT_ALIGNMENT, BackwardGraphs, packed_offsets, signature  # noqa: E402
+from rnncc.ir import Model  # noqa: E402
+
+
+def test_signature_tells_shapes_strides_dtypes_and_missing_inputs_apart():
+    a = torch.zeros(4, 3)
+    sig = signature([a, None])
+    assert sig == (((4, 3), (3, 1), torch.float32), None)
+    assert signature([a.t().contiguous().t(), None]) != sig  # same shape, other strides
+    assert signature([a.half(), None]) != sig
+    assert signature([a, a]) != sig  # a gradient present where it was None
+    assert signature([torch.zeros(3).expand(4, 3), None])[0][1] == (0, 1)  # autograd's sum grad
+
+
+def test_packed_offsets_align_every_output_and_keep_empty_ones():
+    offsets, total = packed_offsets([10, 0, 513, 4])
+    # 10 bytes, then the empty one and 513 bytes at the next boundary, 4 bytes past those.
+    assert offsets == (0, OUTPUT_ALIGNMENT, OUTPUT_ALIGNMENT, 4 * OUTPUT_ALIGNMENT)
+    assert total == 4 * OUTPUT_ALIGNMENT + 4
+    assert all(o % OUTPUT_ALIGNMENT == 0 for o in offsets)
+    assert packed_offsets([]) == ((), 1)  # never a zero-byte buffer
+
+
+def lstm_model(hidden: int, layers: int = 1) -> Model:
+    raw = {"name": "m", "dtype": "float16", "input_size": 16,
+           "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": hidden} for i in range(layers)]}
+    return Model.from_dict(raw)
+
+
+def test_graph_worthy_keeps_host_bound_backwards_and_leaves_large_ones():
+    # float32 pre-activations of the largest layer: S·B·4H·4 bytes against 32 MiB.
+    assert backward.graph_worthy(lstm_model(512, 8), 256, 8)      # 16 MiB: the bench's fp16 row
+    assert backward.graph_worthy(lstm_model(1024), 256, 8)        # 32 MiB: the bf16 row, just in
+    assert not backward.graph_worthy(lstm_model(1024), 256, 64)   # 256 MiB: GPU-bound anyway
+    assert not backward.graph_worthy(lstm_model(1024), 257, 8)    # past the bound by one step
+
+
+def test_a_fresh_cache_has_captured_nothing():
+    graphs = BackwardGraphs(capacity=2)
+    assert len(graphs) == 0 and graphs.captures == 0 and not graphs.failed
