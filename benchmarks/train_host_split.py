@@ -85,6 +85,19 @@ def main() -> None:
             lines.append(header)
             if name != "rnncc":
                 continue
+            # The same step with its backward run directly, not replayed from a CUDA graph
+            # (rnncc.backward_graph): what the replay saves, in this process.
+            import rnncc.backward as backward
+            worthy, backward.graph_worthy = backward.graph_worthy, lambda *a: False
+            try:
+                host_d, loop_d = per_call_us(step, CALLS)
+                drained_d = time_interleaved({"s": step}, warmup=3, repeats=20)["s"].median_ms
+            finally:
+                backward.graph_worthy = worthy
+            direct = (f"   the backward run directly (not replayed): host to queue {host_d:.1f}, "
+                      f"back to back {loop_d:.1f}, one step drained {drained_d * 1e3:.1f}")
+            print(direct, flush=True)
+            lines.append(direct)
             profile = cProfile.Profile()
             profile.enable()
             for _ in range(CALLS):
