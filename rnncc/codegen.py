@@ -149,6 +149,26 @@ def h_projection_params(l: LayerPlan, lengths: bool = False) -> tuple[Param, ...
     return tuple(params + (length_params() if lengths else []))
 
 
+def folded_first_step_params() -> tuple[Param, ...]:
+    """Parameters of a folded projected LSTM's first-step term, h0·W_hhᵀ added to the
+    projection of each row's first step (templates/folded_first_step.cu.j2)."""
+    return (_ptr("xproj", "float", "the chunk's projection: step j, (b, u·G+g) at j·stride_t + "
+                 "b·stride_b + (u·G+g)·stride_n", const=False),
+            _i64("xproj_stride_t", "xproj: elements between the chunk's steps (negative: reverse)"),
+            _i64("xproj_stride_b", "xproj: elements between batch entries"),
+            _i64("xproj_stride_n", "xproj: elements between gate columns"),
+            _ptr("w_hh_t", "T", "[P, G·H] W_hhᵀ, column u·G+g (gate g of unit u)"),
+            _ptr("h0", "T", "[B, P] the initial h"),
+            _i64("h0_stride_b", "h0: elements between batch entries"),
+            _i32("batch", "B"), _i32("seq_len", "S"), _i32("steps", "the chunk's steps"),
+            _i32("length_time", "the time (in the whole sequence) of the chunk's step 0"),
+            _i32("length_dir", "1, or -1 for a reverse layer: step j is time length_time + length_dir·j"),
+            _ptr("lengths", "int", "[B] steps of each batch row (nullptr: all S)"),
+            _i32("phase", "0: h0·W_hhᵀ into the projection; 1: h0 into y_last for rows of length 0"),
+            _ptr("y_last", "T", "phase 1: [B, P] h at the layer's last step", const=False),
+            _i64("y_last_stride_b", "y_last: elements between batch entries"))
+
+
 def length_params() -> list[Param]:
     """The parameters of a recurrent kernel compiled for sequences of different lengths:
     row b keeps its state at the times t ≥ lengths[b] (cells.unit_update)."""
@@ -354,6 +374,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
     ``users`` (default: l alone); with ``lengths``, the variant for sequences of different
     lengths (length_params)."""
     users = users or (l.name,)
+    l = l.recurrence  # a folded LSTMP's recurrence is a plain LSTM's (plan.LayerPlan.recurrence)
     env = environment()
     common = _common(plan, l)
     mode = l.persistence.value.mode
@@ -412,8 +433,9 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
 def render_h_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
                         lengths: bool = False) -> KernelSource | None:
     """A projected LSTM's h projection, h = r·W_hrᵀ after each step (None for other
-    layers); with ``lengths``, the variant that keeps an ended row's h."""
-    if not l.proj_size:
+    layers); with ``lengths``, the variant that keeps an ended row's h. None where the
+    layer is folded (its h of a chunk is a cuBLASLt GEMM)."""
+    if not l.proj_size or l.folded:
         return None
     users = users or (l.name,)
     params = h_projection_params(l, lengths)
@@ -429,6 +451,32 @@ def render_h_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
                         (H_PROJECTION_BLOCK.threads, 1, 1), users=users,
                         header=_model_header(plan, f"{_layers_what(l, users)}, its h projection",
                                              _reasons(l, ("persistence",))))
+
+
+FOLDED_FIRST_STEP_THREADS = 256
+
+
+def render_folded_first_step(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
+    """A folded projected LSTM's first-step term, h0·W_hhᵀ added to the projection at each
+    row's first step, and (phase 1) h0 as the last h of rows of length 0; run where the
+    call gives h0. None for other layers."""
+    if not l.folded:
+        return None
+    users = users or (l.name,)
+    params = folded_first_step_params()
+    GH = l.gates * l.hidden_size
+    source = environment().get_template("folded_first_step.cu.j2").render(
+        kernel=_code_header(f"{l.cell} layer, H={l.hidden_size}, proj_size {l.proj_size}, folded: "
+                            "h0·W_hhᵀ into the first step's projection", plan.dtype,
+                            ["kernel: folded first step"]),
+        entry=_ENTRY, params=params, P=l.proj_size, GH=GH, dtype=plan.dtype,
+        threads=FOLDED_FIRST_STEP_THREADS)
+    name, entry, source = _identify(f"folded_first_step_g{GH}_p{l.proj_size}_{_SHORT_DTYPE[plan.dtype]}",
+                                    source)
+    return KernelSource(name, "folded_first_step", l.name, entry, source, params,
+                        (FOLDED_FIRST_STEP_THREADS, 1, 1), users=users,
+                        header=_model_header(plan, f"{_layers_what(l, users)}, its first step's h0·W_hhᵀ",
+                                             _reasons(l, ("h_projection",))))
 
 
 def _render_merge(plan: Plan, mode: str, sources, size: int) -> tuple[str, str, str, tuple]:
@@ -483,8 +531,8 @@ def render(plan: Plan, lengths: bool = False) -> tuple[KernelSource, ...]:
     row's state, and the mask of the outputs). Kernels are named by their code, so layers
     whose code is equal (a stack of equal layers) share one, whose ``users`` (and model
     header) lists them all."""
-    renderers = (render_summed_input, render_projection, partial(render_recurrent, lengths=lengths),
-                 partial(render_h_projection, lengths=lengths))
+    renderers = (render_summed_input, render_projection, render_folded_first_step,
+                 partial(render_recurrent, lengths=lengths), partial(render_h_projection, lengths=lengths))
     first: dict[str, tuple[LayerPlan, KernelSource, object]] = {}
     users: dict[str, list[str]] = {}
     for l in plan.layers:

@@ -11,7 +11,8 @@ the runtime gives it (the caller's), in order with rnncc's kernels.
 
 Every matrix here is column-major, as the library sees it: rnncc's row-major [rows, cols]
 array with row stride ``ld`` is a column-major cols × rows matrix with leading dimension
-``ld``. Output is float32; the scale and the accumulation are float32.
+``ld``. Output is float32 (a folded LSTMP's h: the storage dtype); the scale and the
+accumulation are float32.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ LAYER_WORKSPACE_BYTES = 4 * 2**20
 class Matmul:
     """D[m, n] = op(A)·B (+ bias[m]) (+ D when ``accumulate``), column-major, in
     ``batches`` independent groups of n columns. A is m × k (stored k × m when
-    ``transpose_a``), B is k × n; both of ``dtype``; D and bias are float32."""
+    ``transpose_a``), B is k × n; both of ``dtype``; bias is float32, D ``out_dtype``."""
 
     dtype: str
     precision: str          # "exact" | "tensor" (TF32 for float32)
@@ -64,6 +65,7 @@ class Matmul:
     bias: bool = False
     accumulate: bool = False
     scratch: int = WORKSPACE_BYTES  # bytes of scratch a run is given (and the algorithm may use)
+    out_dtype: str = "float32"      # D's type: float32, or ``dtype`` (rounded once, from float32)
 
     def describe(self) -> str:
         return (f"{self.m}×{self.n}×{self.k} {self.dtype} ({self.precision})"
@@ -165,7 +167,7 @@ class CublasLt:
         a_rows, a_cols = (g.k, g.m) if g.transpose_a else (g.m, g.k)
         a = self._layout(g.dtype, a_rows, a_cols, g.lda, g.batches, 0)
         b = self._layout(g.dtype, g.k, g.n, g.ldb, g.batches, g.stride_b)
-        d = self._layout("float32", g.m, g.n, g.ldd, g.batches, g.stride_d)
+        d = self._layout(g.out_dtype, g.m, g.n, g.ldd, g.batches, g.stride_d)
         pref = ctypes.c_void_p()
         self._check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "preference")
         psetter = lib.cublasLtMatmulPreferenceSetAttribute
@@ -193,7 +195,8 @@ class CublasLt:
         ``workspace``, for pointers aligned to at least ``align_*`` bytes. The descriptors
         and the algorithm are chosen here, once; a run costs one library call (per-step use)."""
         item = 4 if g.dtype == "float32" else 2
-        d_align = alignment(align_d, g.ldd * 4, g.stride_d * 4)
+        d_item = 4 if g.out_dtype == "float32" else 2
+        d_align = alignment(align_d, g.ldd * d_item, g.stride_d * d_item)
         desc, la, lb, ld, algo = self._plan(g, (alignment(align_a, g.lda * item),
                                                 alignment(align_b, g.ldb * item, g.stride_b * item),
                                                 d_align, d_align))

@@ -11,7 +11,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .codegen import KernelSource
+from .codegen import FOLDED_FIRST_STEP_THREADS, KernelSource
+from .cublaslt import Matmul
 from .errors import RuntimeCheckError
 from .plan import LayerPlan
 from .tiles import H_PROJECTION_BLOCK
@@ -193,6 +194,54 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
     if residual is not None:
         args |= residual.arguments(t)
     return args | length_arguments(l, t, S, lengths)
+
+
+def folded_first_step_grid(l: LayerPlan, B: int, phase: int = 0) -> tuple[int, int]:
+    """A thread per gate column (phase 1: per feature of h) and row
+    (codegen.FOLDED_FIRST_STEP_THREADS a block)."""
+    width = l.proj_size if phase == 1 else l.gates * l.hidden_size
+    return -(-width // FOLDED_FIRST_STEP_THREADS), B
+
+
+def folded_first_step_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, xproj: int,
+                                xproj_strides: tuple[int, int, int], w_hh_t: int,
+                                h0: tuple[int, int], lengths: int = 0) -> dict[str, int]:
+    """Arguments of a folded layer's first-step term over the chunk of ``steps`` steps from
+    its own step t0 (``xproj`` as its recurrent kernel reads it): h0·W_hhᵀ (W_hhᵀ as packed,
+    [P, G·H]) added at each row's first step where it falls in the chunk."""
+    xp_t, xp_b, xp_n = xproj_strides
+    return {"xproj": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b, "xproj_stride_n": xp_n,
+            "w_hh_t": w_hh_t, "h0": h0[0], "h0_stride_b": h0[1], "batch": B, "seq_len": S,
+            "steps": steps, "length_time": S - 1 - t0 if l.reverse else t0,
+            "length_dir": -1 if l.reverse else 1, "lengths": lengths, "phase": 0, "y_last": 0,
+            "y_last_stride_b": 0}
+
+
+def folded_empty_rows_arguments(*, S: int, B: int, y: Sequence, w_hh_t: int, h0: tuple[int, int],
+                                lengths: int) -> dict[str, int]:
+    """Arguments of the first-step kernel's phase 1, after a folded layer's last chunk: h0
+    as h at the layer's last step (y in its own step order) for rows of length 0."""
+    return {"xproj": 0, "xproj_stride_t": 0, "xproj_stride_b": 0, "xproj_stride_n": 0,
+            "w_hh_t": w_hh_t, "h0": h0[0], "h0_stride_b": h0[1], "batch": B, "seq_len": S,
+            "steps": 0, "length_time": 0, "length_dir": 1, "lengths": lengths, "phase": 1,
+            "y_last": y.at(S - 1), "y_last_stride_b": y.stride_b}
+
+
+def folded_h_projection(l: LayerPlan, *, dtype: str, t0: int, steps: int, S: int, B: int,
+                        r: Sequence, y: Sequence, w_hr: int,
+                        scratch: int) -> tuple[Matmul, int, int, int]:
+    """(GEMM, A, B, D) of a folded layer's h = r·W_hrᵀ over the chunk of ``steps`` steps from
+    its own step t0: r and y in time order (not reversed), r dense [S, B, H]. Column-major,
+    D [P, rows] = W_hr (stored [P, H], used transposed) · r [H, rows]; y's rows as one
+    matrix where its steps are B rows apart, else a batch of ``steps`` GEMMs of B rows."""
+    H, P = l.hidden_size, l.proj_size
+    first = chunk_steps(t0, steps, S, l.reverse)  # its first step in time order
+    dense = y.stride_t == B * y.stride_b
+    g = Matmul(dtype, l.precision.value, m=P, n=steps * B if dense else B, k=H, transpose_a=True,
+               lda=H, ldb=H, ldd=y.stride_b, batches=1 if dense else steps,
+               stride_b=0 if dense else B * H, stride_d=0 if dense else y.stride_t,
+               scratch=scratch, out_dtype=dtype)
+    return g, w_hr, r.at(first), y.at(first)
 
 
 def h_projection_grid(l: LayerPlan, B: int) -> tuple[int, int]:

@@ -136,6 +136,10 @@ class LayerPlan:
     step_tile: Decision | None = None
     merge_fusion: Decision | None = None
     residual_fusion: Decision | None = None  # where h + input is computed (residual layers)
+    # A projected LSTM's h = r·W_hrᵀ: "per step" (a kernel after each step's) or "folded"
+    # (the recurrence runs on r through W_hh·W_hr, h of a chunk is one GEMM after it);
+    # decided with persistence, since each prices the other (passes/persistence.py).
+    h_projection: Decision | None = None
     backward_gates: Decision | None = None   # training: gates saved or recomputed (passes/backward.py)
     backward_tile: Decision | None = None    # training: the backward recurrence's block
 
@@ -154,6 +158,18 @@ class LayerPlan:
     @property
     def tensor_width(self) -> int:
         return self.tensor_size or self.out_size
+
+    @property
+    def folded(self) -> bool:
+        """Whether this projected LSTM's recurrence runs folded (h_projection "folded")."""
+        return self.h_projection is not None and self.h_projection.value == "folded"
+
+    @property
+    def recurrence(self) -> "LayerPlan":
+        """The layer as its recurrent kernel sees it. Folded: a plain LSTM of width H
+        whose state is r = o ⊙ tanh c, since h_{t−1}·W_hhᵀ = r_{t−1}·(W_hh·W_hr)ᵀ; its
+        kernel is a plain LSTM's (W_hh·W_hr is an argument), and h = r·W_hrᵀ follows."""
+        return replace(self, proj_size=0, h_projection=None) if self.folded else self
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def _scratch(plan: Plan) -> int:
 
 
 def _uses_library(l) -> bool:
-    return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas"
+    return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas" or l.folded
 
 
 def _device_allocation(nbytes: int):
@@ -423,7 +423,7 @@ class CompiledModel:
             packed = weights_mod.pack(layer, self._weights)
             for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
                                      ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False),
-                                     ("w_hr", packed.w_hr, True)):
+                                     ("w_hr", packed.w_hr, True), ("w_fold_t", packed.w_fold_t, True)):
                 if arr.size == 0:
                     continue
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
@@ -999,6 +999,14 @@ class CompiledModel:
                 for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
         step_grid = launch.step_grid(l, step_k, B)
         h_projection_grid = launch.h_projection_grid(l, B) if h_projection is not None else None
+        recurrence, recurrent_weights = l, weights
+        if l.folded:  # the recurrence on r (of every step, in the workspace) through W_hh·W_hr
+            recurrence, recurrent_weights = l.recurrence, dict(weights, w_hh_t=weights["w_fold_t"])
+            item = DTYPES[self.model.dtype].itemsize
+            r_time = Sequence(cell_output, item, B * l.hidden_size, l.hidden_size)
+            r_run, y_time = (r_time.reversed(S), y.reversed(S)) if l.reverse else (r_time, y)
+            first_step = variant.kernel_of(l.name, "folded_first_step")
+            first_step_grid = launch.folded_first_step_grid(l, B)
 
         def run_chunk(t0: int, stream: int) -> None:
             """Steps t0 … t0+steps−1 of the layer's own (for a reverse layer, reversed) time."""
@@ -1008,7 +1016,27 @@ class CompiledModel:
                           xproj, stream, weights, ws, library, ops)
             xproj_at, strides = launch.recurrent_projection(
                 xproj, launch.projection_strides(l.layout.value, B, GH, steps * B), steps, l.reverse)
-            if mode != "none":
+            if l.folded:
+                # From r = 0, with h0·W_hhᵀ added at each row's first step: in the first
+                # chunk, or in any of a reverse layer's where rows have lengths.
+                if h0 and (t0 == 0 or (l.reverse and r.lengths)):
+                    self._launch(ops, first_step, first_step_grid, launch.folded_first_step_arguments(
+                        l, t0=t0, steps=steps, S=S, B=B, xproj=xproj_at, xproj_strides=strides,
+                        w_hh_t=weights["w_hh_t"], h0=h0, lengths=r.lengths), stream)
+                args = launch.persistent_arguments(
+                    recurrence, t0=t0, steps=steps, S=S, B=B, y=r_run, h0=None, c0=c0, c_out=c_out_ptr,
+                    cell=cell, xproj=xproj_at, xproj_strides=strides, weights=recurrent_weights,
+                    barrier=barrier, status=status, spin_timeout_ns=spin_ns, lengths=r.lengths)
+                self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
+                g, a, b, d = launch.folded_h_projection(
+                    l, dtype=self.model.dtype, t0=t0, steps=steps, S=S, B=B, r=r_time, y=y_time,
+                    w_hr=weights["w_hr"], scratch=_scratch(plan))
+                ops.gemm(self._library.prepared_for(g, a, b, d), a, b, d, 0, stream, library)
+                if h0 and r.lengths and t0 + steps == S:  # rows of length 0 end on h0
+                    self._launch(ops, first_step, launch.folded_first_step_grid(l, B, phase=1),
+                                 launch.folded_empty_rows_arguments(S=S, B=B, y=y, w_hh_t=weights["w_hh_t"],
+                                                                    h0=h0, lengths=r.lengths), stream)
+            elif mode != "none":
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,

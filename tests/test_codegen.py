@@ -270,13 +270,13 @@ def test_persistent_kernels_do_not_spill(nvcc, cell, dtype, hidden, batch, layer
 @pytest.mark.parametrize("dtype,gemm", [("float32", "rnncc"), ("float16", "cublas"), ("bfloat16", "rnncc")])
 def test_projected_lstm_kernels_render_and_compile(nvcc, dtype, gemm):
     """An LSTM with proj_size (bidirectional, then a second layer reading its 2P features)
-    runs a step kernel over K = P that writes r, then the h projection; with lengths, the
+    per step runs a step kernel over K = P that writes r, then the h projection; with lengths, the
     cell keeps c only and the projection keeps an ended row's h."""
     spec = {"name": "lstmp", "dtype": dtype, "input_size": 17,
             "layers": [{"name": "a", "cell": "lstm", "hidden_size": 65, "proj_size": 33,
                         "direction": "bidirectional"},
                        {"name": "b", "cell": "lstm", "hidden_size": 40, "proj_size": 7, "bias": False}]}
-    m = rnncc.compile(spec, target="h100", seq_len=16, batch=5, gemm=gemm)
+    m = rnncc.compile(spec, target="h100", seq_len=16, batch=5, gemm=gemm, persistence="none")
     assert [l.persistence.value.mode for l in m.plan.layers] == ["none"] * 3
     assert m.plan.layers[2].input_size == 66
     kernels = list(m.kernels) + [k for k in m.variant(16, 5, lengths=True).kernels
@@ -295,6 +295,29 @@ def test_projected_lstm_kernels_render_and_compile(nvcc, dtype, gemm):
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=4) as pool:
         cubins = list(pool.map(lambda k: build.compile_cubin(k, "sm_90a"), kernels))
+    assert all(c[:4] == b"\x7fELF" for c in cubins)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_folded_projected_lstm_kernels_render_and_compile(nvcc, dtype):
+    """A folded LSTMP (bidirectional, odd sizes) runs a plain LSTM's persistent kernel of
+    width H (with lengths: its keeping variant), no h projection kernel, and the first-step
+    kernel that adds h0·W_hhᵀ, shared by both directions."""
+    spec = {"name": "lstmp", "dtype": dtype, "input_size": 17,
+            "layers": [{"name": "a", "cell": "lstm", "hidden_size": 65, "proj_size": 33,
+                        "direction": "bidirectional"}]}
+    m = rnncc.compile(spec, target="h100", seq_len=16, batch=5, persistence="cluster")
+    assert all(l.folded for l in m.plan.layers)
+    kernels = list(m.kernels) + [k for k in m.variant(16, 5, lengths=True).kernels
+                                 if k.family.startswith("recurrent")]
+    assert not [k for k in kernels if k.family == "h_projection"]
+    first = [k for k in kernels if k.family == "folded_first_step"]
+    assert len(first) == 1 and first[0].users == ("a", "a_reverse")
+    recurrent = [k for k in kernels if k.family == "recurrent_cluster"]
+    assert len(recurrent) == 2 and all("_p33" not in k.name for k in recurrent)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        cubins = list(pool.map(lambda k: build.compile_cubin(k, "sm_90a"), first + recurrent))
     assert all(c[:4] == b"\x7fELF" for c in cubins)
 
 

@@ -669,6 +669,30 @@ def test_projected_lstm_with_lengths(gpu, dtype, schedule, hidden, proj, batch, 
                     lengths=random_lengths(seq, batch, hidden))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("persistence", ["grid", "cluster"])
+@pytest.mark.parametrize("hidden,proj,batch,seq", [(2, 1, 1, 1), (65, 33, 5, 256), (300, 64, 8, 7)])
+def test_folded_projected_lstm(gpu, dtype, persistence, hidden, proj, batch, seq):
+    """LSTMP folded: the recurrence on r through W_hh·W_hr in a plain LSTM's persistent
+    kernel, h0·W_hhᵀ added to the first step's projection, h = r·W_hrᵀ by cuBLASLt;
+    bidirectional, reverse, a layer reading 2P + input features, initial states, batch-first."""
+    m, _, _ = run_and_compare(projected_spec(dtype, hidden, proj), seq, batch, seed=hidden + 3 * batch,
+                              with_state=True, batch_first=seq % 2 == 1, persistence=persistence,
+                              seq_len=seq, batch=batch)
+    assert all(l.folded and l.persistence.value.mode == persistence for l in m.plan.layers)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_folded_projected_lstm_with_lengths(gpu, dtype, schedule):
+    """Lengths through the folded form, in chunks of 16 steps: a reverse layer's row starts
+    at its own end, in whichever chunk that is, where h0·W_hhᵀ is added."""
+    m, _, _ = run_and_compare(projected_spec(dtype, 65, 33), 37, 6, seed=9, with_state=True,
+                              schedule=schedule, unroll=16, persistence="cluster", seq_len=37, batch=6,
+                              lengths=random_lengths(37, 6, 65))
+    assert all(l.folded for l in m.plan.layers)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("layout", ["xw", "wx"])
 def test_stacked_on_tensor_cores(gpu, dtype, layout):

@@ -1076,19 +1076,21 @@ def test_explain_shows_the_schedule():
 
 
 def test_projected_lstm_plans_per_step_and_launches_its_h_projection():
-    """proj_size: mode none by rule (a persistent mode refused by name), a step kernel over
+    """proj_size per step (persistence none; a persistent mode refused by name where gemm
+    is 'rnncc', since only the folded form runs persistent), a step kernel over
     K = P writing r to the workspace, then h = r·W_hrᵀ into y, whose lengths variant takes
     h of the step before (h0 at the first); h's width P everywhere it is read."""
     from rnncc import launch
 
     spec = {"name": "lstmp", "dtype": "float16", "input_size": 5, "layers": [
         {"name": "a", "cell": "lstm", "hidden_size": 40, "proj_size": 9, "direction": "bidirectional"}]}
-    m = rnncc.compile(spec, target="h100", seq_len=10, batch=11)
+    m = rnncc.compile(spec, target="h100", seq_len=10, batch=11, persistence="none")
     forward, backward = m.plan.layers
-    assert forward.persistence.value.mode == "none" and "proj_size=9" in forward.persistence.reason
+    assert forward.persistence.value.mode == "none" and forward.h_projection.value == "per step"
+    assert not forward.folded and forward.recurrence is forward
     assert (forward.out_size, forward.tensor_width, backward.column) == (9, 18, 9)
-    with pytest.raises(rnncc.PlanError, match=r"layer 'a', option persistence='grid': a projected LSTM"):
-        rnncc.compile(spec, target="h100", persistence="grid")
+    with pytest.raises(rnncc.PlanError, match=r"layer 'a', option persistence='grid' with gemm='rnncc'"):
+        rnncc.compile(spec, target="h100", persistence="grid", gemm="rnncc")
     assert launch.h_projection_grid(forward, 11) == (5, 2)  # 2 features × 8 rows a block
     y = launch.Sequence(1000, 2, 10 * 18, 18).columns(9).reversed(10)
     step = launch.step_arguments(backward, t=3, j=3, S=10, B=11, y=y, h0=(500, 9), c0=0, c_out=0,
@@ -1103,3 +1105,62 @@ def test_projected_lstm_plans_per_step_and_launches_its_h_projection():
                                          cell_output=4096, weights={"w_hr": 7}, lengths=777)
     assert launch.arguments(k, args) == [4096, 7, 500, 9, y.at(0), 18, 11, 777, 9, -1]
     assert m.kernel_of("a", "h_projection").params[2].name == "h_out"  # no h_prev without lengths
+
+
+def test_projected_lstm_folds_where_a_persistent_recurrence_beats_steps():
+    """An LSTMP whose W_hh·W_hr fits on chip runs folded: its recurrent kernel is a plain
+    LSTM's of width H (the very kernel of such a layer), no h projection kernel, a
+    first-step kernel for h0·W_hhᵀ, and h = r·W_hrᵀ as one cuBLASLt GEMM a chunk; r of
+    every step lives in the workspace. Per step where gemm is 'rnncc' or nothing fits."""
+    from rnncc import launch
+
+    def spec(dtype, H, P, direction="forward"):
+        return {"name": "lstmp", "dtype": dtype, "input_size": 24, "layers": [
+            {"name": "a", "cell": "lstm", "hidden_size": H, "proj_size": P, "direction": direction}]}
+
+    m = rnncc.compile(spec("float16", 1024, 256), target="h100", seq_len=256, batch=8)
+    a = m.plan.layers[0]
+    assert a.folded and a.persistence.value.mode in ("grid", "cluster")
+    assert a.h_projection.alternatives["folded"] < a.h_projection.alternatives["per step"]
+    assert "W_hh·W_hr" in a.h_projection.reason and a.recurrence.out_size == 1024
+    plain = rnncc.compile({"name": "plain", "dtype": "float16", "input_size": 24, "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 1024}]}, target="h100", seq_len=256, batch=8)
+    assert m.kernel_of("a", "recurrent").name == plain.kernel_of("a", "recurrent").name
+    assert m.kernel_of("a", "h_projection") is None
+    first = m.kernel_of("a", "folded_first_step")
+    assert first is not None and "constexpr int P = 256;" in first.source
+    from rnncc.passes.workspace import workspace_parts
+    assert dict(workspace_parts(m.plan, 256, 8))["cell_output"] == 256 * 8 * 1024 * 2  # r, every step
+    # Per step: gemm='rnncc' (the h GEMM is cuBLASLt's), or W_hh·W_hr too large (fp32 H=2048).
+    assert not rnncc.compile(spec("float16", 1024, 256), target="h100", seq_len=256, batch=8,
+                             gemm="rnncc").plan.layers[0].folded
+    big = rnncc.compile(spec("float32", 2048, 256), target="h100", seq_len=256, batch=8).plan.layers[0]
+    assert not big.folded and "fits no persistent mode" in big.h_projection.reason
+
+    # The launches of a reverse layer's chunk: the first step's term, then the h GEMM.
+    rev = rnncc.compile(spec("float16", 40, 9, "reverse"), target="h100", seq_len=10, batch=3,
+                        persistence="cluster", unroll=4).plan.layers[0]
+    assert rev.folded and rev.h_projection.source == "user"
+    args = launch.folded_first_step_arguments(rev, t0=4, steps=4, S=10, B=3, xproj=800,
+                                              xproj_strides=(-480, 160, 1), w_hh_t=7, h0=(500, 9),
+                                              lengths=64)
+    assert (args["length_time"], args["length_dir"], args["steps"], args["lengths"]) == (5, -1, 4, 64)
+    assert launch.folded_first_step_grid(rev, 3) == (1, 3)  # 160 gate columns, a block of 256
+    kernel = rnncc.compile(spec("float16", 40, 9, "reverse"), target="h100", seq_len=10, batch=3,
+                           persistence="cluster").kernel_of("a", "folded_first_step")
+    assert launch.arguments(kernel, args) == [800, -480, 160, 1, 7, 500, 9, 3, 10, 4, 5, -1, 64, 0, 0, 0]
+    y_run = launch.Sequence(1000, 2, 3 * 18, 18).columns(9).reversed(10)
+    empty = launch.folded_empty_rows_arguments(S=10, B=3, y=y_run, w_hh_t=7, h0=(500, 9), lengths=64)
+    assert (empty["phase"], empty["y_last"], empty["y_last_stride_b"]) == (1, 1000 + 9 * 2, 18)  # time 0
+    assert launch.folded_first_step_grid(rev, 3, phase=1) == (1, 3)
+    r = launch.Sequence(10_000, 2, 3 * 40, 40)
+    y = launch.Sequence(1000, 2, 3 * 18, 18).columns(9)  # a bidirectional tensor's second half
+    g, a_ptr, b_ptr, d_ptr = launch.folded_h_projection(rev, dtype="float16", t0=4, steps=4, S=10, B=3,
+                                                        r=r, y=y, w_hr=7, scratch=0)
+    # Own steps 4..7 of a reverse layer are times 2..5: one GEMM over those 12 rows.
+    assert (g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.batches, g.out_dtype) == (9, 12, 40, 40, 40, 18, 1, "float16")
+    assert (a_ptr, b_ptr, d_ptr) == (7, r.at(2), y.at(2))
+    batch_first = launch.Sequence(1000, 2, 9, 10 * 9)  # [B, S, P]: steps not B rows apart
+    g, _, _, d_ptr = launch.folded_h_projection(rev, dtype="float16", t0=0, steps=10, S=10, B=3,
+                                                r=r, y=batch_first, w_hr=7, scratch=0)
+    assert (g.n, g.batches, g.stride_b, g.stride_d, g.ldd, d_ptr) == (3, 10, 120, 9, 90, 1000)

@@ -122,3 +122,29 @@ def test_bidirectional_reference_equals_torch(cell):
     for i, l in enumerate(model.layers):
         h = final[l.name][0] if cell == "lstm" else final[l.name]
         np.testing.assert_allclose(h, h_n[i].numpy(), atol=1e-6)
+
+
+def test_folded_lstmp_recurrence_equals_the_reference():
+    """The folded form as the kernels run it, from the packed arrays: the recurrence on r
+    from r = 0 through w_fold_t ((W_hh·W_hr)ᵀ, w_hh_t's columns), h0·W_hhᵀ added to the
+    first step's projection, then h = r·W_hrᵀ; the reference's LSTMP, h0 and c0 given."""
+    m = rnncc.load({"name": "p", "input_size": 5, "layers": [
+        {"name": "l", "cell": "lstm", "hidden_size": 6, "proj_size": 4}]})
+    w = weights.init(m, seed=2)
+    p = weights.pack(m.layers[0], w)
+    np.testing.assert_allclose(p.w_fold_t, p.w_hr.T.astype(np.float64) @ p.w_hh_t, rtol=1e-6, atol=1e-7)
+    rng = np.random.default_rng(1)
+    S, B, H = 5, 3, 6
+    x, h0, c0 = rng.normal(size=(S, B, 5)), rng.normal(size=(B, 4)), rng.normal(size=(B, H))
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    xp = (x @ p.w_ih.T.astype(np.float64) + p.bias).reshape(S, B, H * 4)
+    xp[0] += h0 @ p.w_hh_t.astype(np.float64)
+    r, c, ys = np.zeros((B, H)), c0, []
+    for t in range(S):
+        g = (xp[t] + r @ p.w_fold_t.astype(np.float64)).reshape(B, H, 4)
+        c = sig(g[..., 1]) * c + sig(g[..., 0]) * np.tanh(g[..., 2])
+        r = sig(g[..., 3]) * np.tanh(c)
+        ys.append(r @ p.w_hr.T.astype(np.float64))
+    (want,), state = reference.run(m, w, x, {"l": (h0, c0)})
+    np.testing.assert_allclose(np.stack(ys), want, atol=1e-5)
+    np.testing.assert_allclose(c, state["l"][1], atol=1e-5)

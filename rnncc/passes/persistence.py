@@ -16,9 +16,16 @@ in one launch; ``math="fma"``) or as h·W_hhᵀ in cuBLASLt followed by rnncc's 
 (``math="cublas"``): where W_hh does not fit on chip and the batch makes the step a GEMM
 of its own, the library's tensor-core kernels are the fast way through it.
 
-A projected LSTM (proj_size) runs per step, a rule: its h = r·W_hrᵀ needs all of r, a
-second product and exchange a step that the persistent kernels do not have; a kernel of
-its own (``recurrent_h_projection``) computes it after each step.
+A projected LSTM (proj_size, h = r·W_hrᵀ with r = o ⊙ tanh c) runs in one of two forms,
+its ``h_projection`` decision, priced here with the persistence each allows:
+- per step: mode none, the step kernel over K = P writing r, then a kernel of its own
+  (``recurrent_h_projection``) computing h after each step; the persistent kernels have
+  no second product and exchange a step.
+- folded: h_{t−1}·W_hhᵀ = r_{t−1}·(W_hh·W_hr)ᵀ, so the recurrence is a plain LSTM of width
+  H over r through W_hh·W_hr (weights.py folds it in float64), in any mode; after each chunk
+  of steps, h = r·W_hrᵀ is one cuBLASLt GEMM, and h0·W_hhᵀ is added to the first step's
+  projection (an h0 need not be W_hr of any r). W_hh·W_hr is G·H·H: where P ≪ H the
+  product a step is larger, but one launch replaces two a step.
 """
 
 from dataclasses import replace
@@ -27,8 +34,8 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import Persistence, Persistent, PerStep, StepTile
-from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
-                   cluster_tiles, h_projection_seconds, library_step_seconds,
+from .cost import (LIBRARY_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+                   cluster_tiles, h_projection_seconds, library_gemm_seconds, library_step_seconds,
                    persistent_seconds, persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
 
 
@@ -46,6 +53,11 @@ def plan_persistence(model, plan, target):
     budget = target.shared_memory_per_block_optin
 
     def decide(l):
+        return decide_projected(l) if l.proj_size else decide_modes(l)[1]
+
+    def decide_modes(l):
+        """(predicted seconds a step, l with its persistence): the fastest mode, or the
+        one forced or measured."""
         B, H, G = o.batch, l.hidden_size, l.gates
         step_tile = l.step_tile.value
         w_mb = G * H * H * itemsize / 2**20
@@ -55,17 +67,8 @@ def plan_persistence(model, plan, target):
         measured = dict(tuned.times) if tuned else None
         if forced == "none":
             how = "measured" if tuned else "forced by the user"
-            return replace(l, persistence=Decision(none[1], f"{how}; {none[2]}", source,
-                                                   per_step, measured))
-        if l.proj_size:
-            if forced is not None:
-                raise PlanError(f"layer '{l.name}', option persistence={forced!r}: a projected "
-                                f"LSTM (proj_size={l.proj_size}) runs a launch per step; expected "
-                                "persistence='none' or no option")
-            return replace(l, persistence=Decision(
-                none[1], f"none: proj_size={l.proj_size}, h = r·W_hrᵀ needs all of r, a second "
-                f"product and exchange a step that the persistent kernels lack (a rule); {none[2]}; "
-                f"predicted {none[0] * 1e6:.1f} µs/step", "model", per_step, measured))
+            return none[0], replace(l, persistence=Decision(none[1], f"{how}; {none[2]}", source,
+                                                            per_step, measured))
         candidates = {"none": none}
 
         def fitting(tiles):
@@ -139,7 +142,55 @@ def plan_persistence(model, plan, target):
             reason = (f"{how}{chosen}: {what}; "
                       f"predicted {seconds * 1e6:.1f} µs/step (others, µs: {others})")
         alternatives = {**per_step, **{k: v[0] for k, v in candidates.items() if k != "none"}}
-        return replace(l, persistence=Decision(value, reason, source, alternatives, measured))
+        return seconds, replace(l, persistence=Decision(value, reason, source, alternatives, measured))
+
+    def decide_projected(l):
+        """A projected LSTM, per step or folded (module docstring), whichever is predicted
+        faster, or as forced: persistence none is per step; grid or cluster, folded."""
+        B, H, P, G = o.batch, l.hidden_size, l.proj_size, l.gates
+        none, per_step = _per_step(l, o, target, itemsize, l.step_tile.value)
+        tuned = o.measured(l.name)
+        forced, source = (tuned.persistence, "measured") if tuned else (o.persistence, "user")
+        measured = dict(tuned.times) if tuned else None
+
+        def per_step_form(why: str, how: str = "model"):
+            return replace(l, persistence=Decision(
+                none[1], f"{why}; {none[2]}; predicted {none[0] * 1e6:.1f} µs/step", how, per_step,
+                measured), h_projection=Decision("per step", why, how))
+
+        if forced == "none":
+            return per_step_form(f"per step: persistence none {'measured' if tuned else 'forced'}", source)
+        if o.gemm_for(l.name) == "rnncc":
+            if forced is not None:
+                raise PlanError(f"layer '{l.name}', option persistence={forced!r} with gemm='rnncc': a "
+                                f"projected LSTM (proj_size={P}) runs persistent only folded, whose h = "
+                                "r·W_hrᵀ of a chunk is a cuBLASLt GEMM; expected persistence='none' or "
+                                "gemm other than 'rnncc'")
+            return per_step_form("per step: gemm='rnncc', and the folded form's h = r·W_hrᵀ of a chunk "
+                                 "is a cuBLASLt GEMM (a rule)")
+        seconds, plain = decide_modes(replace(l, proj_size=0))
+        d = plain.persistence
+        if d.value.mode == "none":
+            return per_step_form(f"per step: folded, W_hh·W_hr ({G * H * H * itemsize / 2**20:.1f} MiB) "
+                                 "fits no persistent mode")
+        chunk = min(l.unroll.value, o.seq_len)
+        gemm = max(library_gemm_seconds(P, chunk * B, H, itemsize, l.precision.value, target),
+                   LIBRARY_CALL_SECONDS) / chunk
+        folded = seconds + gemm
+        forms = {"per step": none[0], "folded": folded}
+        if forced is None and none[0] <= folded:
+            return per_step_form(f"per step: predicted {none[0] * 1e6:.1f} µs/step, folded "
+                                 f"({d.value.mode}) {folded * 1e6:.1f}")
+        why = (f"folded: the recurrence runs on r = o ⊙ tanh c (H={H}) through W_hh·W_hr "
+               f"[{G}·{H}, {H}] in a plain LSTM's {d.value.mode} kernel, then h = r·W_hrᵀ of each "
+               f"chunk in one cuBLASLt GEMM ({gemm * 1e6:.2f} µs/step at {chunk} steps), h0·W_hhᵀ added "
+               f"to the first step's projection; predicted {folded * 1e6:.1f} µs/step, per step "
+               f"{none[0] * 1e6:.1f}")
+        alternatives = {**{k: v + gemm for k, v in d.alternatives.items() if k in ("grid", "cluster")},
+                        **per_step}
+        return replace(l, persistence=replace(d, reason=f"folded (see h_projection); {d.reason}",
+                                              alternatives=alternatives),
+                       h_projection=Decision("folded", why, d.source, forms))
     return plan.map_layers(decide)
 
 

@@ -168,7 +168,7 @@ def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target, par
     seconds = projection_s + steps * step_seconds_of(l)
     p = l.persistence.value
     if isinstance(p, Persistent):
-        w_hh = l.gates * l.hidden_size * l.out_size * itemsize
+        w_hh = l.gates * l.hidden_size * l.recurrence.out_size * itemsize  # folded: W_hh·W_hr
         if p.mode != "grid":
             launch = PERSISTENT_LAUNCH_SECONDS
         elif parts > 1:
@@ -195,10 +195,11 @@ def holds_its_sms(l, target) -> bool:
 def host_seconds(l, steps: int) -> float:
     """Host time of one chunk of layer l run one layer after another: the projection's
     call or launch, and the recurrent launch (a launch per step for mode none, two for a
-    projected LSTM's, whose h projection is a kernel of its own)."""
+    projected LSTM's per step, whose h projection is a kernel of its own; a folded one's h
+    projection is a library call a chunk)."""
     projection = LIBRARY_CALL_SECONDS if l.projection_tile.value.math == "cublas" else STEP_LAUNCH_SECONDS
     launches = 1 if isinstance(l.persistence.value, Persistent) else steps * (2 if l.proj_size else 1)
-    return projection + launches * STEP_LAUNCH_SECONDS
+    return projection + launches * STEP_LAUNCH_SECONDS + (LIBRARY_CALL_SECONDS if l.folded else 0.0)
 
 
 def pipelined_host_seconds(l) -> float:

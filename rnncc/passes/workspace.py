@@ -21,14 +21,16 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the cell
     kernel), h of a residual layer (whose output sequence holds h + input), a
     projection chunk's summed input (merge_fusion "summed") and a projected LSTM's r = o ⊙
-    tanh c of one step (storage dtype, as torch rounds it before h = r·W_hrᵀ)."""
+    tanh c (storage dtype, as torch rounds it before h = r·W_hrᵀ): of one step per step,
+    of every step folded (the recurrence's own sequence, read back a step later)."""
     chunk = min(l.unroll.value, seq_len)
     return {"projection": chunk * batch * l.gates * l.hidden_size * 4,
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
             "step_product": batch * l.gates * l.hidden_size * 4 if l.persistence.value.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
             "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0,
-            "cell_output": batch * l.hidden_size * itemsize if l.proj_size else 0}
+            "cell_output": (seq_len if l.folded else 1) * batch * l.hidden_size * itemsize
+            if l.proj_size else 0}
 
 
 def pipelined(plan) -> bool:
