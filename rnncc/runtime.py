@@ -411,7 +411,26 @@ class CompiledModel:
                 if self._device_weights is None:
                     self._programs = {}
                     self._device_weights = self._upload_weights()
+        if any(l.folded and "w_fold_t" not in self._device_weights[l.name] for l in variant.plan.layers):
+            with self._lock:
+                self._upload_folds(variant)
         self._loaded.add(variant.key)
+
+    def _upload_folds(self, variant: Variant) -> None:
+        """The folded recurrent matrix of each layer the variant folds, on its first such
+        variant (weights.fold_projection); added beside the weights, which stay where they
+        are (a call on another stream may be reading them)."""
+        import pycuda.driver as cuda
+
+        for l in variant.plan.layers:
+            layer_weights = self._device_weights[l.name]
+            if l.folded and "w_fold_t" not in layer_weights:
+                host = to_storage(weights_mod.fold_projection(self.model.layer(l.name), self._weights),
+                                  self.model.dtype)
+                mem = cuda.to_device(host)
+                self._device_memory.append(mem)
+                self._constants.insert(0, (int(mem), host.nbytes))
+                layer_weights["w_fold_t"] = int(mem)
 
     def _upload_weights(self) -> dict[str, dict[str, int]]:
         """Each layer's packed weights on the device: {layer: {"w_ih": pointer, ...}}."""
@@ -423,7 +442,7 @@ class CompiledModel:
             packed = weights_mod.pack(layer, self._weights)
             for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
                                      ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False),
-                                     ("w_hr", packed.w_hr, True), ("w_fold_t", packed.w_fold_t, True)):
+                                     ("w_hr", packed.w_hr, True)):
                 if arr.size == 0:
                     continue
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)

@@ -127,8 +127,6 @@ class PackedLayer:
     bias: np.ndarray        # [H·G]      float32, added in the input projection
     bias_hn: np.ndarray     # [H]        GRU only: b_hn, inside r ⊙ (W_hn h + b_hn); else empty
     w_hr: np.ndarray        # [P, H]     proj_size only: W_hr as torch's (h = r W_hrᵀ, K contiguous); else empty
-    w_fold_t: np.ndarray    # [H, H·G]   proj_size only: (W_hh·W_hr)ᵀ, columns as w_hh_t's, the folded
-                            #            recurrence's W_hhᵀ (passes/persistence.py); else empty
 
 
 def interleave_gates(rows: np.ndarray, gates: int) -> np.ndarray:
@@ -154,19 +152,23 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
         bias_hn = b_hh[2 * H:].copy()
         b_hh[2 * H:] = 0.0
     bias = (b_ih.astype(np.float64) + b_hh).astype(np.float32)
-    w_hr = np.ascontiguousarray(np.asarray(weights[f"{layer.name}.weight_hr"], np.float32)) \
-        if layer.proj_size else np.zeros((0, 0), np.float32)
-    # Folded in float64, rounded once: h·W_hhᵀ = r·(W_hh·W_hr)ᵀ for h = r·W_hrᵀ.
-    w_fold = (w_hh.astype(np.float64) @ w_hr.astype(np.float64)).astype(np.float32) \
-        if layer.proj_size else np.zeros((0, 0), np.float32)
     return PackedLayer(
         w_ih=np.ascontiguousarray(interleave_gates(w_ih, G)),
         w_hh_t=np.ascontiguousarray(interleave_gates(w_hh, G).T),
         bias=np.ascontiguousarray(interleave_gates(bias, G)),
         bias_hn=bias_hn,
-        w_hr=w_hr,
-        w_fold_t=np.ascontiguousarray(interleave_gates(w_fold, G).T) if layer.proj_size else w_fold,
+        w_hr=np.ascontiguousarray(np.asarray(weights[f"{layer.name}.weight_hr"], np.float32))
+        if layer.proj_size else np.zeros((0, 0), np.float32),
     )
+
+
+def fold_projection(layer: Layer, weights: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A projected LSTM's folded recurrent matrix (W_hh·W_hr)ᵀ, [H, H·G] with PackedLayer.w_hh_t's
+    columns: h·W_hhᵀ = r·(W_hh·W_hr)ᵀ for h = r·W_hrᵀ (passes/persistence.py). Multiplied in
+    float64 and rounded once; made only for a plan that folds (G·H·H·P multiply-adds)."""
+    w_hh = np.asarray(weights[f"{layer.name}.weight_hh"], np.float64)
+    w_hr = np.asarray(weights[f"{layer.name}.weight_hr"], np.float64)
+    return np.ascontiguousarray(interleave_gates((w_hh @ w_hr).astype(np.float32), layer.gates).T)
 
 
 def to_torch(model: Model, weights: Mapping[str, np.ndarray]):

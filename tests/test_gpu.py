@@ -1118,10 +1118,15 @@ def test_replay_from_the_tensor_still_checks(gpu, torch):
                 <= tolerance("float16")
 
 
-def test_replay_after_new_weights_and_in_a_cuda_graph(gpu, torch):
-    """New weights (load_state_dict) drop the recorded calls; a replayed call captured in a
-    CUDA graph replays on fresh input as an eager call computes it."""
-    m = rnncc.compile(single("lstm", 128, 32, "float16"), target="device", seq_len=20, batch=4, seed=1)
+@pytest.mark.parametrize("proj", [0, 24])
+def test_replay_after_new_weights_and_in_a_cuda_graph(gpu, torch, proj):
+    """New weights (load_state_dict) drop the recorded calls (a folded LSTMP's W_hh·W_hr is
+    made again from them); a replayed call captured in a CUDA graph replays on fresh input
+    as an eager call computes it."""
+    spec = single("lstm", 128, 32, "float16")
+    spec["layers"][0] |= {"proj_size": proj} if proj else {}
+    m = rnncc.compile(spec, target="device", seq_len=20, batch=4, seed=1)
+    assert m.plan.layers[0].folded == bool(proj)
     x = torch.rand(20, 4, 32, device="cuda", dtype=torch.half)
     m(x), m(x)
     assert m._programs
