@@ -85,6 +85,8 @@ def chunk_steps(t0: int, steps: int, S: int, reverse: bool) -> int:
 
 def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
     tile, GH = l.projection_tile.value, l.gates * l.hidden_size
+    if tile.math == "rows":  # a warp a gate column, a block a pass of tile.rows rows; any layout
+        return math.ceil(GH / tile.warps), math.ceil(rows / tile.rows)
     if l.layout.value == "xw":
         return math.ceil(GH / tile.bn), math.ceil(rows / tile.bm)
     return math.ceil(rows / tile.bn), math.ceil(GH / tile.bm)

@@ -343,6 +343,34 @@ class TensorTile:
 # ---- the input projection -----------------------------------------------------------
 
 @dataclass(frozen=True)
+class RowsProjection:
+    """The input projection of a few rows as matrix-vector products
+    (input_projection_rows.cu.j2): a warp a column of the gates (a row of W_ih, read once
+    a pass in 16-byte loads), ``rows`` input rows a pass staged in shared memory,
+    ``warps`` columns a block."""
+
+    rows: int
+    warps: int = 8
+    math: ClassVar[str] = "rows"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @staticmethod
+    def padded_k(k: int, itemsize: int) -> int:
+        """K as the kernel stages it: whole 16-byte loads of all 32 lanes."""
+        per_round = 32 * 16 // itemsize
+        return -(-k // per_round) * per_round
+
+    def shared_bytes(self, k: int, itemsize: int) -> int:
+        return self.rows * self.padded_k(k, itemsize) * 4
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "rows": self.rows, "warps": self.warps, "threads": self.threads}
+
+
+@dataclass(frozen=True)
 class LibraryProjection:
     """The input projection as cuBLASLt GEMMs (one per source), no rnncc kernel."""
 
@@ -352,7 +380,7 @@ class LibraryProjection:
         return {"math": self.math}
 
 
-Projection = Union[ProjectionTile, TensorProjectionTile, LibraryProjection]
+Projection = Union[ProjectionTile, TensorProjectionTile, RowsProjection, LibraryProjection]
 
 
 # ---- the recurrent steps ---------------------------------------------------------------

@@ -44,6 +44,10 @@ def matrix():
                                     (1024, 33, 256, 100), ("grid", "cluster", "cluster", "grid")):
         yield dict(cell=cell, layout="xw", H=H, unroll=None, dtype=dtype, bias=True, persistence=mode,
                    precision="exact" if dtype != "float32" else "tensor")
+    # The projection of a few rows (a step at B=2: matrix-vector passes over W_ih), every
+    # storage dtype, both layouts, merged inputs.
+    for dtype, layout in itertools.product(("float32", "float16", "bfloat16"), LAYOUTS):
+        yield dict(cell="lstm", layout=layout, H=33, unroll=1, dtype=dtype, bias=True, batch=2)
     # cuBLASLt's products: rnncc renders only the cell kernel of each step (and the merges).
     for cell, dtype, H in zip(CELLS, ("float16", "bfloat16", "float32", "float16"), (33, 1024, 1, 256)):
         yield dict(cell=cell, layout="xw", H=H, unroll=4, dtype=dtype, bias=cell != "rnn_tanh",
@@ -88,6 +92,11 @@ def test_all_templates_render_and_compile(nvcc):
             assert all("after cuBLASLt" in k.source for k in m.kernels if k.family == step)
         else:
             assert families == {"input_projection", step, "merge"}
+        if case.get("batch") == 2:  # the merged layers' (K ≥ 33); a's 17 features may take a tile
+            rows = {l.name for l in m.plan.layers if l.projection_tile.value.math == "rows"}
+            assert rows >= {"b", "c", "d"}
+            assert all(("matrix-vector" in k.source) == (k.users[0] in rows)
+                       for k in m.kernels if k.family == "input_projection")
         if step != "recurrent_step":
             tensor = m.plan.layers[0].precision.value == "tensor"
             assert all(l.persistence.value.math == ("tensor" if tensor else "fma") for l in m.plan.layers)

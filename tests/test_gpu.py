@@ -460,6 +460,21 @@ def test_stacked_on_cublaslt(gpu, dtype, batch_first):
     assert "c" in m.kernel_of("c", "merge").users
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["xw", "wx"])
+@pytest.mark.parametrize("seq,batch", [(1, 1), (1, 5), (3, 5)])
+def test_projection_of_a_few_rows(gpu, dtype, layout, seq, batch):
+    """The projection of a few rows (matrix-vector passes, a warp a gate column): merged
+    inputs of odd widths (element loads), and one source whose rows are whole 16-byte loads,
+    K = 2048 (float32: 16 loads a lane, two groups of 8), in both layouts."""
+    m, _, _ = run_and_compare(dict(STACKED, dtype=dtype), seq, batch, seed=seq * 10 + batch, with_state=True,
+                              layout=layout)
+    assert {l.name for l in m.plan.layers if l.projection_tile.value.math == "rows"} >= {"b", "c", "d", "e"}
+    m, _, _ = run_and_compare(single("gru", 96, 2048, dtype), seq, batch, seed=seq + batch, with_state=True,
+                              layout=layout)
+    assert m.plan.layers[0].projection_tile.value.math == "rows"
+
+
 # Residual layers: h + input written by the step's epilogue, on the model input (its
 # batch-first strides), on a sum and on a concat, into the caller's arrays and into the
 # workspace; h_n is h's.

@@ -1164,3 +1164,37 @@ def test_projected_lstm_folds_where_a_persistent_recurrence_beats_steps():
     g, _, _, d_ptr = launch.folded_h_projection(rev, dtype="float16", t0=0, steps=10, S=10, B=3,
                                                 r=r, y=batch_first, w_hr=7, scratch=0)
     assert (g.n, g.batches, g.stride_b, g.stride_d, g.ldd, d_ptr) == (3, 10, 120, 9, 90, 1000)
+
+
+def test_a_few_rows_project_as_matrix_vector_products():
+    """One step of LSTM fp16 H=1024 at B=1 is a 1 × 4096 × 1024 product: the tiled kernels
+    ran it in 13 µs where cuBLAS took 3.7 (results/short-call-kernels-h100-2026-11-27-at-356e75d.txt),
+    so the plan projects a few rows as matrix-vector passes; a long sequence keeps a GEMM."""
+    spec = {"name": "one", "dtype": "float16", "input_size": 1024,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 1024}]}
+    short = rnncc.compile(spec, target="h100", seq_len=1, batch=1).plan.layers[0].projection_tile
+    assert short.value.math == "rows" and short.value.rows == 1
+    assert "matrix-vector" in short.reason and "rnncc rows×1" in short.alternatives
+    assert short.alternatives["rnncc rows×1"] < min(v for k, v in short.alternatives.items()
+                                                    if k.startswith("rnncc ") and "rows" not in k)
+    long = rnncc.compile(spec, target="h100", seq_len=256, batch=8).plan.layers[0].projection_tile
+    assert long.value.math != "rows"
+    # Rows a pass: as many as the staged rows allow in static shared memory (16 × 1024 floats
+    # do not fit 48 KiB).
+    five = rnncc.compile(spec, target="h100", seq_len=1, batch=5).plan.layers[0]
+    assert five.projection_tile.value.math == "rows" and five.projection_tile.value.rows == 8
+    # A warp a gate column, 8 a block; a block a pass of 8 rows (any layout).
+    from rnncc.launch import projection_grid
+    assert projection_grid(five, 5) == (512, 1) and projection_grid(five, 17) == (512, 3)
+
+
+def test_a_persistent_kernels_start_is_weighed_over_the_chunk():
+    """A one-step call of LSTM fp32 H=650 B=5 ran 14.5 µs in a CUDA graph with a launch per
+    step and 20.6 on the grid kernel (results/short-and-odd-h100-2026-11-27-at-356e75d.json):
+    the grid kernel's start (its launch and W_hh's load) is weighed over the chunk's steps."""
+    spec = {"name": "one", "dtype": "float32", "input_size": 650,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 650}]}
+    one = rnncc.compile(spec, target="h100", seq_len=1, batch=5).plan.layers[0].persistence
+    assert one.value.mode == "none" and "a persistent kernel's start" in one.reason
+    many = rnncc.compile(spec, target="h100", seq_len=64, batch=5).plan.layers[0].persistence
+    assert many.value.mode == "grid"

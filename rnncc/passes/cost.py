@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
-                     StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block, lanes_k_tile, mma_k)
+                     RowsProjection, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
+                     lanes_k_tile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -21,6 +22,16 @@ STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load 
 # kernel. Per-step layers measured no faster than ≈ 9.5 µs a step whatever their size
 # (benchmarks/results/bench-h100-2026-11-23.json, rows with persistence none).
 STEP_LAUNCH_SECONDS = 9e-6
+
+
+# A lone persistent kernel's start on the GPU before its first step: the launch and W_hh's
+# load into shared memory or registers, which a launch per step does not pay. Measured in
+# one-step calls (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt): the
+# grid kernel of LSTM fp16 H=1024 B=1 ran 12.4 µs (a step about 3.3), the cluster kernel of
+# GRU fp32 H=256 B=1 10.1 µs (a step about 1). The registers-form cluster kernel of GRU fp16
+# H=650 B=5 ran 44 µs, which this constant does not explain. Weighed over a chunk's steps
+# when a persistent mode is chosen; a pipelined stack's chunks are priced by the schedule.
+PERSISTENT_START_SECONDS = 9e-6
 
 
 def clock_hz(target: Target) -> float:
@@ -56,6 +67,36 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
     compute = waves * blocks_per_sm * 2.0 * tile.bm * tile.bn * k / (sm_flops * efficiency)
     memory = gemm_memory_seconds(m, n, k, itemsize, target)
     return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
+
+
+# The projection of a few rows (input_projection_rows.cu.j2) streams W_ih once a pass of
+# `rows` input rows: the staging of those rows (a memory round trip before W's loads; the
+# tiled kernels' models count no launch either), then W_ih's bytes at HBM bandwidth, or its
+# multiply-adds at a fraction of the FMA peak (each W value feeds `rows` FMAs from float4
+# shared loads with 2-way conflicts). The tiled kernels it replaces took 13 µs for
+# one row of LSTM fp16 H=1024 (1×4096×1024) and 31 µs for 5 rows of GRU fp16 H=650, where
+# cuBLAS took 3.7 and 5.0 (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt).
+ROWS_PROJECTION_FIXED_SECONDS = 0.5e-6
+ROWS_PROJECTION_FMA_EFFICIENCY = 0.35
+ROWS_PROJECTION_MAX_PASSES = 4   # over W_ih: past that, a few rows is a GEMM's work
+
+
+def rows_projection_tiles(m: int, k: int, itemsize: int, target: Target) -> list[RowsProjection]:
+    """For m rows: rows a pass (1, 2, 4, 8, 16) whose staged rows fit static shared memory,
+    in at most ROWS_PROJECTION_MAX_PASSES passes."""
+    return [t for t in (RowsProjection(r) for r in (1, 2, 4, 8, 16))
+            if t.shared_bytes(k, itemsize) <= target.shared_memory_per_block
+            and math.ceil(m / t.rows) <= ROWS_PROJECTION_MAX_PASSES]
+
+
+def rows_projection_seconds(m: int, n: int, k: int, tile: RowsProjection, target: Target,
+                            itemsize: int) -> float:
+    """C[m,n] = A[m,k]·B[n,k]ᵀ as ⌈m / rows⌉ passes over B (W_ih), each its bytes at HBM
+    bandwidth or its FMAs, whichever is longer, after ROWS_PROJECTION_FIXED_SECONDS."""
+    passes = math.ceil(m / tile.rows)
+    memory = n * k * itemsize / target.memory_bandwidth
+    compute = 2.0 * tile.rows * n * k / (target.fp32_flops * ROWS_PROJECTION_FMA_EFFICIENCY)
+    return ROWS_PROJECTION_FIXED_SECONDS + passes * max(memory, compute)
 
 
 def fma_work_per_k(tile, gates: int, float4_weights: bool) -> tuple[int, int]:

@@ -22,12 +22,14 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection
 from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
-                   merge_seconds, projection_seconds, step_seconds, step_tiles,
-                   tensor_projection_k_tile, tensor_projection_seconds)
+                   merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tiles,
+                   step_seconds, step_tiles, tensor_projection_k_tile, tensor_projection_seconds)
 
 
 def projection_label(value: Projection) -> str:
     """The name of a projection decision's value among its alternatives."""
+    if value.math == "rows":
+        return f"rnncc rows×{value.rows}"
     return "cuBLASLt" if value.math == "cublas" else f"rnncc {value.bm}×{value.bn}"
 
 
@@ -62,11 +64,21 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     else:
         costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
                  for t in PROJECTION_TILES}
-    best = min(costs, key=lambda t: (round(costs[t] * 1e9), -t.bm))
-    blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
-    value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
-    reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
-              f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
+    # A few rows: matrix-vector passes over W_ih, many blocks, no K loop waiting on memory.
+    costs |= {t: rows_projection_seconds(rows, cols, l.input_size, t, target, itemsize)
+              for t in rows_projection_tiles(rows, l.input_size, itemsize, target)}
+    best = min(costs, key=lambda t: (round(costs[t] * 1e9), -getattr(t, "bm", 0)))
+    if best.math == "rows":
+        value = best
+        reason = (f"{rows} rows × {cols} as matrix-vector passes of {best.rows} rows over W_ih, "
+                  f"{math.ceil(cols / best.warps)}×{math.ceil(rows / best.rows)} blocks of {best.threads} "
+                  f"threads (a warp a gate column, products exact in float32), predicted "
+                  f"{costs[best] * 1e6:.1f} µs")
+    else:
+        blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
+        value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
+        reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
+                  f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
     alternatives = {projection_label(t): c for t, c in costs.items()}
     if gemm == "rnncc":
         return Decision(value, reason, alternatives=alternatives)
@@ -94,7 +106,7 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
                f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 and not summed else ''}"
                f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
                f"predicted {library * 1e6:.1f} µs in cuBLASLt (and {host * 1e6:.0f} µs of the host's) "
-               f"vs {costs[best] * 1e6:.1f} µs in rnncc's best tile ({best.bm}×{best.bn})")
+               f"vs {costs[best] * 1e6:.1f} µs in rnncc's best kernel ({projection_label(best)})")
         return Decision(LibraryProjection(), why + "; bias in the library's epilogue",
                         chooser if gemm == "cublas" else "model", alternatives)
     reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs and {host * 1e6:.0f} µs of the host's)"

@@ -1,0 +1,95 @@
+"""The kernels of one short call (S=1), rnncc beside cuDNN: what each side launches and how
+long each kernel runs on the GPU (torch.profiler), rnncc as planned and with persistence
+none, without and with an initial state; then both with state captured in a CUDA graph.
+
+    python3 benchmarks/short_call_kernels.py OUT_DIR   (from the repository root; needs a GPU)
+
+Writes OUT_DIR/short-call-kernels-h100-<date>.txt.
+"""
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import rnncc
+
+CASES = [("lstm", "float16", 1024, 1), ("gru", "float32", 256, 1), ("gru", "float16", 650, 5)]
+
+
+def kernels(fn, calls: int = 5) -> str:
+    """Each GPU activity of fn: launches a call × mean µs."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    seen: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            seen.setdefault(e.name[:90], []).append(e.device_time)
+    return "; ".join(f"{name} {len(v) / calls:.0f}× {sum(v) / len(v):.1f} µs" for name, v in seen.items())
+
+
+def graph_us(fn, replays: int = 50) -> float:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    for _ in range(5):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / replays * 1e3
+
+
+def main(out: str) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    commit = os.environ.get("RNNCC_COMMIT", "unknown")
+    lines = [f"# benchmarks/short_call_kernels.py at commit {commit}, {torch.cuda.get_device_name()}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
+    for cell, dtype, H, B in CASES:
+        tdt = getattr(torch, dtype)
+        torch.manual_seed(0)
+        module = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](H, H).to("cuda", tdt).eval()
+        model, weights = rnncc.from_torch(module)
+        x = torch.randn(1, B, H, device="cuda", dtype=tdt)
+        h, c = (torch.randn(1, B, H, device="cuda", dtype=tdt) for _ in range(2))
+        hx = (h, c) if cell == "lstm" else h
+        state = {"l0": (h[0], c[0]) if cell == "lstm" else h[0]}
+        with torch.no_grad():
+            for mode in (None, "none"):
+                m = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=1,
+                                  **({"persistence": mode} if mode else {}))
+                l = m.plan.layers[0]
+                lines.append(f"== {cell} {dtype} H={H} B={B} persistence={mode or 'planned'}: "
+                             f"{l.persistence.value.mode}, projection {l.projection_tile.value.math}")
+                lines.append(f"  rnncc no state: {kernels(lambda: m(x))}")
+                lines.append(f"  rnncc state: {kernels(lambda: m(x, state))}")
+                lines.append(f"  rnncc graph with state: {graph_us(lambda: m(x, state)):.1f} µs")
+            lines.append(f"  cuDNN no state: {kernels(lambda: module(x))}")
+            lines.append(f"  cuDNN state: {kernels(lambda: module(x, hx))}")
+            lines.append(f"  cuDNN graph with state: {graph_us(lambda: module(x, hx)):.1f} µs")
+        print("\n".join(lines[-9:]), flush=True)
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    path = Path(out) / f"short-call-kernels-h100-{day}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")
