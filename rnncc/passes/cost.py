@@ -78,7 +78,12 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
 # cuBLAS took 3.7 and 5.0 (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt).
 ROWS_PROJECTION_FIXED_SECONDS = 0.5e-6
 ROWS_PROJECTION_FMA_EFFICIENCY = 0.35
-ROWS_PROJECTION_MAX_PASSES = 4   # over W_ih: past that, a few rows is a GEMM's work
+# One pass over W_ih at most. Measured (results/short-and-odd-h100-2026-11-27-at-e035f74.json):
+# one pass of 1–12 rows ran the calls of S=1 and of LSTM fp32 H=512 B=3 S=4 faster than the
+# tiles (the projection alone 13.0 → 4.3 µs at 1 × 4096 × 1024 fp16, short-call-kernels-...-at-
+# e035f74.txt), but 2 × LSTM fp16 H=512 B=7 S=8, 56 rows in 4 passes of 16, ran 0.138 ms in a
+# graph against 0.075 on the tensor tiles; not yet taken apart.
+ROWS_PROJECTION_MAX_PASSES = 1
 
 
 def rows_projection_tiles(m: int, k: int, itemsize: int, target: Target) -> list[RowsProjection]:
