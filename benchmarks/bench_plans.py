@@ -12,23 +12,31 @@ import sys
 import torch
 
 import rnncc
-from rnncc.bench import issue_configs, gnmt_spec, training_configs
-out = {}
-for cfg in issue_configs():
-    if cfg.packed:
-        continue
-    if cfg.model == "gnmt":
-        model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
-    else:
-        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-        mod = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional,
-                  **({"proj_size": cfg.proj} if cfg.proj else {}))
-        model, _ = rnncc.from_torch(mod)
-        model = dataclasses.replace(model, dtype=cfg.dtype)
-    m = rnncc.compile(model, target="h100", batch=cfg.batch, seq_len=cfg.seq_len, precision=cfg.math)
-    out[cfg.label] = {"schedule": m.plan.schedule.value.label,
-                      "layers": [[json.dumps(l.persistence.value.to_dict(), sort_keys=True),
-                                  json.dumps(l.projection_tile.value.to_dict(), sort_keys=True),
-                                  str(l.h_projection.value if l.h_projection else None)] for l in m.plan.layers]}
-json.dump(out, open(sys.argv[1], "w"), indent=1)
-print(len(out))
+from rnncc.bench import gnmt_spec, issue_configs
+
+
+def plans() -> dict:
+    out = {}
+    for cfg in issue_configs():
+        if cfg.packed:
+            continue
+        if cfg.model == "gnmt":
+            model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
+        else:
+            cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+            mod = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional,
+                      **({"proj_size": cfg.proj} if cfg.proj else {}))
+            model, _ = rnncc.from_torch(mod)
+            model = dataclasses.replace(model, dtype=cfg.dtype)
+        m = rnncc.compile(model, target="h100", batch=cfg.batch, seq_len=cfg.seq_len, precision=cfg.math)
+        out[cfg.label] = {"schedule": m.plan.schedule.value.label,
+                          "layers": [[json.dumps(l.persistence.value.to_dict(), sort_keys=True),
+                                      json.dumps(l.projection_tile.value.to_dict(), sort_keys=True),
+                                      str(l.h_projection.value if l.h_projection else None)] for l in m.plan.layers]}
+    return out
+
+
+if __name__ == "__main__":
+    found = plans()
+    json.dump(found, open(sys.argv[1], "w"), indent=1)
+    print(len(found))

@@ -40,8 +40,7 @@ POINTS = [
 MODES = ("none", "grid", "cluster")
 
 
-def forced(p: Point, module, mode: str):
-    model, weights = rnncc.from_torch(module)
+def forced(p: Point, model, weights, mode: str):
     try:
         return rnncc.compile(model, target="device", weights=weights, batch=p.batch, seq_len=p.seq_len,
                              persistence=mode)
@@ -52,7 +51,7 @@ def forced(p: Point, module, mode: str):
 def main(out: str) -> int:
     env = _environment(torch)
     prepared = [prepare(p) for p in POINTS]
-    variants = [{m: forced(p, prep[0], m) for m in MODES} for p, prep in zip(POINTS, prepared)]
+    variants = [{m: forced(p, *rnncc.from_torch(prep[0]), m) for m in MODES} for p, prep in zip(POINTS, prepared)]
     kernels = {k.name: k for _, m, _ in prepared for k in m.kernels}
     kernels.update({k.name: k for v in variants for m in v.values() if m is not None for k in m.kernels})
     print(f"nvcc: {len(kernels)} distinct kernels for {len(POINTS)} points", file=sys.stderr)
