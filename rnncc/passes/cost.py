@@ -34,6 +34,12 @@ STEP_LAUNCH_SECONDS = 9e-6
 PERSISTENT_START_SECONDS = 9e-6
 
 
+def persistent_start_seconds(steps: int) -> float:
+    """A persistent kernel's start and its own launch, a step's share over a chunk of
+    ``steps`` steps (mode none's price already counts a launch each step)."""
+    return (PERSISTENT_START_SECONDS + STEP_LAUNCH_SECONDS) / max(1, steps)
+
+
 def clock_hz(target: Target) -> float:
     return target.fp32_flops / (target.sm_count * 128 * 2)
 

@@ -34,10 +34,10 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import Persistence, Persistent, PerStep, StepTile
-from .cost import (LIBRARY_CALL_SECONDS, PERSISTENT_START_SECONDS, STEP_LAUNCH_SECONDS,
-                   cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+from .cost import (LIBRARY_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_gemm_seconds, library_step_seconds,
-                   persistent_seconds, persistent_tiles, step_seconds, tensor_seconds, tensor_tiles)
+                   persistent_seconds, persistent_start_seconds, persistent_tiles, step_seconds,
+                   tensor_seconds, tensor_tiles)
 
 
 def persistence_label(value: Persistence) -> str:
@@ -75,7 +75,7 @@ def plan_persistence(model, plan, target):
         # (mode none's price counts a launch each step): in one-step calls a launch per
         # step ran faster at all 12 points of results/short-and-odd-h100-2026-11-27-at-e035f74.json.
         steps = max(1, min(l.unroll.value, o.seq_len))
-        start = (PERSISTENT_START_SECONDS + STEP_LAUNCH_SECONDS) / steps
+        start = persistent_start_seconds(steps)
 
         def fitting(tiles):
             return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget]
@@ -142,7 +142,7 @@ def plan_persistence(model, plan, target):
         others = ", ".join(f"{k} {v[0] * 1e6:.1f}" for k, v in candidates.items() if k != chosen)
         if steps < SHORT_CHUNK_STEPS and source == "model":
             others += (f"; a persistent kernel's start and launch, "
-                       f"{(PERSISTENT_START_SECONDS + STEP_LAUNCH_SECONDS) * 1e6:.0f} µs, add "
+                       f"{persistent_start_seconds(1) * 1e6:.0f} µs, add "
                        f"{start * 1e6:.1f} µs a step over {steps} step{'s' if steps > 1 else ''}")
         if len(candidates) == 1:
             reason = (f"none: W_hh {w_mb:.1f} MiB fits neither one block per SM nor one cluster "
@@ -186,7 +186,7 @@ def plan_persistence(model, plan, target):
         chunk = min(l.unroll.value, o.seq_len)
         gemm = max(library_gemm_seconds(P, chunk * B, H, itemsize, l.precision.value, target),
                    LIBRARY_CALL_SECONDS) / chunk
-        folded = seconds + gemm + (PERSISTENT_START_SECONDS + STEP_LAUNCH_SECONDS) / max(1, chunk)  # start, launch
+        folded = seconds + gemm + persistent_start_seconds(chunk)
         forms = {"per step": none[0], "folded": folded}
         if forced is None and none[0] <= folded:
             return per_step_form(f"per step: predicted {none[0] * 1e6:.1f} µs/step, folded "
