@@ -18,7 +18,8 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
-from .tiles import H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile, StepTile
+from .tiles import (H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile, StepRows,
+                    StepTile)
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,19 @@ def projection_params(l: LayerPlan) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = False) -> tuple[Param, ...]:
-    """Parameters of the step kernel, or with ``library_product`` of the cell kernel that
-    follows cuBLASLt's product (hw instead of W_hhᵀ); with ``lengths``, length_params."""
+def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = False,
+                rows: bool = False) -> tuple[Param, ...]:
+    """Parameters of the step kernel (with ``rows``, of its rows form, which reads W_hh
+    rather than W_hhᵀ), or with ``library_product`` of the cell kernel that follows
+    cuBLASLt's product (hw instead of W_hhᵀ); with ``lengths``, length_params."""
     G, H, K = l.gates, l.hidden_size, l.out_size
-    product = (_ptr("step_product", "float", f"[B, {G}·{H}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
-               if library_product else
-               _ptr("w_hh_t", "T", f"[{K}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"))
+    if library_product:
+        product = _ptr("step_product", "float", f"[B, {G}·{H}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
+    elif rows:
+        product = _ptr("w_hh", "T", f"[{G}·{H}, {K}] W_hh, row u·G+g (gate g of unit u), K contiguous and "
+                                    "padded with zeros to whole 16-byte loads (StepRows.row_stride)")
+    else:
+        product = _ptr("w_hh_t", "T", f"[{K}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)")
     params = [_ptr("h_prev", "T", f"[B, {K}] h of the previous step (nullptr: zeros); not aliased by h_out"),
               _i64("h_prev_stride_b", "h_prev: elements between batch entries"),
               product,
@@ -270,10 +277,11 @@ def _model_header(plan: Plan, what: str, decisions: list[str]) -> str:
 
 
 # The decisions each kernel of a layer depends on (its code header lists their values and
-# its model header their reasons). The cell kernel after a cuBLASLt product has no tile.
+# its model header their reasons). The cell kernel after a cuBLASLt product has no tile, and
+# a persistent kernel's tile is its persistence's (the step tile is a launch per step's).
 PROJECTION_DECISIONS = ("precision", "layout", "gate_concat", "projection_tile", "merge_fusion")
 RECURRENT_DECISIONS = ("precision", "gate_concat", "persistence", "step_tile")
-CELL_DECISIONS = ("precision", "gate_concat", "persistence")
+PERSISTENT_DECISIONS = CELL_DECISIONS = ("precision", "gate_concat", "persistence")
 
 
 def _values(l: LayerPlan, keys: tuple[str, ...]) -> list[str]:
@@ -394,7 +402,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             form = "_lanes" if lanes else ""
         template = f"{family}{form}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
-        keys = RECURRENT_DECISIONS
+        keys = PERSISTENT_DECISIONS
         params = persistent_params(l, barrier=mode == "grid", lengths=lengths)
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
@@ -414,6 +422,17 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
+    elif isinstance(l.step_tile.value, StepRows):
+        family, what, keys = "recurrent_step", ", recurrent step (rows)", RECURRENT_DECISIONS
+        params = step_params(l, lengths=lengths, rows=True)
+        tile = l.step_tile.value
+        source = env.get_template("recurrent_step_rows.cu.j2").render(
+            kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
+            entry=_ENTRY, params=params, H=l.hidden_size, K=l.out_size, cell=l.cell, tile=tile,
+            row_stride=tile.row_stride(l.out_size, DTYPES[plan.dtype].itemsize),
+            residual_step=_residual_step(l, per_step=True),
+            lengths_step=_lengths_step(lengths, per_step=True), **common)
+        block, shared, readable = (tile.threads, 1, 1), 0, "rows_" + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
         params = step_params(l, lengths=lengths)

@@ -94,7 +94,7 @@ def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
 
 def step_grid(l: LayerPlan, kernel: KernelSource, B: int) -> tuple[int, int]:
     """Grid of the per-step kernel: the cell kernel after cuBLASLt (a thread per unit and
-    row), or the fused step kernel (its tile of units × rows)."""
+    row), or the fused step kernel (its tile of units × rows, in either form)."""
     if l.persistence.value.math == "cublas":
         return math.ceil(l.hidden_size / kernel.block[0]), B
     st = l.step_tile.value
@@ -190,6 +190,8 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
             "xproj_stride_b": xp_b, "xproj_stride_n": xp_n, "h_out": h_out,
             "h_out_stride_b": h_out_sb, "batch": B, "w_hh_t": weights["w_hh_t"],
             "step_product": step_product if h_prev else 0, "bias_hn": weights.get("bias_hn", 0)}
+    if "w_hh" in weights:  # the rows form's W_hh as stored (runtime uploads it for such plans)
+        args["w_hh"] = weights["w_hh"]
     if l.cell == "lstm":
         args |= {"c0": c0, "c": cell, "c_out": c_out if t == S - 1 else 0,
                  "first_step": int(t == 0)}

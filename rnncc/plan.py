@@ -60,6 +60,8 @@ OPTION_CHOICES: dict[str, dict[str, str]] = {
              "cublas": "cuBLASLt wherever it can run a GEMM"},
     "schedule": {"sequential": "layers one after another",
                  "pipelined": "layers side by side, each a chunk of steps behind its inputs"},
+    "step_kernel": {"tiles": "a launch per step: tiles of units × batch rows, W_hhᵀ staged in shared memory",
+                    "rows": "a launch per step: a warp per unit reading its rows of W_hh once for a few batch rows"},
 }
 
 
@@ -78,6 +80,8 @@ class CompileOptions:
     gemm: str | None = None         # force "rnncc" (own kernels only) or "cublas" (cuBLASLt
                                     # for every projection and per-step product it can run)
     schedule: str | None = None     # force "sequential" or "pipelined" (passes/schedule.py)
+    step_kernel: str | None = None  # force the step kernel's form, "tiles" or "rows" (where a
+                                    # layer runs rnncc's step kernel; passes/geometry.py)
     tuned: tuple[Measurement, ...] = ()  # autotuning's picks: per layer, over the above
 
     def __post_init__(self) -> None:

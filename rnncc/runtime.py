@@ -42,6 +42,7 @@ from .passes.schedule import Task, queue_order
 from .passes.shapes import shape_class
 from .passes.workspace import part_name, pipelined, workspace_parts
 from .plan import Decision, Plan
+from .tiles import StepRows
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
 _ALIGN = 256  # bytes: every workspace part starts on this boundary
@@ -77,6 +78,17 @@ class Variant:
     def uses_library(self) -> bool:
         """Whether a layer runs a GEMM in cuBLASLt (its projection or its step's product)."""
         return any(_uses_library(l) for l in self.plan.layers)
+
+
+def _variant_weights(l) -> tuple[str, ...]:
+    """Device weights layer l's plan reads beyond those every plan reads (_upload_weights):
+    "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
+    kernel's rows form."""
+    names = ("w_fold_t",) if l.folded else ()
+    if l.persistence.value.mode == "none" and l.persistence.value.math != "cublas" \
+            and isinstance(l.step_tile.value, StepRows):
+        names += ("w_hh",)
+    return names
 
 
 def _scratch(plan: Plan) -> int:
@@ -411,26 +423,35 @@ class CompiledModel:
                 if self._device_weights is None:
                     self._programs = {}
                     self._device_weights = self._upload_weights()
-        if any(l.folded and "w_fold_t" not in self._device_weights[l.name] for l in variant.plan.layers):
+        if any(name not in self._device_weights[l.name] for l in variant.plan.layers
+               for name in _variant_weights(l)):
             with self._lock:
-                self._upload_folds(variant)
+                self._upload_variant_weights(variant)
         self._loaded.add(variant.key)
 
-    def _upload_folds(self, variant: Variant) -> None:
-        """The folded recurrent matrix of each layer the variant folds, on its first such
-        variant (weights.fold_projection); added beside the weights, which stay where they
-        are (a call on another stream may be reading them)."""
+    def _upload_variant_weights(self, variant: Variant) -> None:
+        """The weights only some plans read, on the first variant that reads them
+        (_variant_weights): a folded LSTMP's recurrent matrix (weights.fold_projection), and
+        W_hh as stored for the step kernel's rows form. Added beside the weights, which stay
+        where they are (a call on another stream may be reading them)."""
         import pycuda.driver as cuda
 
         for l in variant.plan.layers:
             layer_weights = self._device_weights[l.name]
-            if l.folded and "w_fold_t" not in layer_weights:
-                host = to_storage(weights_mod.fold_projection(self.model.layer(l.name), self._weights),
-                                  self.model.dtype)
+            for name in _variant_weights(l):
+                if name in layer_weights:
+                    continue
+                layer = self.model.layer(l.name)
+                if name == "w_fold_t":
+                    values = weights_mod.fold_projection(layer, self._weights)
+                else:
+                    values = weights_mod.rows_of_w_hh(layer, self._weights, StepRows.row_stride(
+                        l.out_size, DTYPES[self.model.dtype].itemsize))
+                host = to_storage(values, self.model.dtype)
                 mem = cuda.to_device(host)
                 self._device_memory.append(mem)
                 self._constants.insert(0, (int(mem), host.nbytes))
-                layer_weights["w_fold_t"] = int(mem)
+                layer_weights[name] = int(mem)
 
     def _upload_weights(self) -> dict[str, dict[str, int]]:
         """Each layer's packed weights on the device: {layer: {"w_ih": pointer, ...}}."""

@@ -99,6 +99,7 @@ class StepTile(FmaThreads):
     k_tile: int = 32
     stages: int = 2          # shared-memory buffers of K tiles
     async_copy: bool = False  # cp.async global → shared (float32 storage), else via registers
+    math: ClassVar[str] = "fma"
 
     def shared_bytes(self, gates: int, itemsize: int) -> int:
         tile = self.stages * self.k_tile * (self.units_per_block * gates + self.batch_per_block + 4) * 4
@@ -108,6 +109,44 @@ class StepTile(FmaThreads):
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "threads": self.threads}
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2):
+    a warp a hidden unit, reading its G rows of W_hh ([G·H, K] as stored, gates
+    interleaved, K contiguous) once in 16-byte loads for ``rows`` batch rows of h staged in
+    shared memory as float32; after the lanes' sums meet, lane r runs the cell of row r.
+    ``warps`` units a block; a call's batch takes ⌈B / rows⌉ blocks along y."""
+
+    warps: int
+    rows: int
+    math: ClassVar[str] = "rows"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def units_per_block(self) -> int:
+        return self.warps
+
+    @property
+    def batch_per_block(self) -> int:
+        return self.rows
+
+    def shared_bytes(self, k: int, itemsize: int) -> int:
+        return self.rows * RowsProjection.padded_k(k, itemsize) * 4
+
+    @staticmethod
+    def row_stride(k: int, itemsize: int) -> int:
+        """Elements between rows of W_hh as this form reads it: K padded with zeros to whole
+        16-byte loads (the runtime uploads it so)."""
+        per_load = 16 // itemsize
+        return -(-k // per_load) * per_load
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "warps": self.warps, "rows": self.rows, "threads": self.threads}
 
 
 def resident_shared_bytes(tile, hidden: int, gates: int, itemsize: int) -> int:

@@ -48,6 +48,11 @@ def matrix():
     # storage dtype, both layouts, merged inputs.
     for dtype, layout in itertools.product(("float32", "float16", "bfloat16"), LAYOUTS):
         yield dict(cell="lstm", layout=layout, H=33, unroll=1, dtype=dtype, bias=True, batch=2)
+    # The step kernel's rows form (a warp a unit over a few batch rows of h): every cell and
+    # storage dtype, K of whole 16-byte loads (H=1024, 64) and not (33, 1), an odd batch.
+    for cell, dtype, H in zip(CELLS, ("float16", "bfloat16", "float32", "float16"), (1024, 33, 64, 1)):
+        yield dict(cell=cell, layout="xw", H=H, unroll=4, dtype=dtype, bias=cell != "gru", batch=5,
+                   step_kernel="rows")
     # cuBLASLt's products: rnncc renders only the cell kernel of each step (and the merges).
     for cell, dtype, H in zip(CELLS, ("float16", "bfloat16", "float32", "float16"), (33, 1024, 1, 256)):
         yield dict(cell=cell, layout="xw", H=H, unroll=4, dtype=dtype, bias=cell != "rnn_tanh",
@@ -67,7 +72,8 @@ def compile_case(case):
             "outputs": ["d", {"name": "res", "sum": ["b", "c"]}, {"name": "cat", "concat": ["input", "c"]}]}
     return rnncc.compile(spec, target="h100", layout=case["layout"], unroll=case["unroll"],
                          seq_len=16, batch=case.get("batch", 8), persistence=case.get("persistence", "none"),
-                         precision=case.get("precision"), gemm=case.get("gemm", "rnncc"))
+                         precision=case.get("precision"), gemm=case.get("gemm", "rnncc"),
+                         step_kernel=case.get("step_kernel"))
 
 
 CASES = list(matrix())
@@ -97,6 +103,12 @@ def test_all_templates_render_and_compile(nvcc):
             assert rows >= {"b", "c", "d"}
             assert all(("matrix-vector" in k.source) == (k.users[0] in rows)
                        for k in m.kernels if k.family == "input_projection")
+        if step == "recurrent_step" and case.get("gemm") != "cublas":
+            rows_form = {l.name for l in m.plan.layers if l.step_tile.value.math == "rows"}
+            if case.get("step_kernel") == "rows":
+                assert rows_form == {"a", "b", "c", "d"}
+            assert all(("each warp owns one hidden unit" in k.source) == (k.users[0] in rows_form)
+                       for k in m.kernels if k.family == step)
         if step != "recurrent_step":
             tensor = m.plan.layers[0].precision.value == "tensor"
             assert all(l.persistence.value.math == ("tensor" if tensor else "fma") for l in m.plan.layers)

@@ -477,6 +477,29 @@ def test_projection_of_a_few_rows(gpu, dtype, layout, seq, batch):
     assert m.variant(seq, batch).plan.layers[0].projection_tile.value.math == "rows"
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("what,seq,batch", [("stack", 1, 1), ("stack", 1, 5), ("stack", 7, 3), ("stack", 3, 13),
+                                            ("wide", 1, 1), ("wide", 5, 8), ("residual", 7, 5),
+                                            ("lengths", 9, 6), ("projected", 7, 5)])
+def test_step_kernel_rows_form(gpu, dtype, what, seq, batch):
+    """The step kernel's rows form (a warp a unit, W_hh as stored with its rows padded to
+    whole 16-byte loads, a few rows of h staged): every cell, merged inputs of odd widths
+    (K = 33, 40: padded rows), from given states; K of whole loads in several groups (H=520
+    LSTM); more rows than a block's (B=13 on tiles of ≤ 8: blocks along y); a residual
+    stack, lengths (bidirectional), and projected LSTMs (K = P)."""
+    spec, lengths = {
+        "stack": (dict(STACKED, dtype=dtype), None),
+        "wide": (single("lstm", 520, 24, dtype), None),
+        "residual": (dict(RESIDUAL, dtype=dtype), None),
+        "lengths": (bidirectional_spec("gru", dtype), random_lengths(seq, batch, 3)),
+        "projected": (projected_spec(dtype, 65, 33), None),
+    }[what]
+    m, _, _ = run_and_compare(spec, seq, batch, seed=seq * 7 + batch, with_state=True, batch_first=what == "residual",
+                              persistence="none", gemm="rnncc", step_kernel="rows", lengths=lengths)
+    plan = m.variant(seq, batch).plan
+    assert all(l.step_tile.value.math == "rows" and l.persistence.value.mode == "none" for l in plan.layers)
+
+
 # Residual layers: h + input written by the step's epilogue, on the model input (its
 # batch-first strides), on a sum and on a concat, into the caller's arrays and into the
 # workspace; h_n is h's.

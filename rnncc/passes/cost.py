@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
-                     RowsProjection, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
+                     RowsProjection, StepRows, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      lanes_k_tile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
@@ -152,6 +152,50 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
     return padding * max(issue, l2) / utilisation / clock_hz(target) + STEP_LAUNCH_SECONDS
+
+
+# The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
+# warp reads its unit's G rows of W_hh once for all the block's rows of h. Before the
+# product, a block stages its rows of h (a round trip to L2); after it, the lanes' sums
+# meet by shuffles and the cell runs: STEP_ROWS_FIXED_SECONDS. Then W_hh's bytes at HBM
+# bandwidth (read again by each block along y, counted in full though L2 serves them), or
+# the multiply-adds at the rows projection's fraction of the FMA peak on the SMs the
+# blocks occupy, whichever is longer. Not yet fitted: set from the rows projection's
+# constants (above) and the staging's round trip.
+STEP_ROWS_FIXED_SECONDS = 1.5e-6
+STEP_ROWS_FMA_EFFICIENCY = ROWS_PROJECTION_FMA_EFFICIENCY
+
+
+def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[StepRows]:
+    """The step-rows tiles for a batch: 4 or 8 units a block, rows a block (1–16) up to
+    the batch rounded up to a power of two, the staged rows of h within static shared memory."""
+    most = 1 << (max(1, batch) - 1).bit_length()
+    return [t for warps in (4, 8) for rows in (1, 2, 4, 8, 16)
+            for t in (StepRows(warps, rows),)
+            if rows <= most and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
+
+
+def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, target: Target,
+                      itemsize: int, k: int | None = None) -> float:
+    """One step of the step-rows kernel over K = ``k`` (default ``hidden``), its launch
+    included as step_seconds counts it."""
+    k = k or hidden
+    y_blocks = math.ceil(batch / tile.rows)
+    blocks = math.ceil(hidden / tile.warps) * y_blocks
+    staged = blocks * tile.rows * k * itemsize
+    memory = (y_blocks * gates * hidden * k * itemsize + staged) / target.memory_bandwidth
+    sms = min(blocks, target.sm_count)
+    compute = 2.0 * y_blocks * tile.rows * gates * hidden * k / \
+        (target.fp32_flops * sms / target.sm_count * STEP_ROWS_FMA_EFFICIENCY)
+    return STEP_LAUNCH_SECONDS + STEP_ROWS_FIXED_SECONDS + max(memory, compute)
+
+
+def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows, target: Target,
+                        itemsize: int, k: int | None = None) -> float:
+    """A step of rnncc's step kernel in either form: tiles (step_seconds) or rows."""
+    if isinstance(tile, StepRows):
+        return step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k)
+    return step_seconds(batch, hidden, gates, tile, target, itemsize, k)
 
 
 def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:

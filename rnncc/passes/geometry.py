@@ -19,11 +19,13 @@ import math
 from dataclasses import replace
 
 from ..dtypes import DTYPES
+from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import LibraryProjection, Projection
+from ..tiles import LibraryProjection, Projection, StepRows, StepTile
 from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
                    merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tiles,
-                   step_seconds, step_tiles, tensor_projection_k_tile, tensor_projection_seconds)
+                   step_kernel_seconds, step_rows_tiles, step_tiles, tensor_projection_k_tile,
+                   tensor_projection_seconds)
 
 
 def projection_label(value: Projection) -> str:
@@ -114,30 +116,56 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
 
 
 def plan_step_tile(model, plan, target):
+    """The step kernel's form and tile (used where a layer runs a launch a step): tiles of
+    units × batch rows (StepTile) or a warp a unit over a few rows (StepRows), the fastest
+    predicted, or the form option ``step_kernel`` forces."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
 
     def decide(l):
         B, H, G, K = o.batch, l.hidden_size, l.gates, l.out_size
         # cp.async copies 4-byte elements: float32 storage only.
-        fits = [t for t in step_tiles(G, async_copy=plan.dtype == "float32")
-                if t.shared_bytes(G, itemsize) <= target.shared_memory_per_block]
+        tiles = [t for t in step_tiles(G, async_copy=plan.dtype == "float32")
+                 if t.shared_bytes(G, itemsize) <= target.shared_memory_per_block]
+        rows = step_rows_tiles(B, K, itemsize, target)
+        fits = {"tiles": tiles, "rows": rows}.get(o.step_kernel, tiles + rows)
+        if not fits:
+            raise PlanError(f"layer '{l.name}', option step_kernel={o.step_kernel!r}: {B} batch rows of h "
+                            f"over K={K} do not fit a block's {target.shared_memory_per_block // 1024} KiB "
+                            "of static shared memory in the rows form; expected step_kernel='tiles' or None")
+
+        def seconds(t):
+            return step_kernel_seconds(B, H, G, t, target, itemsize, K)
 
         def key(t):
             padded = (math.ceil(H / t.units_per_block) * t.units_per_block *
                       math.ceil(B / t.batch_per_block) * t.batch_per_block)
-            return (round(step_seconds(B, H, G, t, target, itemsize, K) * 1e8), padded, t.threads)
+            return (round(seconds(t) * 1e8), padded, t.threads)
         best = min(fits, key=key)
         blocks = math.ceil(H / best.units_per_block) * math.ceil(B / best.batch_per_block)
-        reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
-                  f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
-                  f"K split {best.k_split}×; predicted "
-                  f"{step_seconds(B, H, G, best, target, itemsize, K) * 1e6:.1f} µs/step")
-        # The five best candidates, named units/per thread × rows/per thread × K split.
-        ranked = sorted(fits, key=key)[:5]
-        alternatives = {f"{t.units_per_block}/{t.units_per_thread}u×{t.batch_per_block}/"
-                        f"{t.batch_per_thread}b×k{t.k_split}": step_seconds(B, H, G, t, target, itemsize, K)
-                        for t in ranked}
-        assert len(alternatives) == len(ranked)  # the names tell the tiles apart
-        return replace(l, step_tile=Decision(best, reason, alternatives=alternatives))
+        if isinstance(best, StepRows):
+            reason = (f"rows: {blocks} blocks of {best.warps} warps on {target.sm_count} SMs, a warp a "
+                      f"unit reading its {G} rows of W_hh once for {best.rows} batch rows; predicted "
+                      f"{seconds(best) * 1e6:.1f} µs/step")
+        else:
+            reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
+                      f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
+                      f"K split {best.k_split}×; predicted {seconds(best) * 1e6:.1f} µs/step")
+        # The five best tiles and the three best rows.
+        ranked = sorted(tiles, key=key)[:5] + sorted(rows, key=key)[:3]
+        alternatives = {step_tile_label(t): seconds(t) for t in ranked if t in fits}
+        assert len(alternatives) == len([t for t in ranked if t in fits])  # the names tell the tiles apart
+        source = "model"
+        if o.step_kernel is not None:
+            reason, source = f"forced by the user (step_kernel={o.step_kernel!r}); {reason}", "user"
+        return replace(l, step_tile=Decision(best, reason, source, alternatives=alternatives))
     return plan.map_layers(decide)
+
+
+def step_tile_label(t: StepTile | StepRows) -> str:
+    """A step tile's name among the alternatives: units/per thread × rows/per thread × K
+    split, or rows: warps × rows."""
+    if isinstance(t, StepRows):
+        return f"rows {t.warps}w×{t.rows}b"
+    return (f"{t.units_per_block}/{t.units_per_thread}u×{t.batch_per_block}/"
+            f"{t.batch_per_thread}b×k{t.k_split}")

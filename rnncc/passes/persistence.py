@@ -33,10 +33,10 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import Persistence, Persistent, PerStep, StepTile
+from ..tiles import Persistence, Persistent, PerStep, StepRows, StepTile
 from .cost import (LIBRARY_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_gemm_seconds, library_step_seconds,
-                   persistent_seconds, persistent_start_seconds, persistent_tiles, step_seconds,
+                   persistent_seconds, persistent_start_seconds, persistent_tiles, step_kernel_seconds,
                    tensor_seconds, tensor_tiles)
 
 
@@ -231,14 +231,14 @@ def grid_description(value: Persistent) -> str:
 
 
 def _per_step(l, o, target, itemsize: int,
-              step_tile: StepTile) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
+              step_tile: StepTile | StepRows) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
     """((seconds per step, value, description), predicted seconds of each variant) of mode
     none: rnncc's FMA step kernel, or cuBLASLt's product and rnncc's cell kernel, whichever
     is predicted faster (or the one option ``gemm`` names); a projected LSTM's steps with
     their h projection."""
     B, H, G = o.batch, l.hidden_size, l.gates
     projection = h_projection_seconds(B, H, l.proj_size, itemsize, target) if l.proj_size else 0.0
-    fma = step_seconds(B, H, G, step_tile, target, itemsize, l.out_size) + projection
+    fma = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size) + projection
     library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size) + projection
     gemm = o.gemm_for(l.name)
     use_library = gemm == "cublas" or (gemm is None and library < fma)
@@ -248,7 +248,8 @@ def _per_step(l, o, target, itemsize: int,
         what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step{then} "
                 f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
     else:
-        what = f"rnncc's FMA step kernel, a launch per step{then}" + (
+        form = " (rows)" if isinstance(step_tile, StepRows) else ""
+        what = f"rnncc's FMA step kernel{form}, a launch per step{then}" + (
             "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
     variants = {persistence_label(PerStep("fma")): fma}
     if gemm != "rnncc":

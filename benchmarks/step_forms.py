@@ -1,0 +1,109 @@
+"""A launch per step in each form, beside cuDNN: rnncc's step kernel as tiles and as rows
+(step_kernel forced, gemm='rnncc'), cuBLASLt's product with rnncc's cell kernel
+(gemm='cublas'), and the plan's own pick, for one layer from a given state. Each call is
+captured in a CUDA graph and timed by replays, all forms of a point interleaved in one
+process (rnncc.timing.time_graphs_interleaved); a step's time is (T(S=17) − T(S=1)) / 16,
+which leaves out the launch-free part of a call. The plans' predicted step times are
+written beside (the models' fit).
+
+    python3 benchmarks/step_forms.py OUT_DIR   (from the repository root; needs a GPU)
+
+Writes OUT_DIR/step-forms-h100-<date>.json and prints a table.
+"""
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import rnncc
+from rnncc.build import compile_all
+from rnncc.cli import _environment
+from rnncc.passes.persistence import persistence_label
+from rnncc.timing import time_graphs_interleaved
+
+# (cell, dtype, H, B, proj_size)
+CASES = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("lstm", "float16", 1024, 8, 0),
+         ("lstm", "float16", 1024, 16, 0), ("lstm", "float32", 1024, 1, 0), ("lstm", "float32", 1024, 8, 0),
+         ("gru", "float16", 650, 5, 0), ("gru", "float32", 256, 1, 0), ("lstm", "bfloat16", 512, 8, 0),
+         ("rnn_tanh", "float16", 64, 1, 0), ("lstm", "float16", 2048, 16, 0), ("lstm", "float16", 256, 32, 0),
+         ("lstm", "float16", 2048, 16, 512)]
+FORMS = {"tiles": {"gemm": "rnncc", "step_kernel": "tiles"}, "rows": {"gemm": "rnncc", "step_kernel": "rows"},
+         "cublas": {"gemm": "cublas"}}
+SEQS = (1, 17)
+
+
+def module_of(cell: str, dtype: str, H: int, proj: int):
+    torch.manual_seed(0)
+    kind = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn_tanh": torch.nn.RNN}[cell]
+    extra = {"proj_size": proj} if proj else {}
+    return kind(H, H, **extra).to("cuda", getattr(torch, dtype)).eval()
+
+
+def main(out: str) -> int:
+    env = _environment(torch)
+    commit = os.environ.get("RNNCC_COMMIT", "unknown")
+    points = []
+    for cell, dtype, H, B, proj in CASES:
+        module = module_of(cell, dtype, H, proj)
+        model, weights = rnncc.from_torch(module)
+        forms = {}
+        for name, options in {**FORMS, "planned": {}}.items():
+            forms[name] = {S: rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S,
+                                            **({"persistence": "none", **options} if options else {}))
+                           for S in SEQS}
+        points.append(((cell, dtype, H, B, proj), module, forms))
+    kernels = {k.name: k for *_, forms in points for by_s in forms.values() for m in by_s.values()
+               for k in m.kernels}
+    print(f"nvcc: {len(kernels)} distinct kernels", file=sys.stderr)
+    compile_all(list(kernels.values()), points[0][2]["rows"][1].target.arch)
+    rows = []
+    for (cell, dtype, H, B, proj), module, forms in points:
+        tdt = getattr(torch, dtype)
+        P = proj or H
+        x = {S: torch.randn(S, B, H, device="cuda", dtype=tdt) for S in SEQS}
+        h, c = torch.randn(1, B, P, device="cuda", dtype=tdt), torch.randn(1, B, H, device="cuda", dtype=tdt)
+        hx = (h, c) if cell == "lstm" else h
+        state = {"l0": (h[0], c[0]) if cell == "lstm" else h[0]}
+        fns = {}
+        for name, by_s in forms.items():
+            for S, m in by_s.items():
+                fns[f"{name} S={S}"] = (lambda m=m, S=S: m(x[S], state))
+        for S in SEQS:
+            fns[f"cudnn S={S}"] = (lambda S=S: module(x[S], hx))
+        with torch.no_grad():
+            ms = time_graphs_interleaved(fns, rounds=3, warmup=3, repeats=20)
+        step_us = {name: (ms[f"{name} S=17"] - ms[f"{name} S=1"]) / 16 * 1e3 for name in [*forms, "cudnn"]}
+        call_us = {name: ms[f"{name} S=1"] * 1e3 for name in [*forms, "cudnn"]}
+        planned = forms["planned"][17].plan.layers[0]
+        predicted = {}
+        for name in FORMS:
+            l = forms[name][17].plan.layers[0]
+            predicted[name] = l.persistence.alternatives[persistence_label(l.persistence.value)] * 1e6
+        tiles = {name: forms[name][17].plan.layers[0].step_tile.value.to_dict() for name in ("tiles", "rows")}
+        row = {"cell": cell, "dtype": dtype, "hidden": H, "batch": B, "proj": proj, "step_us": step_us,
+               "call_s1_us": call_us, "predicted_step_us": predicted, "tiles": tiles,
+               "planned": f"{planned.persistence.value.mode}/{planned.persistence.value.math}/"
+                          f"{planned.step_tile.value.math}"}
+        rows.append(row)
+        print(f"{cell:<8} {dtype:<8} H={H:<5} B={B:<3} P={proj:<4} step µs: "
+              + " ".join(f"{k} {v:6.1f}" for k, v in step_us.items())
+              + "  | S=1 call µs: " + " ".join(f"{k} {v:6.1f}" for k, v in call_us.items())
+              + "  | predicted: " + " ".join(f"{k} {v:5.1f}" for k, v in predicted.items())
+              + f"  | planned {row['planned']}", flush=True)
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    path = Path(out) / f"step-forms-h100-{day}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"environment": env, "commit": commit, "method":
+                                "CUDA-graph replays, forms interleaved (time_graphs_interleaved: 3 rounds, 3 "
+                                "warm-up, 20 replays); step = (T(S=17) − T(S=1)) / 16; predicted: the plan's "
+                                "price of its per-step form (a launch's host time included)", "results": rows},
+                               indent=1) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
