@@ -19,7 +19,7 @@ from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
 from .tiles import (H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile, StepRows,
-                    StepTile)
+                    StepRowsTensor, StepTile)
 
 
 @dataclass(frozen=True)
@@ -422,17 +422,19 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
-    elif isinstance(l.step_tile.value, StepRows):
-        family, what, keys = "recurrent_step", ", recurrent step (rows)", RECURRENT_DECISIONS
-        params = step_params(l, lengths=lengths, rows=True)
+    elif isinstance(l.step_tile.value, (StepRows, StepRowsTensor)):
         tile = l.step_tile.value
-        source = env.get_template("recurrent_step_rows.cu.j2").render(
+        tensor = isinstance(tile, StepRowsTensor)
+        family, what, keys = "recurrent_step", f", recurrent step (rows{', tensor cores' if tensor else ''})", \
+            RECURRENT_DECISIONS
+        params = step_params(l, lengths=lengths, rows=True)
+        source = env.get_template("recurrent_step_rows_tensor.cu.j2" if tensor else "recurrent_step_rows.cu.j2").render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, K=l.out_size, cell=l.cell, tile=tile,
-            row_stride=tile.row_stride(l.out_size, DTYPES[plan.dtype].itemsize),
+            row_stride=StepRows.row_stride(l.out_size, DTYPES[plan.dtype].itemsize),
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True), **common)
-        block, shared, readable = (tile.threads, 1, 1), 0, "rows_" + readable
+        block, shared, readable = (tile.threads, 1, 1), 0, ("rows_tensor_" if tensor else "rows_") + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
         params = step_params(l, lengths=lengths)

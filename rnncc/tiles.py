@@ -149,6 +149,52 @@ class StepRows:
         return {"math": self.math, "warps": self.warps, "rows": self.rows, "threads": self.threads}
 
 
+@dataclass(frozen=True)
+class StepRowsTensor:
+    """The step of a few batch rows on tensor cores, fp16/bf16
+    (recurrent_step_rows_tensor.cu.j2): ``units`` units a block, their units·G gate rows of
+    W_hh (as stored, rows padded like StepRows') in ``row_groups`` warps of 16 rows, the mma's
+    A operand read once from global memory; ``k_split`` warps over K for each 16 rows;
+    ``n_tiles`` tiles of 8 batch rows of h staged in shared memory, the B operand."""
+
+    units: int
+    row_groups: int
+    k_split: int
+    n_tiles: int
+    math: ClassVar[str] = "rows_tensor"
+
+    @classmethod
+    def of(cls, gates: int, row_groups: int, k_split: int, n_tiles: int) -> "StepRowsTensor | None":
+        """The tile of ``row_groups`` warps of 16 gate rows, None where they are not whole units."""
+        rows = 16 * row_groups
+        return cls(rows // gates, row_groups, k_split, n_tiles) if rows % gates == 0 else None
+
+    @property
+    def warps(self) -> int:
+        return self.row_groups * self.k_split
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def units_per_block(self) -> int:
+        return self.units
+
+    @property
+    def batch_per_block(self) -> int:
+        return 8 * self.n_tiles
+
+    def shared_bytes(self, k: int, itemsize: int) -> int:
+        staged = -(-StepRows.row_stride(k, itemsize) // 32) * 32 + 32
+        return self.batch_per_block * staged * itemsize + \
+            self.k_split * 16 * self.row_groups * (self.batch_per_block + 1) * 4
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "units": self.units, "row_groups": self.row_groups,
+                "k_split": self.k_split, "n_tiles": self.n_tiles, "threads": self.threads}
+
+
 def resident_shared_bytes(tile, hidden: int, gates: int, itemsize: int) -> int:
     """Shared memory of a persistent block (grid or cluster): the resident W_hhᵀ slice
     (K rows padded to the K tile, 16-byte aligned), h of its batch tile for all K

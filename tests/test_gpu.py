@@ -497,7 +497,33 @@ def test_step_kernel_rows_form(gpu, dtype, what, seq, batch):
     m, _, _ = run_and_compare(spec, seq, batch, seed=seq * 7 + batch, with_state=True, batch_first=what == "residual",
                               persistence="none", gemm="rnncc", step_kernel="rows", lengths=lengths)
     plan = m.variant(seq, batch).plan
-    assert all(l.step_tile.value.math == "rows" and l.persistence.value.mode == "none" for l in plan.layers)
+    assert all(l.step_tile.value.math.startswith("rows") and l.persistence.value.mode == "none" for l in plan.layers)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("cell,hidden", [("lstm", 33), ("gru", 65), ("rnn_tanh", 520), ("lstm", 300)])
+@pytest.mark.parametrize("groups,split,n_tiles", [(1, 2, 1), (3, 4, 2), (2, 8, 1)])
+@pytest.mark.parametrize("seq,batch", [(1, 1), (7, 13)])
+def test_step_kernel_rows_on_tensor_cores(gpu, dtype, cell, hidden, groups, split, n_tiles, seq, batch):
+    """The rows form on tensor cores, each tile forced: 16–48 gate rows a block (GRU's 48
+    only: whole units), K split 2–8 over warps, one or two tiles of 8 batch rows; K not a
+    multiple of 32 (zeros past it, in W_hh's padded rows and in h), h rows that are not
+    whole 16-byte loads (K = 33, 65), units past H in the last block, B=13 over blocks
+    along y, given states."""
+    from dataclasses import replace
+
+    from rnncc.plan import Decision
+    from rnncc.tiles import StepRowsTensor
+
+    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1}[cell]
+    tile = StepRowsTensor.of(gates, 3 if gates == 3 else groups, split, n_tiles)
+
+    def force(m):
+        return m.with_plan(m.plan.map_layers(lambda l: replace(l, step_tile=Decision(tile, "forced by the test", "user"))))
+    m, _, _ = run_and_compare(single(cell, hidden, 24, dtype), seq, batch, seed=hidden + batch, with_state=True,
+                              persistence="none", gemm="rnncc", seq_len=seq, batch=batch, force=force)
+    assert m.plan.layers[0].step_tile.value == tile
+    assert "mma" in m.kernel_of("l0", "recurrent").source
 
 
 # Residual layers: h + input written by the step's epilogue, on the model input (its

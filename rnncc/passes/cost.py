@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
-                     RowsProjection, StepRows, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
+                     RowsProjection, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      lanes_k_tile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
@@ -190,11 +190,55 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
     return STEP_LAUNCH_SECONDS + STEP_ROWS_FIXED_SECONDS + max(memory, compute)
 
 
-def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows, target: Target,
-                        itemsize: int, k: int | None = None) -> float:
-    """A step of rnncc's step kernel in either form: tiles (step_seconds) or rows."""
+# The rows form on tensor cores (recurrent_step_rows_tensor.cu.j2): W_hh streams into the
+# mma from global memory, so the step is its bytes over HBM bandwidth where enough loads are
+# in flight (the warps' 16-byte loads, GROUP runs a lane at once, over a round trip of
+# STEP_ROWS_TENSOR_ROUND_SECONDS), or its warps' rounds of loads one after another, after
+# the staging of h, the K split's sums and the cell (STEP_ROWS_FIXED_SECONDS, the FMA
+# form's). Not yet fitted.
+STEP_ROWS_TENSOR_ROUND_SECONDS = 0.7e-6
+
+
+def step_rows_tensor_tiles(batch: int, gates: int, k: int, itemsize: int, target: Target) -> list[StepRowsTensor]:
+    """The tensor rows tiles: 16–48 gate rows a block in whole units, K split 2–8 over at most 16
+    warps, one or two tiles of 8 batch rows (two only past 8 rows), within static shared memory."""
+    out = []
+    for groups in (1, 2, 3):
+        for split in (2, 4, 8):
+            for n_tiles in (1, 2):
+                t = StepRowsTensor.of(gates, groups, split, n_tiles)
+                if t is None or t.warps > 16 or (n_tiles > 1 and batch <= 8) or \
+                        t.shared_bytes(k, itemsize) > target.shared_memory_per_block:
+                    continue
+                out.append(t)
+    return out
+
+
+def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRowsTensor, target: Target,
+                             itemsize: int, k: int | None = None) -> float:
+    """One step of the tensor rows kernel over K = ``k`` (default ``hidden``), its launch
+    included as step_seconds counts it."""
+    k = k or hidden
+    y_blocks = math.ceil(batch / tile.batch_per_block)
+    blocks = math.ceil(hidden / tile.units) * y_blocks
+    runs = math.ceil(StepRows.row_stride(k, itemsize) / 32)
+    runs_per_warp = math.ceil(runs / tile.k_split)
+    group = min(runs_per_warp, 8)
+    rounds = math.ceil(runs_per_warp / group)
+    in_flight = blocks * tile.warps * 32 * 2 * group * 16
+    bandwidth = min(target.memory_bandwidth, in_flight / STEP_ROWS_TENSOR_ROUND_SECONDS)
+    staged = blocks * tile.batch_per_block * k * itemsize
+    memory = (y_blocks * gates * hidden * k * itemsize + staged) / bandwidth
+    return STEP_LAUNCH_SECONDS + STEP_ROWS_FIXED_SECONDS + max(memory, rounds * STEP_ROWS_TENSOR_ROUND_SECONDS)
+
+
+def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows | StepRowsTensor,
+                        target: Target, itemsize: int, k: int | None = None) -> float:
+    """A step of rnncc's step kernel in any form: tiles (step_seconds), rows, rows on tensor cores."""
     if isinstance(tile, StepRows):
         return step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k)
+    if isinstance(tile, StepRowsTensor):
+        return step_rows_tensor_seconds(batch, hidden, gates, tile, target, itemsize, k)
     return step_seconds(batch, hidden, gates, tile, target, itemsize, k)
 
 

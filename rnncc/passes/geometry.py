@@ -21,10 +21,10 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import LibraryProjection, Projection, StepRows, StepTile
+from ..tiles import LibraryProjection, Projection, StepRows, StepRowsTensor, StepTile
 from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
                    merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tiles,
-                   step_kernel_seconds, step_rows_tiles, step_tiles, tensor_projection_k_tile,
+                   step_kernel_seconds, step_rows_tensor_tiles, step_rows_tiles, step_tiles, tensor_projection_k_tile,
                    tensor_projection_seconds)
 
 
@@ -128,6 +128,8 @@ def plan_step_tile(model, plan, target):
         tiles = [t for t in step_tiles(G, async_copy=plan.dtype == "float32")
                  if t.shared_bytes(G, itemsize) <= target.shared_memory_per_block]
         rows = step_rows_tiles(B, K, itemsize, target)
+        if itemsize == 2 and l.precision.value == "tensor":
+            rows += step_rows_tensor_tiles(B, G, K, itemsize, target)
         fits = {"tiles": tiles, "rows": rows}.get(o.step_kernel, tiles + rows)
         if not fits:
             raise PlanError(f"layer '{l.name}', option step_kernel={o.step_kernel!r}: {B} batch rows of h "
@@ -147,6 +149,11 @@ def plan_step_tile(model, plan, target):
             reason = (f"rows: {blocks} blocks of {best.warps} warps on {target.sm_count} SMs, a warp a "
                       f"unit reading its {G} rows of W_hh once for {best.rows} batch rows; predicted "
                       f"{seconds(best) * 1e6:.1f} µs/step")
+        elif isinstance(best, StepRowsTensor):
+            reason = (f"rows on tensor cores: {blocks} blocks of {best.warps} warps on {target.sm_count} SMs, "
+                      f"{best.units} units' gate rows of W_hh a block as the mma's A operand straight from "
+                      f"memory, K split {best.k_split}× over warps, {best.batch_per_block} batch rows of h; "
+                      f"predicted {seconds(best) * 1e6:.1f} µs/step")
         else:
             reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
                       f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
@@ -162,10 +169,12 @@ def plan_step_tile(model, plan, target):
     return plan.map_layers(decide)
 
 
-def step_tile_label(t: StepTile | StepRows) -> str:
+def step_tile_label(t: StepTile | StepRows | StepRowsTensor) -> str:
     """A step tile's name among the alternatives: units/per thread × rows/per thread × K
     split, or rows: warps × rows."""
     if isinstance(t, StepRows):
         return f"rows {t.warps}w×{t.rows}b"
+    if isinstance(t, StepRowsTensor):
+        return f"rows mma {t.units}u×k{t.k_split}×{t.batch_per_block}b"
     return (f"{t.units_per_block}/{t.units_per_thread}u×{t.batch_per_block}/"
             f"{t.batch_per_thread}b×k{t.k_split}")

@@ -33,7 +33,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import Persistence, Persistent, PerStep, StepRows, StepTile
+from ..tiles import Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile
 from .cost import (LIBRARY_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_gemm_seconds, library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, step_kernel_seconds,
@@ -231,7 +231,7 @@ def grid_description(value: Persistent) -> str:
 
 
 def _per_step(l, o, target, itemsize: int,
-              step_tile: StepTile | StepRows) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
+              step_tile: StepTile | StepRows | StepRowsTensor) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
     """((seconds per step, value, description), predicted seconds of each variant) of mode
     none: rnncc's FMA step kernel, or cuBLASLt's product and rnncc's cell kernel, whichever
     is predicted faster (or the one option ``gemm`` names); a projected LSTM's steps with
@@ -248,8 +248,8 @@ def _per_step(l, o, target, itemsize: int,
         what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step{then} "
                 f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
     else:
-        form = " (rows)" if isinstance(step_tile, StepRows) else ""
-        what = f"rnncc's FMA step kernel{form}, a launch per step{then}" + (
+        form = {"rows": "rows, FMA", "rows_tensor": "rows, tensor cores"}.get(step_tile.math, "tiles, FMA")
+        what = f"rnncc's step kernel ({form}), a launch per step{then}" + (
             "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
     variants = {persistence_label(PerStep("fma")): fma}
     if gemm != "rnncc":
