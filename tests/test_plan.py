@@ -97,8 +97,8 @@ def test_step_tile_fills_the_gpu_and_fits_shared_memory():
 
 
 def test_cp_async_only_for_float32():
-    assert plan_of(lstm()).layers[0].step_tile.value.async_copy is True
-    assert plan_of(lstm(dtype="float16")).layers[0].step_tile.value.async_copy is False
+    assert plan_of(lstm(), step_kernel="tiles").layers[0].step_tile.value.async_copy is True
+    assert plan_of(lstm(dtype="float16"), step_kernel="tiles").layers[0].step_tile.value.async_copy is False
 
 
 def test_merges_fused_into_consumers_and_output_kernels():
