@@ -352,8 +352,8 @@ def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> 
     if tile.math == "cublas":
         return None
     params = projection_params(l)
-    template = {"tensor": "input_projection_tensor.cu.j2", "rows": "input_projection_rows.cu.j2"}.get(
-        tile.math, "input_projection.cu.j2")
+    template = {"tensor": "input_projection_tensor.cu.j2", "rows": "input_projection_rows.cu.j2",
+                "rows_tensor": "input_projection_rows_tensor.cu.j2"}.get(tile.math, "input_projection.cu.j2")
     source = environment().get_template(template).render(
         kernel=_code_header(_code_what(l, projection=True) + ", input projection", plan.dtype,
                             _values(l, PROJECTION_DECISIONS)),

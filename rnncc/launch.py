@@ -87,6 +87,8 @@ def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
     tile, GH = l.projection_tile.value, l.gates * l.hidden_size
     if tile.math == "rows":  # a warp a gate column, a block a pass of tile.rows rows; any layout
         return math.ceil(GH / tile.warps), math.ceil(rows / tile.rows)
+    if tile.math == "rows_tensor":  # a block m_rows gate columns × tile.rows rows; any layout
+        return math.ceil(GH / tile.m_rows), math.ceil(rows / tile.rows)
     if l.layout.value == "xw":
         return math.ceil(GH / tile.bn), math.ceil(rows / tile.bm)
     return math.ceil(rows / tile.bn), math.ceil(GH / tile.bm)

@@ -186,9 +186,7 @@ class StepRowsTensor:
         return 8 * self.n_tiles
 
     def shared_bytes(self, k: int, itemsize: int) -> int:
-        staged = -(-StepRows.row_stride(k, itemsize) // 32) * 32 + 32
-        return self.batch_per_block * staged * itemsize + \
-            self.k_split * 16 * self.row_groups * (self.batch_per_block + 1) * 4
+        return rows_mma_shared_bytes(self.batch_per_block, 16 * self.row_groups, self.k_split, k, itemsize)
 
     def to_dict(self) -> dict[str, Any]:
         return {"math": self.math, "units": self.units, "row_groups": self.row_groups,
@@ -456,6 +454,45 @@ class RowsProjection:
 
 
 @dataclass(frozen=True)
+class RowsProjectionTensor:
+    """The input projection of a few rows on tensor cores, fp16/bf16
+    (input_projection_rows_tensor.cu.j2): ``row_groups`` warps of 16 gate columns a block
+    (rows of W_ih, the mma's A operand read once from global memory), ``k_split`` warps
+    over K for each, ``n_tiles`` tiles of 8 input rows staged in shared memory."""
+
+    row_groups: int
+    k_split: int
+    n_tiles: int
+    math: ClassVar[str] = "rows_tensor"
+
+    @property
+    def m_rows(self) -> int:
+        return 16 * self.row_groups
+
+    @property
+    def rows(self) -> int:
+        return 8 * self.n_tiles
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.row_groups * self.k_split
+
+    def shared_bytes(self, k: int, itemsize: int) -> int:
+        return rows_mma_shared_bytes(self.rows, self.m_rows, self.k_split, k, itemsize)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "row_groups": self.row_groups, "k_split": self.k_split,
+                "n_tiles": self.n_tiles, "threads": self.threads}
+
+
+def rows_mma_shared_bytes(rows: int, m_rows: int, k_split: int, k: int, itemsize: int) -> int:
+    """Static shared memory of a rows kernel on tensor cores (rows_mma.cuh.j2): the staged
+    rows (K padded to runs of 32, +32 a row) and the K split's partial sums."""
+    staged = -(-StepRows.row_stride(k, itemsize) // 32) * 32 + 32
+    return rows * staged * itemsize + k_split * m_rows * (rows + 1) * 4
+
+
+@dataclass(frozen=True)
 class LibraryProjection:
     """The input projection as cuBLASLt GEMMs (one per source), no rnncc kernel."""
 
@@ -465,7 +502,7 @@ class LibraryProjection:
         return {"math": self.math}
 
 
-Projection = Union[ProjectionTile, TensorProjectionTile, RowsProjection, LibraryProjection]
+Projection = Union[ProjectionTile, TensorProjectionTile, RowsProjection, RowsProjectionTensor, LibraryProjection]
 
 
 # ---- the recurrent steps ---------------------------------------------------------------

@@ -430,3 +430,37 @@ def test_backward_tile_geometry():
     assert tiles.backward_tile(4, 1024, 8, 132, 226 * 1024) == tiles.BackwardTile(8, 128, 8, True)
     assert tiles.backward_tile(4, 512, 3, 132, 226 * 1024) == tiles.BackwardTile(4, 128, 3, True)
     assert not tiles.backward_tile(4, 2048, 8, 132, 226 * 1024).w_in_shared  # 16 units: 512 KiB
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("cell,hidden,batch", [("lstm", 300, 13), ("gru", 65, 5), ("rnn_relu", 1, 1)])
+def test_rows_kernels_on_tensor_cores_compile_without_spills(nvcc, dtype, cell, hidden, batch):
+    """The rows kernels on tensor cores (rows_mma.cuh.j2), every tile a plan may take at the
+    layer's batch: the step's (recurrent_step_rows_tensor.cu.j2) and the projection's of a
+    few rows in both layouts (input_projection_rows_tensor.cu.j2), with no local memory."""
+    from dataclasses import replace
+
+    from rnncc.passes.cost import rows_projection_tensor_tiles, step_rows_tensor_tiles
+    from rnncc.plan import Decision
+    spec = {"name": "rows", "dtype": dtype, "input_size": 48,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
+    kernels = []
+    for layout in LAYOUTS:
+        m = rnncc.compile(spec, target="h100", seq_len=1, batch=batch, persistence="none", layout=layout)
+        l = m.plan.layers[0]
+        steps = step_rows_tensor_tiles(batch, l.gates, l.out_size, 2, m.target) if layout == "xw" else []
+        projections = rows_projection_tensor_tiles(batch, l.input_size, 2, m.target)
+        assert projections and (steps or layout == "wx")
+        for t in steps:
+            forced = m.with_plan(m.plan.map_layers(lambda l: replace(l, step_tile=Decision(t, "test", "user"))))
+            kernels.append(forced.kernel_of("l0", "recurrent"))
+        for t in projections:
+            forced = m.with_plan(m.plan.map_layers(lambda l: replace(l, projection_tile=Decision(t, "test", "user"))))
+            kernels.append(forced.kernel_of("l0", "input_projection"))
+    assert all("mma.sync" in k.source for k in kernels)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda k: build.compile_cubin(k, "sm_90a"), kernels))
+    for k in kernels:
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (k.name, r)

@@ -474,7 +474,35 @@ def test_projection_of_a_few_rows(gpu, dtype, layout, seq, batch):
     assert {l.name for l in ran.layers if l.projection_tile.value.math == "rows"} >= {"b", "c", "d", "e"}
     m, _, _ = run_and_compare(single("gru", 96, 2048 if seq * batch == 1 else 512, dtype), seq, batch,
                               seed=seq + batch, with_state=True, layout=layout)
-    assert m.variant(seq, batch).plan.layers[0].projection_tile.value.math == "rows"
+    # Halves past one row: the same on tensor cores (K a multiple of 8).
+    assert m.variant(seq, batch).plan.layers[0].projection_tile.value.math == \
+        ("rows_tensor" if dtype != "float32" and seq * batch > 1 else "rows")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["xw", "wx"])
+@pytest.mark.parametrize("groups,split,n_tiles", [(1, 2, 1), (2, 8, 2), (1, 4, 2)])
+@pytest.mark.parametrize("seq,batch", [(1, 1), (3, 5), (4, 7)])
+def test_projection_of_a_few_rows_on_tensor_cores(gpu, dtype, layout, groups, split, n_tiles, seq, batch):
+    """The projection of a few rows on tensor cores, each tile forced: 16 or 32 gate columns a
+    block (GRU H=65: 195 columns, the last block part empty), K split 2–8, one or two tiles of
+    8 rows (28 rows: blocks along the rows), merged inputs (a sum of two sources, K = 40),
+    both layouts."""
+    from dataclasses import replace
+
+    from rnncc.plan import Decision
+    from rnncc.tiles import RowsProjectionTensor
+    tile = RowsProjectionTensor(groups, split, n_tiles)
+    spec = {"name": "few", "dtype": dtype, "input_size": 40, "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 40},
+        {"name": "b", "cell": "gru", "hidden_size": 65, "input": {"sum": ["a", "input"]}}],
+        "outputs": ["b", "a"]}
+
+    def force(m):
+        return m.with_plan(m.plan.map_layers(lambda l: replace(l, projection_tile=Decision(tile, "forced by the test", "user"))))
+    m, _, _ = run_and_compare(spec, seq, batch, seed=seq * 3 + batch, with_state=True, layout=layout, gemm="rnncc",
+                              seq_len=seq, batch=batch, force=force)
+    assert all(l.projection_tile.value == tile for l in m.plan.layers)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -6,11 +6,14 @@ import json
 import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import rnncc
 from rnncc import build
+from rnncc.errors import PlanError, SpecError
 from rnncc.passes import build_plan
+from rnncc.passes.geometry import step_tile_label
 from rnncc.target import PRESETS, get
 from rnncc.tiles import ClusterTile, LibraryProjection, PerStep, TensorTile, lanes_k_tile
 
@@ -1180,12 +1183,17 @@ def test_a_few_rows_project_as_matrix_vector_products():
     long = rnncc.compile(spec, target="h100", seq_len=256, batch=8).plan.layers[0].projection_tile
     assert long.value.math != "rows"
     # Rows a pass: as many as the staged rows allow in static shared memory (16 × 1024 floats
-    # do not fit 48 KiB).
-    five = rnncc.compile(spec, target="h100", seq_len=1, batch=5).plan.layers[0]
+    # do not fit 48 KiB). In float32; halves take tensor cores for more than a row.
+    from rnncc.launch import projection_grid
+    five = rnncc.compile(dict(spec, dtype="float32"), target="h100", seq_len=1, batch=5).plan.layers[0]
     assert five.projection_tile.value.math == "rows" and five.projection_tile.value.rows == 8
     # A warp a gate column, 8 a block; a block a pass of 8 rows (any layout).
-    from rnncc.launch import projection_grid
     assert projection_grid(five, 5) == (512, 1) and projection_grid(five, 17) == (512, 3)
+    # fp16: W_ih's rows as the mma's A operand, 16 gate columns and 8 rows a block.
+    half = rnncc.compile(spec, target="h100", seq_len=1, batch=5).plan.layers[0]
+    tile = half.projection_tile.value
+    assert tile.math == "rows_tensor" and tile.rows == 8 and "on tensor cores" in half.projection_tile.reason
+    assert projection_grid(half, 5) == (4096 // tile.m_rows, 1) and projection_grid(half, 17) == (4096 // tile.m_rows, 3)
 
 
 def test_a_persistent_kernels_start_is_weighed_over_the_chunk():
@@ -1203,3 +1211,56 @@ def test_a_persistent_kernels_start_is_weighed_over_the_chunk():
     small = dict(spec, dtype="float32", input_size=256, layers=[{"name": "l0", "cell": "gru", "hidden_size": 256}])
     assert rnncc.compile(small, target="h100", seq_len=1, batch=1).plan.layers[0].persistence.value.mode == "none"
     assert rnncc.compile(small, target="h100", seq_len=16, batch=1).plan.layers[0].persistence.value.mode == "cluster"
+
+
+def test_a_step_of_a_few_rows_runs_as_rows():
+    """A launch per step of a few batch rows reads W_hh once for them
+    (results/step-rows-sweep-h100-2026-11-27.json): halves on tensor cores (LSTM fp16 H=1024
+    B=8: 4.0 µs a step against 14.8 for the best tile), float32 by FMA (B=1: 7.7 against 15.2);
+    many rows keep the tiles. The option step_kernel forces a form, and says so."""
+    from rnncc.tiles import StepRows, StepRowsTensor, StepTile
+
+    def step(dtype, batch, **options):
+        spec = {"name": "one", "dtype": dtype, "input_size": 1024,
+                "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 1024}]}
+        return rnncc.compile(spec, target="h100", seq_len=1, batch=batch, persistence="none", gemm="rnncc",
+                             **options).plan.layers[0].step_tile
+    half = step("float16", 8)
+    assert isinstance(half.value, StepRowsTensor) and "on tensor cores" in half.reason
+    assert half.alternatives[step_tile_label(half.value)] < min(
+        v for k, v in half.alternatives.items() if not k.startswith("rows"))
+    assert isinstance(step("float32", 1).value, StepRows)
+    assert isinstance(step("float32", 256).value, StepTile)
+    forced = step("float16", 8, step_kernel="tiles")
+    assert isinstance(forced.value, StepTile) and forced.source == "user" and "step_kernel='tiles'" in forced.reason
+    assert isinstance(step("float32", 256, step_kernel="rows").value, StepRows)
+    with pytest.raises(SpecError, match="step_kernel"):
+        step("float16", 8, step_kernel="gemv")
+    # Rows of h that fit no block's static shared memory (16 rows × 16384 floats): refused.
+    wide = {"name": "wide", "dtype": "float32", "input_size": 8,
+            "layers": [{"name": "l0", "cell": "rnn_tanh", "hidden_size": 16384}]}
+    with pytest.raises(PlanError, match="step_kernel='rows'"):
+        rnncc.compile(wide, target="h100", seq_len=1, batch=16, persistence="none", step_kernel="rows")
+
+
+def test_the_rows_forms_arguments_and_weights():
+    """The rows forms read W_hh as stored, its rows padded with zeros to whole 16-byte loads
+    (weights.rows_of_w_hh), passed as w_hh; the grid covers the units and the batch in
+    blocks of the tile's rows."""
+    from rnncc import launch, weights as weights_mod
+    from rnncc.tiles import StepRows
+    spec = {"name": "pad", "dtype": "float16", "input_size": 5,
+            "layers": [{"name": "l0", "cell": "gru", "hidden_size": 13}]}
+    m = rnncc.compile(spec, target="h100", seq_len=1, batch=3, persistence="none", step_kernel="rows")
+    l = m.plan.layers[0]
+    stride = StepRows.row_stride(13, 2)
+    assert stride == 16
+    rows = weights_mod.rows_of_w_hh(m.model.layers[0], m.device_weights(), stride)
+    w_hh = np.asarray(m.device_weights()["l0.weight_hh"], np.float32)
+    assert rows.shape == (39, 16) and not rows[:, 13:].any()
+    assert np.array_equal(rows[1 * 3 + 2, :13], w_hh[2 * 13 + 1])  # unit 1's gate n
+    k = m.kernel_of("l0", "recurrent")
+    assert "w_hh" in [p.name for p in k.params] and "w_hh_t" not in [p.name for p in k.params]
+    tile = l.step_tile.value
+    assert launch.step_grid(l, k, 3) == (-(-13 // tile.units_per_block), -(-3 // tile.batch_per_block))
+    assert launch.step_grid(l, k, 40)[1] == -(-40 // tile.batch_per_block)

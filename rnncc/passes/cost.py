@@ -12,11 +12,16 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
-                     RowsProjection, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
+                     RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      lanes_k_tile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
+# The tiles form's GPU time as measured over the fit above: the best tile of 13 shapes ran
+# 1.3–5.9× (median 2.4×) longer than step_seconds predicts without its launch, most at
+# halves and at B ≥ 4 (benchmarks/results/step-rows-sweep-h100-2026-11-27.json at 70e3f0e,
+# "tiles best"); the 2023 fit was float32 at B ≤ 64 on an older kernel.
+STEP_MEASURED_OVER_MODEL = 2.4
 STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load (fitted)
 # A launch per step costs host time: rnncc packs the arguments and the driver queues the
 # kernel. Per-step layers measured no faster than ≈ 9.5 µs a step whatever their size
@@ -78,17 +83,23 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
 # The projection of a few rows (input_projection_rows.cu.j2) streams W_ih once a pass of
 # `rows` input rows: the staging of those rows (a memory round trip before W's loads; the
 # tiled kernels' models count no launch either), then W_ih's bytes at HBM bandwidth, or its
-# multiply-adds at a fraction of the FMA peak (each W value feeds `rows` FMAs from float4
-# shared loads with 2-way conflicts). The tiled kernels it replaces took 13 µs for
+# multiply-adds at a fraction of the FMA peak. The tiled kernels it replaces took 13 µs for
 # one row of LSTM fp16 H=1024 (1×4096×1024) and 31 µs for 5 rows of GRU fp16 H=650, where
 # cuBLAS took 3.7 and 5.0 (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt).
+# The fraction is low: each value of X a lane loads from shared memory feeds one FMA, so the
+# shared-memory pipe (a quarter of the FMA rate in floats) bounds it, and less. 4% is what
+# the S=1 calls of LSTM fp16 H=1024 at B=4 and 8 leave to it (27 and 34 µs a call against
+# 16 with cuBLASLt, whose step took 5.4 µs to the rows step's 4.0–4.1;
+# results/step-rows-sweep-h100-2026-11-27.json at 70e3f0e); the 0.35 of before came from
+# one-row passes, bound by W's bytes, and let 56 rows in 4 passes run 2× slower than the
+# tiles (below).
 ROWS_PROJECTION_FIXED_SECONDS = 0.5e-6
-ROWS_PROJECTION_FMA_EFFICIENCY = 0.35
+ROWS_PROJECTION_FMA_EFFICIENCY = 0.04
 # One pass over W_ih at most. Measured (results/short-and-odd-h100-2026-11-27-at-e035f74.json):
 # one pass of 1–12 rows ran the calls of S=1 and of LSTM fp32 H=512 B=3 S=4 faster than the
 # tiles (the projection alone 13.0 → 4.3 µs at 1 × 4096 × 1024 fp16, short-call-kernels-...-at-
 # e035f74.txt), but 2 × LSTM fp16 H=512 B=7 S=8, 56 rows in 4 passes of 16, ran 0.138 ms in a
-# graph against 0.075 on the tensor tiles; not yet taken apart.
+# graph against 0.075 on the tensor tiles (the shared-memory bound above).
 ROWS_PROJECTION_MAX_PASSES = 1
 
 
@@ -151,19 +162,21 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
-    return padding * max(issue, l2) / utilisation / clock_hz(target) + STEP_LAUNCH_SECONDS
+    return padding * max(issue, l2) / utilisation / clock_hz(target) * STEP_MEASURED_OVER_MODEL + \
+        STEP_LAUNCH_SECONDS
 
 
 # The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
-# warp reads its unit's G rows of W_hh once for all the block's rows of h. Before the
-# product, a block stages its rows of h (a round trip to L2); after it, the lanes' sums
-# meet by shuffles and the cell runs: STEP_ROWS_FIXED_SECONDS. Then W_hh's bytes at HBM
-# bandwidth (read again by each block along y, counted in full though L2 serves them), or
-# the multiply-adds at the rows projection's fraction of the FMA peak on the SMs the
-# blocks occupy, whichever is longer. Not yet fitted: set from the rows projection's
-# constants (above) and the staging's round trip.
-STEP_ROWS_FIXED_SECONDS = 1.5e-6
-STEP_ROWS_FMA_EFFICIENCY = ROWS_PROJECTION_FMA_EFFICIENCY
+# warp reads its unit's G rows of W_hh once for all the block's rows of h. Fitted by hand to
+# benchmarks/results/step-rows-sweep-h100-2026-11-27.json (at 70e3f0e; CUDA-graph replays,
+# a step's GPU time): a fixed 1.6 µs (staging h, the sums' shuffles, the cell), then W_hh's
+# bytes at 2.4 TB/s (read again by each block along y; LSTM fp16 H=1024 B=1 5.7 µs, fp32
+# 7.7, GRU fp32 H=256 2.6), or the multiply-adds at 7% of the FMA peak on the SMs the
+# blocks occupy (each h value from shared memory feeds G FMAs: LSTM fp32 H=1024 B=8 16–19
+# µs, fp16 B=4 6.8–9.0), whichever is longer.
+STEP_ROWS_FIXED_SECONDS = 1.6e-6
+STEP_ROWS_BYTES_PER_SECOND = 2.4e12
+STEP_ROWS_FMA_EFFICIENCY = 0.07
 
 
 def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[StepRows]:
@@ -182,21 +195,40 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
     k = k or hidden
     y_blocks = math.ceil(batch / tile.rows)
     blocks = math.ceil(hidden / tile.warps) * y_blocks
-    staged = blocks * tile.rows * k * itemsize
-    memory = (y_blocks * gates * hidden * k * itemsize + staged) / target.memory_bandwidth
+    memory = y_blocks * gates * hidden * k * itemsize / STEP_ROWS_BYTES_PER_SECOND
     sms = min(blocks, target.sm_count)
     compute = 2.0 * y_blocks * tile.rows * gates * hidden * k / \
         (target.fp32_flops * sms / target.sm_count * STEP_ROWS_FMA_EFFICIENCY)
     return STEP_LAUNCH_SECONDS + STEP_ROWS_FIXED_SECONDS + max(memory, compute)
 
 
-# The rows form on tensor cores (recurrent_step_rows_tensor.cu.j2): W_hh streams into the
-# mma from global memory, so the step is its bytes over HBM bandwidth where enough loads are
-# in flight (the warps' 16-byte loads, GROUP runs a lane at once, over a round trip of
-# STEP_ROWS_TENSOR_ROUND_SECONDS), or its warps' rounds of loads one after another, after
-# the staging of h, the K split's sums and the cell (STEP_ROWS_FIXED_SECONDS, the FMA
-# form's). Not yet fitted.
-STEP_ROWS_TENSOR_ROUND_SECONDS = 0.7e-6
+# The rows kernels on tensor cores (rows_mma.cuh.j2: the step's and the projection's of a
+# few rows, fp16/bf16): W's rows stream into the mma from global memory. Fitted by hand to
+# the 110 tensor tiles of benchmarks/results/step-rows-sweep-h100-2026-11-27.json (at
+# 70e3f0e): a fixed 1.9 µs (staging, the split's sums, the cell), W's bytes at 4.2 TB/s
+# (W_hh stays in L2 from step to step where it fits: LSTM fp16 H=1024 8 MiB in about 2 µs;
+# read again by each block along y), and 0.06 µs a run of 32 k a warp takes for each tile
+# of 8 rows (LSTM fp16 H=1024 B=1: K split 2, 16 runs a warp, 5.0–5.2 µs; split 8, 4.4).
+# A round of loads in flight is a memory round trip (ROWS_MMA_ROUND_SECONDS), where a warp
+# has runs for more than one. The step over many blocks along y reads W from memory each
+# time and runs slower than counted (fp16 H=2048 B=16: 17–30 µs against 16–18); the
+# library's step (10.4 µs) is chosen there anyway.
+ROWS_MMA_FIXED_SECONDS = 1.9e-6
+ROWS_MMA_BYTES_PER_SECOND = 4.2e12
+ROWS_MMA_RUN_SECONDS = 0.06e-6
+ROWS_MMA_ROUND_SECONDS = 0.7e-6
+
+
+def rows_mma_seconds(w_rows: int, x_rows: int, k: int, row_groups: int, k_split: int, n_tiles: int,
+                     itemsize: int) -> float:
+    """GPU time of C [w_rows, x_rows] = W·Xᵀ (W [w_rows, k] as stored) in a rows kernel on
+    tensor cores whose blocks take 16·row_groups rows of W and 8·n_tiles rows of X."""
+    y_blocks = math.ceil(x_rows / (8 * n_tiles))
+    runs_per_warp = math.ceil(math.ceil(k / 32) / k_split)
+    rounds = math.ceil(runs_per_warp / min(runs_per_warp, 8))
+    memory = y_blocks * w_rows * k * itemsize / ROWS_MMA_BYTES_PER_SECOND
+    return ROWS_MMA_FIXED_SECONDS + max(memory, rounds * ROWS_MMA_ROUND_SECONDS) + \
+        runs_per_warp * n_tiles * ROWS_MMA_RUN_SECONDS
 
 
 def step_rows_tensor_tiles(batch: int, gates: int, k: int, itemsize: int, target: Target) -> list[StepRowsTensor]:
@@ -218,18 +250,31 @@ def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRows
                              itemsize: int, k: int | None = None) -> float:
     """One step of the tensor rows kernel over K = ``k`` (default ``hidden``), its launch
     included as step_seconds counts it."""
-    k = k or hidden
-    y_blocks = math.ceil(batch / tile.batch_per_block)
-    blocks = math.ceil(hidden / tile.units) * y_blocks
-    runs = math.ceil(StepRows.row_stride(k, itemsize) / 32)
-    runs_per_warp = math.ceil(runs / tile.k_split)
-    group = min(runs_per_warp, 8)
-    rounds = math.ceil(runs_per_warp / group)
-    in_flight = blocks * tile.warps * 32 * 2 * group * 16
-    bandwidth = min(target.memory_bandwidth, in_flight / STEP_ROWS_TENSOR_ROUND_SECONDS)
-    staged = blocks * tile.batch_per_block * k * itemsize
-    memory = (y_blocks * gates * hidden * k * itemsize + staged) / bandwidth
-    return STEP_LAUNCH_SECONDS + STEP_ROWS_FIXED_SECONDS + max(memory, rounds * STEP_ROWS_TENSOR_ROUND_SECONDS)
+    return STEP_LAUNCH_SECONDS + rows_mma_seconds(gates * hidden, batch, k or hidden, tile.row_groups,
+                                                  tile.k_split, tile.n_tiles, itemsize)
+
+
+# Blocks along the rows of X of the projection's tensor rows kernel, each reading all of W_ih:
+# at most 2 (32 rows; measured up to 16), past which the tiled kernels' K loops amortise
+# their loads.
+ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y = 2
+
+
+def rows_projection_tensor_tiles(m: int, k: int, itemsize: int, target: Target) -> list[RowsProjectionTensor]:
+    """The projection's tensor rows tiles for m rows (K a multiple of 8: W_ih's rows are whole
+    16-byte loads): 16–32 columns a block, K split 2–8, one or two tiles of 8 rows, at most
+    ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y blocks along the rows."""
+    if k % 8:
+        return []
+    return [t for groups in (1, 2) for split in (2, 4, 8) for n_tiles in (1, 2)
+            for t in (RowsProjectionTensor(groups, split, n_tiles),)
+            if math.ceil(m / t.rows) <= ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y and (n_tiles == 1 or m > 8)
+            and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
+
+
+def rows_projection_tensor_seconds(m: int, n: int, k: int, tile: RowsProjectionTensor, itemsize: int) -> float:
+    """C[m,n] = X[m,k]·W[n,k]ᵀ of a few rows in the tensor rows kernel (rows_mma_seconds)."""
+    return rows_mma_seconds(n, m, k, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
 
 
 def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows | StepRowsTensor,

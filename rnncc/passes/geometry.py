@@ -23,7 +23,8 @@ from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection, StepRows, StepRowsTensor, StepTile
 from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
-                   merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tiles,
+                   merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tensor_seconds,
+                   rows_projection_tensor_tiles, rows_projection_tiles,
                    step_kernel_seconds, step_rows_tensor_tiles, step_rows_tiles, step_tiles, tensor_projection_k_tile,
                    tensor_projection_seconds)
 
@@ -32,6 +33,8 @@ def projection_label(value: Projection) -> str:
     """The name of a projection decision's value among its alternatives."""
     if value.math == "rows":
         return f"rnncc rows×{value.rows}"
+    if value.math == "rows_tensor":
+        return f"rnncc rows mma {value.m_rows}c×k{value.k_split}×{value.rows}r"
     return "cuBLASLt" if value.math == "cublas" else f"rnncc {value.bm}×{value.bn}"
 
 
@@ -69,8 +72,17 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     # A few rows: matrix-vector passes over W_ih, many blocks, no K loop waiting on memory.
     costs |= {t: rows_projection_seconds(rows, cols, l.input_size, t, target, itemsize)
               for t in rows_projection_tiles(rows, l.input_size, itemsize, target)}
+    if tensor and itemsize == 2:  # the same on tensor cores: W_ih's rows the mma's A operand
+        costs |= {t: rows_projection_tensor_seconds(rows, cols, l.input_size, t, itemsize)
+                  for t in rows_projection_tensor_tiles(rows, l.input_size, itemsize, target)}
     best = min(costs, key=lambda t: (round(costs[t] * 1e9), -getattr(t, "bm", 0)))
-    if best.math == "rows":
+    if best.math == "rows_tensor":
+        value = best
+        reason = (f"{rows} rows × {cols} on tensor cores as W_ih's rows against a few rows: "
+                  f"{math.ceil(cols / best.m_rows)}×{math.ceil(rows / best.rows)} blocks of {best.threads} "
+                  f"threads ({best.m_rows} gate columns, K split {best.k_split}×, {best.rows} rows a block), "
+                  f"predicted {costs[best] * 1e6:.1f} µs")
+    elif best.math == "rows":
         value = best
         reason = (f"{rows} rows × {cols} as matrix-vector passes of {best.rows} rows over W_ih, "
                   f"{math.ceil(cols / best.warps)}×{math.ceil(rows / best.rows)} blocks of {best.threads} "
