@@ -271,7 +271,10 @@ def h_projection_arguments(l: LayerPlan, *, t: int, S: int, B: int, y: Sequence,
 def projection_arguments(l: LayerPlan, *, t0: int, rows: int, B: int,
                          sources: list[Sequence], xproj: int,
                          weights: dict[str, int]) -> dict[str, int]:
-    return {"w_ih": weights["w_ih"], "xproj": xproj, "rows": rows, "batch": B,
+    tile = l.projection_tile.value
+    # The tensor rows kernel reads W_ih with its rows padded where K is not whole 16-byte loads.
+    padded = tile.math == "rows_tensor" and tile.row_stride != l.input_size
+    return {"w_ih": weights["w_ih_rows" if padded else "w_ih"], "xproj": xproj, "rows": rows, "batch": B,
             "bias": weights.get("bias", 0)} | source_arguments(sources, t0)
 
 

@@ -83,11 +83,15 @@ class Variant:
 def _variant_weights(l) -> tuple[str, ...]:
     """Device weights layer l's plan reads beyond those every plan reads (_upload_weights):
     "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
-    kernel's rows form."""
+    kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's tensor rows
+    kernel needs whole 16-byte rows."""
     names = ("w_fold_t",) if l.folded else ()
     if l.persistence.value.mode == "none" and l.persistence.value.math != "cublas" \
             and isinstance(l.step_tile.value, (StepRows, StepRowsTensor)):
         names += ("w_hh",)
+    projection = l.projection_tile.value
+    if projection.math == "rows_tensor" and projection.row_stride != l.input_size:
+        names += ("w_ih_rows",)
     return names
 
 
@@ -431,8 +435,8 @@ class CompiledModel:
 
     def _upload_variant_weights(self, variant: Variant) -> None:
         """The weights only some plans read, on the first variant that reads them
-        (_variant_weights): a folded LSTMP's recurrent matrix (weights.fold_projection), and
-        W_hh as stored for the step kernel's rows form. Added beside the weights, which stay
+        (_variant_weights): a folded LSTMP's recurrent matrix (weights.fold_projection),
+        W_hh as stored for the step kernel's rows form, W_ih with padded rows. Added beside the weights, which stay
         where they are (a call on another stream may be reading them)."""
         import pycuda.driver as cuda
 
@@ -444,6 +448,9 @@ class CompiledModel:
                 layer = self.model.layer(l.name)
                 if name == "w_fold_t":
                     values = weights_mod.fold_projection(layer, self._weights)
+                elif name == "w_ih_rows":
+                    values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_ih,
+                                                     l.projection_tile.value.row_stride)
                 else:
                     values = weights_mod.rows_of_w_hh(layer, self._weights, StepRows.row_stride(
                         l.out_size, DTYPES[self.model.dtype].itemsize))

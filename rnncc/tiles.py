@@ -458,11 +458,14 @@ class RowsProjectionTensor:
     """The input projection of a few rows on tensor cores, fp16/bf16
     (input_projection_rows_tensor.cu.j2): ``row_groups`` warps of 16 gate columns a block
     (rows of W_ih, the mma's A operand read once from global memory), ``k_split`` warps
-    over K for each, ``n_tiles`` tiles of 8 input rows staged in shared memory."""
+    over K for each, ``n_tiles`` tiles of 8 input rows staged in shared memory. Where K is
+    not whole 16-byte loads, the kernel reads a copy of W_ih whose rows are padded with zeros
+    (``row_stride``; the runtime uploads it as "w_ih_rows")."""
 
     row_groups: int
     k_split: int
     n_tiles: int
+    row_stride: int  # elements between W_ih's rows as read: K, or K padded to whole 16-byte loads
     math: ClassVar[str] = "rows_tensor"
 
     @property
@@ -482,7 +485,7 @@ class RowsProjectionTensor:
 
     def to_dict(self) -> dict[str, Any]:
         return {"math": self.math, "row_groups": self.row_groups, "k_split": self.k_split,
-                "n_tiles": self.n_tiles, "threads": self.threads}
+                "n_tiles": self.n_tiles, "row_stride": self.row_stride, "threads": self.threads}
 
 
 def rows_mma_shared_bytes(rows: int, m_rows: int, k_split: int, k: int, itemsize: int) -> int:

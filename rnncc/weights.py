@@ -162,15 +162,21 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
     )
 
 
+def padded_rows(matrix: np.ndarray, row_stride: int) -> np.ndarray:
+    """[rows, row_stride]: each row's values, then zeros (the rows kernels read whole
+    16-byte loads)."""
+    if row_stride < matrix.shape[1]:
+        raise ValueError(f"weights: row_stride {row_stride} is below the matrix's {matrix.shape[1]} columns")
+    out = np.zeros((matrix.shape[0], row_stride), np.float32)
+    out[:, :matrix.shape[1]] = matrix
+    return out
+
+
 def rows_of_w_hh(layer: Layer, weights: Mapping[str, np.ndarray], row_stride: int) -> np.ndarray:
     """W_hh with PackedLayer.w_ih's interleaved rows (u·G+g), [H·G, row_stride]: each row's K
     values, then zeros (the step kernel's rows form reads whole 16-byte loads)."""
-    w_hh = interleave_gates(np.asarray(weights[f"{layer.name}.weight_hh"], np.float32), layer.gates)
-    if row_stride < w_hh.shape[1]:
-        raise ValueError(f"weights: row_stride {row_stride} is below W_hh's {w_hh.shape[1]} columns")
-    out = np.zeros((w_hh.shape[0], row_stride), np.float32)
-    out[:, :w_hh.shape[1]] = w_hh
-    return out
+    return padded_rows(interleave_gates(np.asarray(weights[f"{layer.name}.weight_hh"], np.float32), layer.gates),
+                       row_stride)
 
 
 def fold_projection(layer: Layer, weights: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -261,20 +261,19 @@ ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y = 2
 
 
 def rows_projection_tensor_tiles(m: int, k: int, itemsize: int, target: Target) -> list[RowsProjectionTensor]:
-    """The projection's tensor rows tiles for m rows (K a multiple of 8: W_ih's rows are whole
-    16-byte loads): 16–32 columns a block, K split 2–8, one or two tiles of 8 rows, at most
-    ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y blocks along the rows."""
-    if k % 8:
-        return []
+    """The projection's tensor rows tiles for m rows: 16–32 columns a block, K split 2–8, one
+    or two tiles of 8 rows, at most ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y blocks along the rows;
+    W_ih's rows read padded to whole 16-byte loads."""
+    stride = StepRows.row_stride(k, itemsize)
     return [t for groups in (1, 2) for split in (2, 4, 8) for n_tiles in (1, 2)
-            for t in (RowsProjectionTensor(groups, split, n_tiles),)
+            for t in (RowsProjectionTensor(groups, split, n_tiles, stride),)
             if math.ceil(m / t.rows) <= ROWS_PROJECTION_TENSOR_MAX_BLOCKS_Y and (n_tiles == 1 or m > 8)
             and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
 
 
 def rows_projection_tensor_seconds(m: int, n: int, k: int, tile: RowsProjectionTensor, itemsize: int) -> float:
     """C[m,n] = X[m,k]·W[n,k]ᵀ of a few rows in the tensor rows kernel (rows_mma_seconds)."""
-    return rows_mma_seconds(n, m, k, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
+    return rows_mma_seconds(n, m, tile.row_stride, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
 
 
 def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows | StepRowsTensor,
