@@ -435,9 +435,9 @@ class CompiledModel:
 
     def _upload_variant_weights(self, variant: Variant) -> None:
         """The weights only some plans read, on the first variant that reads them
-        (_variant_weights): a folded LSTMP's recurrent matrix (weights.fold_projection),
-        W_hh as stored for the step kernel's rows form, W_ih with padded rows. Added beside the weights, which stay
-        where they are (a call on another stream may be reading them)."""
+        (_variant_weights): a folded LSTMP's recurrent matrix (weights.fold_projection), W_hh
+        as stored for the step kernel's rows forms, W_ih with padded rows. Added beside the
+        weights, which stay where they are (a call on another stream may be reading them)."""
         import pycuda.driver as cuda
 
         for l in variant.plan.layers:

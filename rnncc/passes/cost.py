@@ -19,7 +19,7 @@ STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile lo
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
 # The tiles form's GPU time as measured over the fit above: the best tile of 13 shapes ran
 # 1.3–5.9× (median 2.4×) longer than step_seconds predicts without its launch, most at
-# halves and at B ≥ 4 (benchmarks/results/step-rows-sweep-h100-2026-11-27.json at 70e3f0e,
+# halves and at B ≥ 4 (benchmarks/results/step-rows-sweep-h100-2026-11-27.json at a7646a0,
 # "tiles best"); the 2023 fit was float32 at B ≤ 64 on an older kernel.
 STEP_MEASURED_OVER_MODEL = 2.4
 STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load (fitted)
@@ -90,7 +90,7 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
 # shared-memory pipe (a quarter of the FMA rate in floats) bounds it, and less. 4% is what
 # the S=1 calls of LSTM fp16 H=1024 at B=4 and 8 leave to it (27 and 34 µs a call against
 # 16 with cuBLASLt, whose step took 5.4 µs to the rows step's 4.0–4.1;
-# results/step-rows-sweep-h100-2026-11-27.json at 70e3f0e); the 0.35 of before came from
+# results/step-rows-sweep-h100-2026-11-27.json at a7646a0); the 0.35 of before came from
 # one-row passes, bound by W's bytes, and let 56 rows in 4 passes run 2× slower than the
 # tiles (below).
 ROWS_PROJECTION_FIXED_SECONDS = 0.5e-6
@@ -168,7 +168,7 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
 
 # The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
 # warp reads its unit's G rows of W_hh once for all the block's rows of h. Fitted by hand to
-# benchmarks/results/step-rows-sweep-h100-2026-11-27.json (at 70e3f0e; CUDA-graph replays,
+# benchmarks/results/step-rows-sweep-h100-2026-11-27.json (at a7646a0; CUDA-graph replays,
 # a step's GPU time): a fixed 1.6 µs (staging h, the sums' shuffles, the cell), then W_hh's
 # bytes at 2.4 TB/s (read again by each block along y; LSTM fp16 H=1024 B=1 5.7 µs, fp32
 # 7.7, GRU fp32 H=256 2.6), or the multiply-adds at 7% of the FMA peak on the SMs the
@@ -205,7 +205,7 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
 # The rows kernels on tensor cores (rows_mma.cuh.j2: the step's and the projection's of a
 # few rows, fp16/bf16): W's rows stream into the mma from global memory. Fitted by hand to
 # the 110 tensor tiles of benchmarks/results/step-rows-sweep-h100-2026-11-27.json (at
-# 70e3f0e): a fixed 1.9 µs (staging, the split's sums, the cell), W's bytes at 4.2 TB/s
+# a7646a0): a fixed 1.9 µs (staging, the split's sums, the cell), W's bytes at 4.2 TB/s
 # (W_hh stays in L2 from step to step where it fits: LSTM fp16 H=1024 8 MiB in about 2 µs;
 # read again by each block along y), and 0.06 µs a run of 32 k a warp takes for each tile
 # of 8 rows (LSTM fp16 H=1024 B=1: K split 2, 16 runs a warp, 5.0–5.2 µs; split 8, 4.4).
