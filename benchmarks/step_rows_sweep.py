@@ -26,6 +26,7 @@ from rnncc.passes.cost import step_kernel_seconds, step_rows_tensor_tiles, step_
 from rnncc.passes.geometry import step_tile_label
 from rnncc.plan import Decision
 from rnncc.timing import time_graphs_interleaved
+from step_forms import SEQS, module_of  # benchmarks/step_forms.py, beside this file
 
 # (cell, dtype, H, B, proj_size)
 POINTS = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("lstm", "float16", 1024, 8, 0),
@@ -33,13 +34,6 @@ POINTS = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("ls
           ("lstm", "float16", 256, 32, 0), ("lstm", "float16", 2048, 16, 0), ("lstm", "float16", 2048, 16, 512),
           ("lstm", "float32", 1024, 1, 0), ("lstm", "float32", 1024, 8, 0), ("gru", "float32", 256, 1, 0),
           ("rnn_tanh", "float16", 64, 1, 0)]
-SEQS = (1, 17)
-
-
-def module_of(cell: str, dtype: str, H: int, proj: int):
-    torch.manual_seed(0)
-    kind = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn_tanh": torch.nn.RNN}[cell]
-    return kind(H, H, **({"proj_size": proj} if proj else {})).to("cuda", getattr(torch, dtype)).eval()
 
 
 def with_step_tile(m, tile):
