@@ -85,8 +85,8 @@ def chunk_steps(t0: int, steps: int, S: int, reverse: bool) -> int:
 
 def projection_grid(l: LayerPlan, rows: int) -> tuple[int, int]:
     tile, GH = l.projection_tile.value, l.gates * l.hidden_size
-    if tile.math == "rows":  # a warp a gate column, a block a pass of tile.rows rows; any layout
-        return math.ceil(GH / tile.warps), math.ceil(rows / tile.rows)
+    if tile.math == "rows":  # a warp tile.cols gate columns, a block a pass of tile.rows rows; any layout
+        return math.ceil(GH / (tile.warps * tile.cols)), math.ceil(rows / tile.rows)
     if tile.math == "rows_tensor":  # a block m_rows gate columns × tile.rows rows; any layout
         return math.ceil(GH / tile.m_rows), math.ceil(rows / tile.rows)
     if l.layout.value == "xw":
@@ -272,8 +272,8 @@ def projection_arguments(l: LayerPlan, *, t0: int, rows: int, B: int,
                          sources: list[Sequence], xproj: int,
                          weights: dict[str, int]) -> dict[str, int]:
     tile = l.projection_tile.value
-    # The tensor rows kernel reads W_ih with its rows padded where K is not whole 16-byte loads.
-    padded = tile.math == "rows_tensor" and tile.row_stride != l.input_size
+    # The rows kernels read W_ih with its rows padded where K is not whole 16-byte loads.
+    padded = tile.math in ("rows", "rows_tensor") and tile.row_stride != l.input_size
     return {"w_ih": weights["w_ih_rows" if padded else "w_ih"], "xproj": xproj, "rows": rows, "batch": B,
             "bias": weights.get("bias", 0)} | source_arguments(sources, t0)
 

@@ -83,14 +83,14 @@ class Variant:
 def _variant_weights(l) -> tuple[str, ...]:
     """Device weights layer l's plan reads beyond those every plan reads (_upload_weights):
     "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
-    kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's tensor rows
-    kernel needs whole 16-byte rows."""
+    kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's rows kernel
+    needs whole 16-byte rows."""
     names = ("w_fold_t",) if l.folded else ()
     if l.persistence.value.mode == "none" and l.persistence.value.math != "cublas" \
             and isinstance(l.step_tile.value, (StepRows, StepRowsTensor)):
         names += ("w_hh",)
     projection = l.projection_tile.value
-    if projection.math == "rows_tensor" and projection.row_stride != l.input_size:
+    if projection.math in ("rows", "rows_tensor") and projection.row_stride != l.input_size:
         names += ("w_ih_rows",)
     return names
 

@@ -428,12 +428,15 @@ class TensorTile:
 @dataclass(frozen=True)
 class RowsProjection:
     """The input projection of a few rows as matrix-vector products
-    (input_projection_rows.cu.j2): a warp a column of the gates (a row of W_ih, read once
-    a pass in 16-byte loads), ``rows`` input rows a pass staged in shared memory,
-    ``warps`` columns a block."""
+    (input_projection_rows.cu.j2): a warp ``cols`` adjacent columns of the gates (rows of
+    W_ih, read once a pass in 16-byte loads; ``row_stride`` apart, K or, where K is not whole
+    16-byte loads, a copy's padded rows), ``rows`` input rows a pass staged in shared memory,
+    ``warps`` warps a block."""
 
     rows: int
+    row_stride: int
     warps: int = 8
+    cols: int = 4
     math: ClassVar[str] = "rows"
 
     @property
@@ -450,7 +453,8 @@ class RowsProjection:
         return self.rows * self.padded_k(k, itemsize) * 4
 
     def to_dict(self) -> dict[str, Any]:
-        return {"math": self.math, "rows": self.rows, "warps": self.warps, "threads": self.threads}
+        return {"math": self.math, "rows": self.rows, "warps": self.warps, "cols": self.cols,
+                "row_stride": self.row_stride, "threads": self.threads}
 
 
 @dataclass(frozen=True)

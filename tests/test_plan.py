@@ -1187,8 +1187,8 @@ def test_a_few_rows_project_as_matrix_vector_products():
     from rnncc.launch import projection_grid
     five = rnncc.compile(dict(spec, dtype="float32"), target="h100", seq_len=1, batch=5).plan.layers[0]
     assert five.projection_tile.value.math == "rows" and five.projection_tile.value.rows == 8
-    # A warp a gate column, 8 a block; a block a pass of 8 rows (any layout).
-    assert projection_grid(five, 5) == (512, 1) and projection_grid(five, 17) == (512, 3)
+    # A warp 4 gate columns, 8 warps a block; a block a pass of 8 rows (any layout).
+    assert projection_grid(five, 5) == (128, 1) and projection_grid(five, 17) == (128, 3)
     # fp16: W_ih's rows as the mma's A operand, 16 gate columns and 8 rows a block.
     half = rnncc.compile(spec, target="h100", seq_len=1, batch=5).plan.layers[0]
     tile = half.projection_tile.value

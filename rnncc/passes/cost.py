@@ -94,7 +94,7 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
 # one-row passes, bound by W's bytes, and let 56 rows in 4 passes run 2× slower than the
 # tiles (below).
 ROWS_PROJECTION_FIXED_SECONDS = 0.5e-6
-ROWS_PROJECTION_FMA_EFFICIENCY = 0.04
+ROWS_PROJECTION_FMA_EFFICIENCY = 0.07  # provisional: a warp's 4 columns, as the step's G rows
 # One pass over W_ih at most. Measured (results/short-and-odd-h100-2026-11-27-at-e035f74.json):
 # one pass of 1–12 rows ran the calls of S=1 and of LSTM fp32 H=512 B=3 S=4 faster than the
 # tiles (the projection alone 13.0 → 4.3 µs at 1 × 4096 × 1024 fp16, short-call-kernels-...-at-
@@ -106,7 +106,8 @@ ROWS_PROJECTION_MAX_PASSES = 1
 def rows_projection_tiles(m: int, k: int, itemsize: int, target: Target) -> list[RowsProjection]:
     """For m rows: rows a pass (1, 2, 4, 8, 16) whose staged rows fit static shared memory,
     in at most ROWS_PROJECTION_MAX_PASSES passes."""
-    return [t for t in (RowsProjection(r) for r in (1, 2, 4, 8, 16))
+    stride = StepRows.row_stride(k, itemsize)
+    return [t for t in (RowsProjection(r, stride) for r in (1, 2, 4, 8, 16))
             if t.shared_bytes(k, itemsize) <= target.shared_memory_per_block
             and math.ceil(m / t.rows) <= ROWS_PROJECTION_MAX_PASSES]
 
@@ -116,7 +117,7 @@ def rows_projection_seconds(m: int, n: int, k: int, tile: RowsProjection, target
     """C[m,n] = A[m,k]·B[n,k]ᵀ as ⌈m / rows⌉ passes over B (W_ih), each its bytes at HBM
     bandwidth or its FMAs, whichever is longer, after ROWS_PROJECTION_FIXED_SECONDS."""
     passes = math.ceil(m / tile.rows)
-    memory = n * k * itemsize / target.memory_bandwidth
+    memory = n * tile.row_stride * itemsize / target.memory_bandwidth
     compute = 2.0 * tile.rows * n * k / (target.fp32_flops * ROWS_PROJECTION_FMA_EFFICIENCY)
     return ROWS_PROJECTION_FIXED_SECONDS + passes * max(memory, compute)
 

@@ -85,9 +85,9 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     elif best.math == "rows":
         value = best
         reason = (f"{rows} rows × {cols} as matrix-vector passes of {best.rows} rows over W_ih, "
-                  f"{math.ceil(cols / best.warps)}×{math.ceil(rows / best.rows)} blocks of {best.threads} "
-                  f"threads (a warp a gate column, products exact in float32), predicted "
-                  f"{costs[best] * 1e6:.1f} µs")
+                  f"{math.ceil(cols / (best.warps * best.cols))}×{math.ceil(rows / best.rows)} blocks of "
+                  f"{best.threads} threads (a warp {best.cols} gate columns, products exact in float32), "
+                  f"predicted {costs[best] * 1e6:.1f} µs")
     else:
         blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
         value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
