@@ -81,25 +81,25 @@ def projection_seconds(m: int, n: int, k: int, tile: ProjectionTile, target: Tar
 
 
 # The projection of a few rows (input_projection_rows.cu.j2) streams W_ih once a pass of
-# `rows` input rows: the staging of those rows (a memory round trip before W's loads; the
-# tiled kernels' models count no launch either), then W_ih's bytes at HBM bandwidth, or its
-# multiply-adds at a fraction of the FMA peak. The tiled kernels it replaces took 13 µs for
+# `rows` input rows: a fixed part (staging the rows, the warps' sums, the writes), then
+# W_ih's bytes at HBM bandwidth, or its multiply-adds at a fraction of the FMA peak of the
+# SMs its blocks occupy, whichever is longer. The tiled kernels it replaces took 13 µs for
 # one row of LSTM fp16 H=1024 (1×4096×1024) and 31 µs for 5 rows of GRU fp16 H=650, where
 # cuBLAS took 3.7 and 5.0 (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt).
-# The fraction is low: each value of X a lane loads from shared memory feeds one FMA, so the
-# shared-memory pipe (a quarter of the FMA rate in floats) bounds it, and less. 4% is what
-# the S=1 calls of LSTM fp16 H=1024 at B=4 and 8 leave to it (27 and 34 µs a call against
-# 16 with cuBLASLt, whose step took 5.4 µs to the rows step's 4.0–4.1;
-# results/step-rows-sweep-h100-2026-11-27.json at a7646a0); the 0.35 of before came from
-# one-row passes, bound by W's bytes, and let 56 rows in 4 passes run 2× slower than the
-# tiles (below).
+# Fitted by hand to benchmarks/results/projection-rows-h100-2026-11-27.json (at 0c80491, each
+# kernel alone by torch.profiler), a warp 4 columns: 0.5 µs fixed beyond the ~1.1 µs any
+# kernel takes in the profile, which the tiled kernels' models leave out too (GRU fp32
+# K=256, one row: 2.1 µs measured), 12% of the peak (the fitted points span 9–21%: LSTM
+# fp32 K=1024 8 rows 8.0 µs, predicted 8.8 with that 1.1; bf16 K=512 16 rows 9.4, predicted
+# 9.1). A warp a column, each staged value fed one FMA and the kernel ran at 4% (a7646a0's
+# S=1 calls).
 ROWS_PROJECTION_FIXED_SECONDS = 0.5e-6
-ROWS_PROJECTION_FMA_EFFICIENCY = 0.07  # provisional: a warp's 4 columns, as the step's G rows
+ROWS_PROJECTION_FMA_EFFICIENCY = 0.12
 # One pass over W_ih at most. Measured (results/short-and-odd-h100-2026-11-27-at-e035f74.json):
 # one pass of 1–12 rows ran the calls of S=1 and of LSTM fp32 H=512 B=3 S=4 faster than the
 # tiles (the projection alone 13.0 → 4.3 µs at 1 × 4096 × 1024 fp16, short-call-kernels-...-at-
 # e035f74.txt), but 2 × LSTM fp16 H=512 B=7 S=8, 56 rows in 4 passes of 16, ran 0.138 ms in a
-# graph against 0.075 on the tensor tiles (the shared-memory bound above).
+# graph against 0.075 on the tensor tiles (a warp a column then: the shared-memory bound above).
 ROWS_PROJECTION_MAX_PASSES = 1
 
 
@@ -115,10 +115,12 @@ def rows_projection_tiles(m: int, k: int, itemsize: int, target: Target) -> list
 def rows_projection_seconds(m: int, n: int, k: int, tile: RowsProjection, target: Target,
                             itemsize: int) -> float:
     """C[m,n] = A[m,k]·B[n,k]ᵀ as ⌈m / rows⌉ passes over B (W_ih), each its bytes at HBM
-    bandwidth or its FMAs, whichever is longer, after ROWS_PROJECTION_FIXED_SECONDS."""
+    bandwidth or its FMAs on the SMs its blocks occupy, whichever is longer, after
+    ROWS_PROJECTION_FIXED_SECONDS."""
     passes = math.ceil(m / tile.rows)
     memory = n * tile.row_stride * itemsize / target.memory_bandwidth
-    compute = 2.0 * tile.rows * n * k / (target.fp32_flops * ROWS_PROJECTION_FMA_EFFICIENCY)
+    sms = min(target.sm_count, math.ceil(n / (tile.warps * tile.cols)) * passes)
+    compute = 2.0 * tile.rows * n * k / (target.fp32_flops * sms / target.sm_count * ROWS_PROJECTION_FMA_EFFICIENCY)
     return ROWS_PROJECTION_FIXED_SECONDS + passes * max(memory, compute)
 
 
