@@ -268,13 +268,19 @@ def h_projection_arguments(l: LayerPlan, *, t: int, S: int, B: int, y: Sequence,
     return args | length_arguments(l, t, S, lengths)
 
 
+def projection_weights(l: LayerPlan) -> str:
+    """The device weights layer l's projection kernel reads as W_ih: "w_ih_rows" (a copy
+    whose rows are padded with zeros to whole 16-byte loads) where a rows kernel reads rows
+    wider than K, else "w_ih"."""
+    tile = l.projection_tile.value
+    padded = tile.math in ("rows", "rows_tensor") and tile.row_stride != l.input_size
+    return "w_ih_rows" if padded else "w_ih"
+
+
 def projection_arguments(l: LayerPlan, *, t0: int, rows: int, B: int,
                          sources: list[Sequence], xproj: int,
                          weights: dict[str, int]) -> dict[str, int]:
-    tile = l.projection_tile.value
-    # The rows kernels read W_ih with its rows padded where K is not whole 16-byte loads.
-    padded = tile.math in ("rows", "rows_tensor") and tile.row_stride != l.input_size
-    return {"w_ih": weights["w_ih_rows" if padded else "w_ih"], "xproj": xproj, "rows": rows, "batch": B,
+    return {"w_ih": weights[projection_weights(l)], "xproj": xproj, "rows": rows, "batch": B,
             "bias": weights.get("bias", 0)} | source_arguments(sources, t0)
 
 

@@ -89,8 +89,7 @@ def _variant_weights(l) -> tuple[str, ...]:
     if l.persistence.value.mode == "none" and l.persistence.value.math != "cublas" \
             and isinstance(l.step_tile.value, (StepRows, StepRowsTensor)):
         names += ("w_hh",)
-    projection = l.projection_tile.value
-    if projection.math in ("rows", "rows_tensor") and projection.row_stride != l.input_size:
+    if launch.projection_weights(l) == "w_ih_rows":
         names += ("w_ih_rows",)
     return names
 
