@@ -66,7 +66,7 @@ def main(out: str) -> int:
                      for t in tiles}
         if itemsize == 2:
             tensor = rows_projection_tensor_tiles(rows, H, itemsize, base.target)
-            predicted |= {projection_label(t): rows_projection_tensor_seconds(rows, GH, H, t, itemsize) * 1e6
+            predicted |= {projection_label(t): rows_projection_tensor_seconds(rows, GH, t, itemsize) * 1e6
                           for t in tensor}
             tiles += tensor
         forms = {f"pick {projection_label(l.projection_tile.value)}": base,

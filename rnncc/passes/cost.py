@@ -274,8 +274,9 @@ def rows_projection_tensor_tiles(m: int, k: int, itemsize: int, target: Target) 
             and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
 
 
-def rows_projection_tensor_seconds(m: int, n: int, k: int, tile: RowsProjectionTensor, itemsize: int) -> float:
-    """C[m,n] = X[m,k]·W[n,k]ᵀ of a few rows in the tensor rows kernel (rows_mma_seconds)."""
+def rows_projection_tensor_seconds(m: int, n: int, tile: RowsProjectionTensor, itemsize: int) -> float:
+    """C[m,n] = X[m,k]·W[n,k]ᵀ of a few rows in the tensor rows kernel (rows_mma_seconds), K
+    as the kernel reads W's rows (the tile's row stride)."""
     return rows_mma_seconds(n, m, tile.row_stride, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
 
 

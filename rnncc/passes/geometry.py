@@ -73,7 +73,7 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     costs |= {t: rows_projection_seconds(rows, cols, l.input_size, t, target, itemsize)
               for t in rows_projection_tiles(rows, l.input_size, itemsize, target)}
     if tensor and itemsize == 2:  # the same on tensor cores: W_ih's rows the mma's A operand
-        costs |= {t: rows_projection_tensor_seconds(rows, cols, l.input_size, t, itemsize)
+        costs |= {t: rows_projection_tensor_seconds(rows, cols, t, itemsize)
                   for t in rows_projection_tensor_tiles(rows, l.input_size, itemsize, target)}
     best = min(costs, key=lambda t: (round(costs[t] * 1e9), -getattr(t, "bm", 0)))
     if best.math == "rows_tensor":
