@@ -86,7 +86,7 @@ def main() -> None:
             if name != "rnncc":
                 continue
             # The same step with its backward run directly, not replayed from a CUDA graph
-            # (rnncc.backward_graph): what the replay saves, in this process.
+            # (rnncc.call_graphs): what the replay saves, in this process.
             import rnncc.backward as backward
             worthy, backward.graph_worthy = backward.graph_worthy, lambda *a: False
             try:

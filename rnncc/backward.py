@@ -102,7 +102,7 @@ def launch_settings() -> tuple:
             matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction)
 
 
-# A replayed backward (rnncc.backward_graph) keeps its temporaries for as long as its graph
+# A replayed backward (rnncc.call_graphs) keeps its temporaries for as long as its graph
 # lives: the float32 pre-activations, dG and dx of its largest layer, about three times the
 # first. Up to 32 MiB of them (LSTM H=1024 B=8 S=256, the bench's bf16 row) a graph keeps
 # ~100 MiB, and there the eager step is host-bound: ~1 ms of host for the backward against

@@ -26,6 +26,7 @@ The runtime keys programs by the signature and drops them when the weights move.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -270,6 +271,56 @@ class CallProgram:
     side_streams: int  # streams besides the call's own (a pipelined call's)
     events: int
     result: Any
+
+    def result_slots(self) -> tuple[int, ...]:
+        """The buffers the result returns, each once, in the result's order."""
+        slots: list[int] = []
+
+        def walk(t: Any) -> None:
+            if isinstance(t, _Array):
+                if t.slot not in slots:
+                    slots.append(t.slot)
+            elif isinstance(t, dict):
+                for v in t.values():
+                    walk(v)
+            elif isinstance(t, tuple):
+                for v in t:
+                    walk(v)
+        walk(self.result)
+        return tuple(slots)
+
+    def result_arrays(self, result: Any) -> list[Any]:
+        """A result of this program's as a list: its arrays in ``result_slots`` order."""
+        found: dict[int, Any] = {}
+
+        def walk(t: Any, r: Any) -> None:
+            if isinstance(t, _Array):
+                found.setdefault(t.slot, r)
+            elif isinstance(t, dict):
+                for k, v in t.items():
+                    walk(v, r[k])
+            elif isinstance(t, tuple):
+                for v, rv in zip(t, r):
+                    walk(v, rv)
+        walk(self.result, result)
+        return [found[slot] for slot in self.result_slots()]
+
+    def result_of(self, arrays: list[Any]) -> Any:
+        """The result whose ``result_arrays`` are ``arrays``."""
+        return _fill(self.result, dict(zip(self.result_slots(), arrays)))
+
+    def buffer_bytes(self, itemsize: int) -> int:
+        """The bytes of the buffers a run takes and makes (arrays made of ``itemsize``
+        elements), not counting the caller's."""
+        total = 0
+        for step in self.steps:
+            if step[0] == "buffer":
+                how = step[1]
+                if how[0] == "take":
+                    total += how[1]
+                elif how[0] == "make":
+                    total += itemsize * math.prod(how[1])
+        return total
 
     def run(self, inputs: list[int], streams: list[int], events: list[int],
             take: Callable[[int, bool], int], make: Callable[[tuple[int, ...]], tuple[Any, int]],

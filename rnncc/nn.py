@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from .backward_graph import BackwardGraphs, signature
+from .call_graphs import CallGraphs, signature
 from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
@@ -424,13 +424,13 @@ class _EagerTraining(torch.autograd.Function):
 
 
 # The eager training steps' backwards captured in CUDA graphs in this process (a cache).
-_BACKWARD_GRAPHS = BackwardGraphs()
+_BACKWARD_GRAPHS = CallGraphs()
 
 
 def _backward_replayed(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
                        c0: list[torch.Tensor], sequences: list[torch.Tensor],
                        grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
-    """``_backward_cuda``'s gradients, replayed from a CUDA graph (rnncc.backward_graph)
+    """``_backward_cuda``'s gradients, replayed from a CUDA graph (rnncc.call_graphs)
     where ``backward.graph_worthy`` says the model's graph is worth the memory it keeps.
     The weights are read in place, so their addresses are part of the graph's key."""
     from . import backward

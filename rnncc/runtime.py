@@ -152,16 +152,30 @@ class _CallMemory:
         self._held = []
 
 
+# A forward call of a PyTorch tensor replayed from a CUDA graph (call_graphs.py) queues one
+# copy and one graph launch where its program queues a cuBLASLt call, a launch a layer and
+# chunk and an allocation an output: the host time a drained call's GPU waits for, 30-240 µs
+# at the bench's forward rows (eager against graph columns, bench-h100-2026-11-27.json).
+# The graph keeps the call's workspace and outputs for its life (up to GRAPHS_A_MODEL
+# graphs). Up to this many bytes a call: past it a model would hold hundreds of MiB for
+# calls whose GPU time (a millisecond and more) makes the host's a few per cent.
+FORWARD_GRAPH_BYTES = 64 << 20
+GRAPHS_A_MODEL = 4
+
+
 @dataclass(frozen=True)
 class _Recorded:
     """A call signature's recorded call (see CompiledModel._run): the variant it ran, its
     program, or None and why it cannot be replayed (each call of it runs the forward),
-    and whether its buffers are poisoned (the debug knob, part of the signature)."""
+    whether its buffers are poisoned (the debug knob, part of the signature), and whether
+    it is replayed from a CUDA graph (never under the debug knob: a graph's outputs are
+    copies of the graph's own, which a replay would not poison)."""
 
     variant: Variant
     program: call_program.CallProgram | None
     why_not: str
     poison: bool
+    graphed: bool = False  # replayed from a CUDA graph once seen again (FORWARD_GRAPH_BYTES)
 
 
 @dataclass(frozen=True)
@@ -260,6 +274,10 @@ class CompiledModel:
         # forward every call (same work and results; for measuring what replaying saves).
         self.replay = True
         self._programs: dict[tuple, _Recorded] = {}
+        # Calls on PyTorch tensors replayed from CUDA graphs (call_graphs.py, made on first
+        # use); ``graphs = False`` replays their programs instead.
+        self.graphs = True
+        self._graphs = None
         self._replay_type: type | None = None  # torch.Tensor, once a call on one was recorded
         self._constants: list[tuple[int, int]] = []  # (pointer, bytes) of the model's memory
         self._position = {l.name: i for i, l in enumerate(model.layers)}  # in stacked states
@@ -390,7 +408,7 @@ class CompiledModel:
         be called while another thread's call of this model runs."""
         self._weights_now = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
         self._device_weights = None
-        self._programs = {}  # their pointers are the old weights'
+        self._drop_programs()  # their pointers are the old weights'
 
     # ---- device ----------------------------------------------------------------------
     def _load(self, variant: Variant) -> None:
@@ -424,7 +442,7 @@ class CompiledModel:
                 if self._status is None:
                     self._status = driver.HostWords(len(self.model.layers))
                 if self._device_weights is None:
-                    self._programs = {}
+                    self._drop_programs()
                     self._device_weights = self._upload_weights()
         if any(name not in self._device_weights[l.name] for l in variant.plan.layers
                for name in _variant_weights(l)):
@@ -605,15 +623,42 @@ class CompiledModel:
         time before its first launch (results/call-host-parts-h100-2026-11-25-at-2aa6751.txt)."""
         if not self.replay:
             return None
-        found = self._programs.get(self._replay_key(x, batch_first, stacked, os.environ))
+        key = self._replay_key(x, batch_first, stacked, os.environ)
+        found = self._programs.get(key)
         if found is None:
             return None
         driver.device_context(0).make_current()  # as _load does first
         self.check_errors()
+        if found.graphed and self.graphs and x.is_contiguous():
+            return self._graph_replayed(found.program, x, key)
         stream = arrays.stream_of(x, "torch")
         memory = _CallMemory(x.device, stream, found.poison)
         return self._replay(found.program, [x.data_ptr()], stream, memory,
                             self._replay_outputs(x, memory, stream))
+
+    def _graph_replayed(self, program: call_program.CallProgram, x, key: tuple):
+        """A recorded call on PyTorch tensor x replayed from a CUDA graph of it, captured on
+        the second call that gets here (call_graphs.py): x copied into the graph's input,
+        the graph launched, each output copied into a new tensor. The graph's input is
+        contiguous, so x must be (the caller checks)."""
+        graphs = self._graphs
+        if graphs is None:
+            from .call_graphs import CallGraphs
+            graphs = self._graphs = CallGraphs(capacity=GRAPHS_A_MODEL, outputs="separate")
+
+        def body(inputs: list) -> list:
+            x_ = inputs[0]
+            stream = arrays.stream_of(x_, "torch")
+            memory = _CallMemory(x_.device, stream, False)
+            result = self._replay(program, [x_.data_ptr()], stream, memory,
+                                  self._replay_outputs(x_, memory, stream))
+            return program.result_arrays(result)
+        return program.result_of(graphs.run(key, [x], body))
+
+    def _drop_programs(self) -> None:
+        """Forget the recorded calls and their graphs (new weights, or too many signatures)."""
+        self._programs = {}
+        self._graphs = None
 
     def _replay(self, program: call_program.CallProgram, inputs: list[int], stream: int,
                 memory: _CallMemory, make) -> Any:
@@ -691,11 +736,14 @@ class CompiledModel:
                 except call_program.Unreplayable as exc:  # each call of it runs the forward
                     recorded = _Recorded(variant, None, str(exc), memory.poison)
                 if len(self._programs) >= 256:
-                    self._programs = {}
+                    self._drop_programs()
                 self._programs[key] = recorded
                 if recorded.program is not None and kind == "torch" and not state:
                     # The same program under the key that __call__ and run_torch look up
                     # first (_replayed), from the tensor alone.
+                    nbytes = recorded.program.buffer_bytes(x.element_size()) + x.nbytes
+                    recorded = replace(recorded, graphed=not memory.poison
+                                       and nbytes <= FORWARD_GRAPH_BYTES)
                     self._programs[self._replay_key(x, batch_first, stacked, env)] = recorded
                     self._replay_type = type(x)
             return result

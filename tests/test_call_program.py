@@ -84,6 +84,26 @@ def test_replay_puts_each_pointer_in_the_new_buffers():
     ]
 
 
+def test_a_result_as_a_list_of_its_arrays_and_back():
+    """What a graph of the call keeps (call_graphs.py): the result's arrays, each once, in
+    the result's order, and the result again from new arrays; and the bytes a run takes
+    and makes, which decide whether it is worth a graph."""
+    listed = Listed()
+    r = Recorder(STREAM, (X, 4096), [], inner=listed)
+    r.allocated(("take", 1000, True), WS, 1000)
+    y, h, c = object(), object(), object()
+    r.allocated(("make", (3, 4)), Y, 24, y)
+    r.allocated(("make", (2,)), Y + 64, 4, h)
+    r.allocated(("make", (5,)), Y + 128, 10, c)
+    r.launch(KERNEL, (1, 1), (32, 1, 1), [X, 0, Y, Y + 64, Y + 128], 0, STREAM, False)
+    result = (y, {"l1": (c, h), "l0": y})  # y returned twice, c before h
+    program = r.program(result)
+    assert program.result_arrays(result) == [y, c, h]
+    new = ["y'", "c'", "h'"]
+    assert program.result_of(new) == ("y'", {"l1": ("c'", "h'"), "l0": "y'"})
+    assert program.buffer_bytes(2) == 1000 + 2 * (12 + 2 + 5)  # the input is the caller's
+
+
 def test_a_pointer_outside_every_buffer_is_not_replayed():
     r, y, _ = record(extra_pointer=0x40_0000)
     with pytest.raises(Unreplayable, match="none of the call's buffers"):

@@ -1234,6 +1234,96 @@ def test_replay_after_new_weights_and_in_a_cuda_graph(gpu, torch, proj):
     assert torch.equal(replayed, eager)
 
 
+# ---- calls replayed from CUDA graphs (call_graphs.py) -----------------------------------
+
+GRAPH_CASES = {
+    # (spec, S, B, compile options, batch_first)
+    "cluster fp16": (single("lstm", 96, 40, "float16"), 40, 5, {"persistence": "cluster"}, False),
+    "grid fp16, cuBLASLt projection": (single("lstm", 256, 64, "float16"), 33, 8,
+                                       {"persistence": "grid", "gemm": "cublas"}, True),
+    "per step, bf16 GRU": (single("gru", 65, 19, "bfloat16"), 9, 3, {"persistence": "none"}, False),
+    "stacked sum and concat": (STACKED, 7, 5, {}, True),
+    "stacked, pipelined": (STACKED, 40, 5, {"schedule": "pipelined", "unroll": 16}, False),
+    "bidirectional, residual, pipelined": (bidirectional_spec("lstm", "float16"), 37, 5,
+                                           {"schedule": "pipelined", "unroll": 16}, True),
+}
+
+
+def flat_result(result) -> list:
+    y, final = result
+    leaves = list(y) if isinstance(y, tuple) else [y]
+    for v in (final.values() if isinstance(final, dict) else [final]):
+        leaves += list(v) if isinstance(v, tuple) else [v]
+    return leaves
+
+
+@pytest.mark.parametrize("case", list(GRAPH_CASES))
+def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
+    """The third call of a signature captures its program in a CUDA graph, and later calls
+    replay it: on five inputs every output equals the forward's bit for bit, outputs handed
+    out earlier are not overwritten by later replays, no two outputs share storage (as
+    torch.nn's do not), and an input that is not contiguous replays the program instead.
+    Without the debug knob, which keeps every call off graphs (a replay would not poison)."""
+    monkeypatch.delenv("RNNCC_DEBUG_POISON")
+    spec, S, B, options, batch_first = GRAPH_CASES[case]
+    m = rnncc.compile(spec, target="device", seq_len=S, batch=B, seed=4, **options)
+    tdt = getattr(torch, m.model.dtype)
+    shape = (B, S, m.model.input_size) if batch_first else (S, B, m.model.input_size)
+    xs = [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(5)]
+    m.replay = False
+    want = [[t.clone() for t in flat_result(m(x, batch_first=batch_first))] for x in xs]
+    m.replay = True
+    got = [flat_result(m(x, batch_first=batch_first)) for x in xs]  # records, replays, captures
+    assert m._graphs is not None and m._graphs.captures == 1 and not m._graphs.failed
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert all(torch.equal(a, b) for a, b in zip(g, w)), f"input {i}"
+    storages = {t.untyped_storage().data_ptr() for g in got for t in g}
+    assert len(storages) == sum(len(g) for g in got)
+    strided = torch.rand((shape[0], shape[1] * 2, shape[2]), device="cuda", dtype=tdt)[:, ::2]
+    for _ in range(3):
+        y = flat_result(m(strided, batch_first=batch_first))
+    assert m._graphs.captures == 1
+    assert all(torch.equal(a, b) for a, b in zip(y, flat_result(m(strided.contiguous(), batch_first=batch_first))))
+
+
+def test_graph_replays_on_two_streams_and_two_threads(gpu, torch, monkeypatch):
+    """A graph per stream: one model on two streams from one thread (no synchronisation
+    between calls) and from two threads, bit for bit the serial calls; new weights drop
+    the graphs, and the next calls compute with the new weights."""
+    import threading
+
+    monkeypatch.delenv("RNNCC_DEBUG_POISON")
+    m = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
+    xs = [torch.randn(48, 8, 1024, device="cuda", dtype=torch.half) for _ in range(2)]
+    serial = assert_two_streams_equal_serial(torch, m, xs, 20)
+    assert m._graphs.captures == 2  # one a stream
+    failures = []
+
+    def worker(i):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            outs = [m(xs[i])[0] for _ in range(20)]
+        s.synchronize()
+        failures.extend(j for j, y in enumerate(outs) if not torch.equal(y, serial[i]))
+
+    def both():
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    within(120, both)
+    assert not failures and m._graphs.captures == 4 and not m._graphs.failed
+    m.load_state_dict({k: v * 0.5 for k, v in m.state_dict().items()})
+    assert m._graphs is None
+    for _ in range(4):
+        y, _ = m(xs[0])
+    assert m._graphs.captures == 1
+    want = reference.run(m.model, m.device_weights(), xs[0].double().cpu().numpy())[0][0]
+    assert max_relative_error(y.float().cpu().numpy(), want) <= tolerance("float16")
+    m.check_errors()
+
+
 # ---- streams and CUDA graphs -----------------------------------------------------------
 
 def test_runs_on_the_callers_stream(gpu, torch):

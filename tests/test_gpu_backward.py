@@ -400,7 +400,7 @@ REPLAYED_BACKWARD_CASES = [("lstm", "float16", 64, 8, 256, 1, False, False, Fals
 @pytest.mark.parametrize("case", REPLAYED_BACKWARD_CASES, ids=lambda c: "-".join(map(str, c[:8])))
 def test_replayed_backward_equals_the_direct_one(gpu, torch, monkeypatch, case):
     """An eager backward seen twice is captured and replayed from a CUDA graph
-    (rnncc.backward_graph): five steps on new inputs and output gradients each give
+    (rnncc.call_graphs): five steps on new inputs and output gradients each give
     exactly the gradients of the backward run directly, a graph was captured, and
     gradients handed out by one replay stay as they were after the next."""
     import rnncc.backward as backward
@@ -480,14 +480,14 @@ def test_replayed_backward_from_two_streams(gpu, torch, monkeypatch):
 
 
 def test_backward_graphs_capture_on_the_second_sighting_and_never_recapture(gpu, torch):
-    """rnncc.backward_graph's cache on plain torch bodies: direct on the first sighting,
+    """rnncc.call_graphs's cache on plain torch bodies: direct on the first sighting,
     captured on the second, replayed on new inputs after; a graph dropped for room is not
     captured again (direct from then on); a body that cannot be captured (it reads a value
     back to the host) runs directly, its reason kept; and on a capturing stream the body
     runs as it is, into the caller's graph."""
-    from rnncc.backward_graph import BackwardGraphs
+    from rnncc.call_graphs import CallGraphs
 
-    graphs = BackwardGraphs(capacity=1)
+    graphs = CallGraphs(capacity=1)
     double = lambda ins: [ins[0] * 2, ins[0].sum(0)]  # noqa: E731
     xs = [torch.randn(5, 3, device="cuda") for _ in range(4)]
     for k, x in enumerate(xs):

@@ -1,19 +1,23 @@
-"""An eager training backward replayed from a CUDA graph (issue 17's eager rows).
+"""Eager calls replayed from CUDA graphs: the training backward (issue 17's eager rows) and
+the forward's recorded programs (issue 14's and 15's eager rows).
 
-An eager training step of a small recurrent model is host-bound. At LSTM fp16 H=512 B=8
-S=256 the twin's backward queued ~50 torch operators and rnncc launches, ~1.0 ms of host
-time a step against ~0.7 ms of GPU work, so the GPU waited on Python
-(results/train-host-split-h100-2026-11-25-at-0ed9900.txt). What the backward launches
-depends only on the signature of what it reads (shapes, strides and dtypes; which
-gradients are None), on the weights' addresses (read in place), on the stream and on the
-settings that choose kernels. So a signature seen a second time is captured once in a CUDA
-graph, and every later call with it
+A small recurrent model's eager call is host-bound. At LSTM fp16 H=512 B=8 S=256 the twin's
+backward queued ~50 torch operators and rnncc launches, ~1.0 ms of host time a step against
+~0.7 ms of GPU work (results/train-host-split-h100-2026-11-25-at-0ed9900.txt); a replayed
+forward program still queues a cuBLASLt call, a launch a layer and chunk and an allocation
+an output, so a drained call's GPU waits ~30–230 µs for them (bench-h100-2026-11-27.json:
+eager against graph columns). What either queues depends only on the signature of what it
+reads (shapes, strides and dtypes; which gradients are None), on the model's memory (read
+in place), on the stream and on the settings that choose kernels. So a signature seen a
+second time is captured once in a CUDA graph, and every later call with it
 
 1. copies its inputs into the graph's own (one foreach copy),
 2. replays the graph on the caller's stream,
-3. copies the graph's outputs, which it packed into one buffer, out in one copy, and
-   returns views of that copy: the gradients are the caller's, not the graph's, so the
-   next replay cannot overwrite a gradient the caller still holds.
+3. copies the graph's outputs out, into memory of the caller's that the next replay does
+   not overwrite: ``packed`` outputs as one buffer and views of it (one copy; the
+   backward's gradients), ``separate`` ones each into a tensor of its own (as torch.nn's
+   outputs are: no storage shared; the forward's, whose copies are queued while the graph
+   runs, off the GPU's path).
 
 The first sighting runs directly: it loads the kernels and warms the libraries a capture
 must not initialise. A call on a capturing stream runs directly too (the caller's own
@@ -21,9 +25,9 @@ graph takes its launches), and so does one whose capture failed once (the reason
 or whose graph was dropped to make room: a caller cycling through more signatures than
 the cache holds (bucketed sequence lengths) would otherwise pay a capture (a device
 synchronisation, the allocator's cache emptied, tens of ms) again and again.
-Which models are worth a graph, given the memory it keeps, is ``backward.graph_worthy``'s
-decision. The torch.compile path (the custom op rnncc::backward) is not replayed here:
-a compiled graph has its own cudagraphs mode.
+Which calls are worth a graph, given the memory it keeps, is the caller's decision
+(``backward.graph_worthy``, ``runtime.FORWARD_GRAPH_BYTES``). The torch.compile path is
+not replayed here: a compiled graph has its own cudagraphs mode.
 """
 
 from __future__ import annotations
@@ -75,17 +79,24 @@ class _Output:
 class _Captured:
     graph: torch.cuda.CUDAGraph
     inputs: list[torch.Tensor]   # the graph's copies of the present inputs, in order
-    packed: torch.Tensor         # uint8, every output at its _Output.offset
+    packed: torch.Tensor | None  # uint8, every output at its _Output.offset (packed)
     outputs: tuple[_Output, ...]
+    statics: list[torch.Tensor]  # the body's own outputs, in the graph's memory (separate)
     lock: threading.Lock         # one replay at a time: its inputs and outputs are shared
 
 
-class BackwardGraphs:
-    """Captured backwards by key, the least recently used dropped past ``capacity`` (each
-    keeps its temporaries: see ``backward.graph_worthy``)."""
+OUTPUT_FORMS = ("packed", "separate")
 
-    def __init__(self, capacity: int = 4, remembered: int = 64):
-        self.capacity, self.remembered = capacity, remembered
+
+class CallGraphs:
+    """Captured calls by key, the least recently used dropped past ``capacity`` (each keeps
+    its temporaries), their outputs handed out ``outputs`` (one of OUTPUT_FORMS; see the
+    module's docstring)."""
+
+    def __init__(self, capacity: int = 4, remembered: int = 64, outputs: str = "packed"):
+        if outputs not in OUTPUT_FORMS:
+            raise ValueError(f"call_graphs: outputs {outputs!r}, expected one of {OUTPUT_FORMS}")
+        self.capacity, self.remembered, self.outputs = capacity, remembered, outputs
         self._captured: OrderedDict[Hashable, _Captured] = OrderedDict()
         self._seen: OrderedDict[Hashable, None] = OrderedDict()  # sighted once, not captured
         self.failed: dict[Hashable, str] = {}                    # why a capture failed
@@ -120,7 +131,7 @@ class BackwardGraphs:
             else:
                 del self._seen[full]
                 try:
-                    captured = self._capture(inputs, body)
+                    captured = self._capture(inputs, body, self.outputs == "packed")
                 except RnnccError:  # the body's own (a timeout reported): not the capture's
                     raise
                 except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
@@ -133,15 +144,19 @@ class BackwardGraphs:
         return self._replay(captured, inputs)
 
     @staticmethod
-    def _capture(inputs: Sequence[torch.Tensor | None], body) -> _Captured:
+    def _capture(inputs: Sequence[torch.Tensor | None], body, packs: bool) -> _Captured:
         """The body captured on the graph's copies of ``inputs`` (contiguous: a source may
-        be expanded, as autograd's gradient of a sum is), its outputs packed at the end."""
+        be expanded, as autograd's gradient of a sum is), its outputs packed at the end
+        where ``packs``, else kept where the body made them."""
         static = [None if t is None else torch.empty(t.shape, dtype=t.dtype, device=t.device)
                   for t in inputs]
         graph = torch.cuda.CUDAGraph()
         # thread_local: the capture does not fail for other threads' CUDA calls meanwhile.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             outs = body(list(static))
+            if not packs:
+                return _Captured(graph, [t for t in static if t is not None], None, (), list(outs),
+                                 threading.Lock())
             sizes = [o.numel() * o.element_size() for o in outs]
             offsets, total = packed_offsets(sizes)
             packed = torch.empty(total, dtype=torch.uint8, device=outs[0].device)
@@ -151,7 +166,7 @@ class BackwardGraphs:
                 if o.numel():
                     place.view(packed).copy_(o)
             del outs
-        return _Captured(graph, [t for t in static if t is not None], packed, places,
+        return _Captured(graph, [t for t in static if t is not None], packed, places, [],
                          threading.Lock())
 
     @staticmethod
@@ -160,5 +175,9 @@ class BackwardGraphs:
         with captured.lock:  # host threads on one stream: each call's copies, then its replay
             torch._foreach_copy_(captured.inputs, present)
             captured.graph.replay()
-            mine = captured.packed.clone()
-        return [place.view(mine) for place in captured.outputs]
+            if captured.packed is None:
+                mine = [torch.empty_like(t) for t in captured.statics]
+                torch._foreach_copy_(mine, captured.statics)
+                return mine
+            packed = captured.packed.clone()
+        return [place.view(packed) for place in captured.outputs]

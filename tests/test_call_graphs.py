@@ -1,6 +1,6 @@
-"""The replayed backward's pure parts on the CPU (rnncc.backward_graph): what a graph's key
-holds of its inputs, where its outputs sit in the packed buffer, and which models are
-worth a graph. The replays themselves are GPU tests (test_gpu_backward.py)."""
+"""Calls replayed from CUDA graphs, their pure parts on the CPU (rnncc.call_graphs): what a
+graph's key holds of its inputs, where packed outputs sit, and which backwards are worth a
+graph. The replays themselves are GPU tests (test_gpu_backward.py, test_gpu.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import rnncc.backward as backward  # noqa: E402
-from rnncc.backward_graph import OUTPUT_ALIGNMENT, BackwardGraphs, packed_offsets, signature  # noqa: E402
+from rnncc.call_graphs import OUTPUT_ALIGNMENT, CallGraphs, packed_offsets, signature  # noqa: E402
 from rnncc.ir import Model  # noqa: E402
 
 
@@ -47,5 +47,11 @@ def test_graph_worthy_keeps_host_bound_backwards_and_leaves_large_ones():
 
 
 def test_a_fresh_cache_has_captured_nothing():
-    graphs = BackwardGraphs(capacity=2)
+    graphs = CallGraphs(capacity=2)
     assert len(graphs) == 0 and graphs.captures == 0 and not graphs.failed
+
+
+def test_outputs_are_packed_or_separate_and_nothing_else():
+    assert CallGraphs(outputs="separate").outputs == "separate"
+    with pytest.raises(ValueError, match="outputs 'views'"):
+        CallGraphs(outputs="views")
