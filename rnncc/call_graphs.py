@@ -26,7 +26,7 @@ or whose graph was dropped to make room: a caller cycling through more signature
 the cache holds (bucketed sequence lengths) would otherwise pay a capture (a device
 synchronisation, the allocator's cache emptied, tens of ms) again and again.
 Which calls are worth a graph, given the memory it keeps, is the caller's decision
-(``backward.graph_worthy``, ``runtime.FORWARD_GRAPH_BYTES``). The torch.compile path is
+(``backward.graph_worthy``; ``runtime.GRAPH_MIN_OPERATIONS`` and ``FORWARD_GRAPH_BYTES``). The torch.compile path is
 not replayed here: a compiled graph has its own cudagraphs mode.
 """
 

@@ -309,6 +309,11 @@ class CallProgram:
         """The result whose ``result_arrays`` are ``arrays``."""
         return _fill(self.result, dict(zip(self.result_slots(), arrays)))
 
+    def operations(self) -> int:
+        """How many operations a run queues on the device (launches, GEMMs, copies,
+        memsets, event records and waits)."""
+        return sum(1 for step in self.steps if step[0] != "buffer")
+
     def buffer_bytes(self, itemsize: int) -> int:
         """The bytes of the buffers a run takes and makes (arrays made of ``itemsize``
         elements), not counting the caller's."""

@@ -153,13 +153,16 @@ class _CallMemory:
 
 
 # A forward call of a PyTorch tensor replayed from a CUDA graph (call_graphs.py) queues one
-# copy and one graph launch where its program queues a cuBLASLt call, a launch a layer and
-# chunk and an allocation an output: the host time a drained call's GPU waits for, 30-240 µs
-# at the bench's forward rows (eager against graph columns, bench-h100-2026-11-27.json).
-# The graph keeps the call's workspace and outputs for its life (up to GRAPHS_A_MODEL
-# graphs). Up to this many bytes a call: past it a model would hold hundreds of MiB for
-# calls whose GPU time (a millisecond and more) makes the host's a few per cent.
-FORWARD_GRAPH_BYTES = 64 << 20
+# copy and one graph launch where its program queues each of its operations from Python
+# (a cuBLASLt call ~17 µs of host, a launch ~10, an event 1-2). That pays where a call queues
+# many: 8 × LSTM fp16 H=512 B=8, pipelined, ran 1.911 → 1.680 ms eager. A one-layer call
+# queues 3-4, which the copy and the graph launch cost as much as: LSTM fp16 H=512 B=8 0.423
+# → 0.421 ms, H=256 0.304 → 0.327 (results/replay-status-h100-2026-11-27.jsonl). The graph
+# keeps the call's workspace and outputs for its life (up to GRAPHS_A_MODEL graphs), which
+# bounds the bytes: past them a model would hold over half a GiB for calls whose GPU time
+# hides more of the host's.
+GRAPH_MIN_OPERATIONS = 8
+FORWARD_GRAPH_BYTES = 128 << 20
 GRAPHS_A_MODEL = 4
 
 
@@ -175,7 +178,7 @@ class _Recorded:
     program: call_program.CallProgram | None
     why_not: str
     poison: bool
-    graphed: bool = False  # replayed from a CUDA graph once seen again (FORWARD_GRAPH_BYTES)
+    graphed: bool = False  # replayed from a CUDA graph once seen again (GRAPH_MIN_OPERATIONS)
 
 
 @dataclass(frozen=True)
@@ -741,9 +744,10 @@ class CompiledModel:
                 if recorded.program is not None and kind == "torch" and not state:
                     # The same program under the key that __call__ and run_torch look up
                     # first (_replayed), from the tensor alone.
-                    nbytes = recorded.program.buffer_bytes(x.element_size()) + x.nbytes
-                    recorded = replace(recorded, graphed=not memory.poison
-                                       and nbytes <= FORWARD_GRAPH_BYTES)
+                    program = recorded.program
+                    nbytes = program.buffer_bytes(x.element_size()) + x.nbytes
+                    recorded = replace(recorded, graphed=not memory.poison and nbytes <= FORWARD_GRAPH_BYTES
+                                       and program.operations() >= GRAPH_MIN_OPERATIONS)
                     self._programs[self._replay_key(x, batch_first, stacked, env)] = recorded
                     self._replay_type = type(x)
             return result

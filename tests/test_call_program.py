@@ -102,6 +102,7 @@ def test_a_result_as_a_list_of_its_arrays_and_back():
     new = ["y'", "c'", "h'"]
     assert program.result_of(new) == ("y'", {"l1": ("c'", "h'"), "l0": "y'"})
     assert program.buffer_bytes(2) == 1000 + 2 * (12 + 2 + 5)  # the input is the caller's
+    assert program.operations() == 1
 
 
 def test_a_pointer_outside_every_buffer_is_not_replayed():

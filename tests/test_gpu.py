@@ -1263,8 +1263,12 @@ def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
     replay it: on five inputs every output equals the forward's bit for bit, outputs handed
     out earlier are not overwritten by later replays, no two outputs share storage (as
     torch.nn's do not), and an input that is not contiguous replays the program instead.
-    Without the debug knob, which keeps every call off graphs (a replay would not poison)."""
+    Without the debug knob, which keeps every call off graphs (a replay would not poison),
+    and with every call worth a graph (one-layer calls are not, by default)."""
+    from rnncc import runtime
+
     monkeypatch.delenv("RNNCC_DEBUG_POISON")
+    monkeypatch.setattr(runtime, "GRAPH_MIN_OPERATIONS", 0)
     spec, S, B, options, batch_first = GRAPH_CASES[case]
     m = rnncc.compile(spec, target="device", seq_len=S, batch=B, seed=4, **options)
     tdt = getattr(torch, m.model.dtype)
@@ -1292,7 +1296,10 @@ def test_graph_replays_on_two_streams_and_two_threads(gpu, torch, monkeypatch):
     the graphs, and the next calls compute with the new weights."""
     import threading
 
+    from rnncc import runtime
+
     monkeypatch.delenv("RNNCC_DEBUG_POISON")
+    monkeypatch.setattr(runtime, "GRAPH_MIN_OPERATIONS", 0)
     m = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
     xs = [torch.randn(48, 8, 1024, device="cuda", dtype=torch.half) for _ in range(2)]
     serial = assert_two_streams_equal_serial(torch, m, xs, 20)
