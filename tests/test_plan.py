@@ -1269,10 +1269,10 @@ def test_the_rows_forms_arguments_and_weights():
 def test_the_step_form_picked_is_near_the_fastest_measured():
     """At the 13 points of results/step-rows-sweep-h100-2026-11-27.json (every rows tile and
     the tiles form's pick, a launch per step, CUDA graphs), the form and tile the plan picks ran
-    within 1.10× of the fastest rnncc step measured at 11 points, and within 1.5× at all. The
-    two misses stay visible here: fp16 H=2048 B=16 (1.40×, W_hh read twice by blocks along y;
-    cuBLASLt takes that step anyway) and fp32 H=1024 B=8 (1.46×, the tiles model reading it
-    fast)."""
+    within 1.10× of the fastest rnncc step measured at 12 points, and within 1.5× at all. The
+    miss stays visible here: fp16 H=2048 B=16 (1.40×, W_hh read twice by blocks along y;
+    cuBLASLt takes that step anyway). fp32 H=1024 B=8 was a second (1.46×, the tiles model
+    reading it fast) until STEP_MEASURED_OVER_MODEL's refit to this sweep."""
     from pathlib import Path
     sweep = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
                         "step-rows-sweep-h100-2026-11-27.json").read_text())
@@ -1288,5 +1288,5 @@ def test_the_step_form_picked_is_near_the_fastest_measured():
         got = measured[pick if pick in measured else "tiles best"]
         ratios[(r["cell"], r["dtype"], r["hidden"], r["batch"], r["proj"])] = got / min(measured.values())
     assert len(ratios) == 13
-    assert sum(q <= 1.10 for q in ratios.values()) >= 11, ratios
+    assert sum(q <= 1.10 for q in ratios.values()) >= 12, ratios
     assert max(ratios.values()) <= 1.5, ratios

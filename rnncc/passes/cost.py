@@ -18,10 +18,13 @@ from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTi
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
 # The tiles form's GPU time as measured over the fit above: the best tile of 13 shapes ran
-# 1.3–5.9× (median 2.4×) longer than step_seconds predicts without its launch, most at
+# 1.3–5.9× (median 2.4×) longer than step_seconds predicted without its launch, most at
 # halves and at B ≥ 4 (benchmarks/results/step-rows-sweep-h100-2026-11-27.json at a7646a0,
-# "tiles best"); the 2023 fit was float32 at B ≤ 64 on an older kernel.
-STEP_MEASURED_OVER_MODEL = 2.4
+# "tiles best"); the 2023 fit was float32 at B ≤ 64 on an older kernel. With 2.4 the same 13
+# still ran 0.52–2.6× (median 1.21×) the prediction of the tile the model ranks first, and
+# LSTM fp32 H=1024 B=8 (23.7 µs measured, 14.9 predicted) took the tiles form over the rows
+# form (16.2 measured, 15.9 predicted); 2.4 × 1.21 ≈ 2.9 puts the median at 1.
+STEP_MEASURED_OVER_MODEL = 2.9
 STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load (fitted)
 # A launch per step costs host time: rnncc packs the arguments and the driver queues the
 # kernel. Per-step layers measured no faster than ≈ 9.5 µs a step whatever their size
@@ -183,10 +186,13 @@ STEP_ROWS_FMA_EFFICIENCY = 0.07
 
 
 def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[StepRows]:
-    """The step-rows tiles for a batch: 4 or 8 units a block, rows a block (1–16) up to
+    """The step-rows tiles for a batch: 8 units a block, rows a block (1–16) up to
     the batch rounded up to a power of two, the staged rows of h within static shared memory."""
     most = 1 << (max(1, batch) - 1).bit_length()
-    return [t for warps in (4, 8) for rows in (1, 2, 4, 8, 16)
+    # 8 warps a block only: 4 ran slower in all 40 pairs of the sweep above that measured
+    # both (by 4-38%, every dtype, H 64-2048, 1-16 rows), which the model, pricing the SMs
+    # the blocks cover, cannot tell apart.
+    return [t for warps in (8,) for rows in (1, 2, 4, 8, 16)
             for t in (StepRows(warps, rows),)
             if rows <= most and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
 
