@@ -46,6 +46,10 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
     p.add_argument("--schedule", choices=["sequential", "pipelined"],
                    help="run the layers one after another, or side by side in chunks, each on "
                         "its own stream (default: the faster predicted)")
+    p.add_argument("--step-kernel", choices=["tiles", "rows"],
+                   help="where a layer runs a launch a step, rnncc's step kernel in tiles of units "
+                        "× batch rows (W_hhᵀ staged in shared memory) or in rows (a warp a unit, "
+                        "W_hh read as stored, for a few batch rows; default: the faster predicted)")
 
 
 def _compile(args, seq_len=None, batch=None):
@@ -54,7 +58,8 @@ def _compile(args, seq_len=None, batch=None):
     return rnncc.compile(args.spec, target=args.target, seq_len=seq_len or args.seq_len,
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
                          persistence=args.persistence, precision=args.precision,
-                         gemm=args.gemm, schedule=args.schedule, seed=getattr(args, "seed", 0),
+                         gemm=args.gemm, schedule=args.schedule, step_kernel=args.step_kernel,
+                         seed=getattr(args, "seed", 0),
                          autotune=args.autotune,
                          progress=lambda msg: print(f"autotune: {msg}", file=sys.stderr))
 

@@ -35,8 +35,9 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     for the GPU present (the h100 preset, with a warning, on a machine without one).
     ``weights``: a dict named like PyTorch's per layer (``l0.weight_ih`` …); by default
     PyTorch-style random weights from ``seed``. Option keywords (``seq_len``, ``batch``,
-    ``layout``, ``unroll``, ``persistence``, ``precision``, ``gemm``, ``workspace_budget``)
-    build :class:`CompileOptions`; ``seq_len`` and ``batch`` are hints: a call of another
+    ``layout``, ``unroll``, ``persistence``, ``precision``, ``gemm``, ``schedule``,
+    ``step_kernel``, ``workspace_budget``; the choices are ``plan.OPTION_CHOICES``) build
+    :class:`CompileOptions`; ``seq_len`` and ``batch`` are hints: a call of another
     shape class gets a plan of its own (see ``CompiledModel.variant``).
     Nothing here touches a GPU, unless ``autotune``: then the cost model's best candidates
     of each layer are timed on the GPU present (``target`` must be it) and the fastest

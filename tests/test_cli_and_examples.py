@@ -176,3 +176,15 @@ def test_explain_timeline(tmp_path):
     assert "timeline planned (pipelined C=" in out.stdout
     assert all(f"  {n}  " in out.stdout for n in ("g1", "g2", "g3"))
     assert png.exists() or "matplotlib not installed" in out.stderr
+
+
+def test_step_kernel_is_forced_from_the_command_line(capsys):
+    """--step-kernel picks the step kernel's form where a layer runs a launch a step; the
+    plan says which it runs and why."""
+    spec = str(ROOT / "examples/dense_skip.yaml")
+    for form, says in (("rows", "a warp a unit"), ("tiles", "accumulators/thread")):
+        assert main(["explain", spec, "--persistence", "none", "--batch", "3", "--seq-len", "1",
+                     "--step-kernel", form, "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        decisions = [l["step_tile"] for l in plan["layers"]]
+        assert decisions and all(says in d["reason"] and d["source"] == "user" for d in decisions), decisions
