@@ -422,7 +422,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
-    elif isinstance(l.step_tile.value, (StepRows, StepRowsTensor)):
+    elif l.steps_by_rows:
         tile = l.step_tile.value
         tensor = isinstance(tile, StepRowsTensor)
         family, what, keys = "recurrent_step", f", recurrent step (rows{', tensor cores' if tensor else ''})", \

@@ -169,6 +169,15 @@ class LayerPlan:
         return self.h_projection is not None and self.h_projection.value == "folded"
 
     @property
+    def steps_by_rows(self) -> bool:
+        """Whether the layer's steps run the step kernel's rows forms (a launch a step, the
+        product in rnncc's kernel, a StepRows or StepRowsTensor tile), which read W_hh as
+        stored: codegen renders them, the runtime uploads that copy."""
+        p = self.persistence.value
+        return p.mode == "none" and p.math != "cublas" and \
+            getattr(self.step_tile.value, "math", None) in ("rows", "rows_tensor")
+
+    @property
     def recurrence(self) -> "LayerPlan":
         """The layer as its recurrent kernel sees it. Folded: a plain LSTM of width H
         whose state is r = o ⊙ tanh c, since h_{t−1}·W_hhᵀ = r_{t−1}·(W_hh·W_hr)ᵀ; its

@@ -42,7 +42,7 @@ from .passes.schedule import Task, queue_order
 from .passes.shapes import shape_class
 from .passes.workspace import part_name, pipelined, workspace_parts
 from .plan import Decision, Plan
-from .tiles import StepRows, StepRowsTensor
+from .tiles import StepRows
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
 _ALIGN = 256  # bytes: every workspace part starts on this boundary
@@ -86,8 +86,7 @@ def _variant_weights(l) -> tuple[str, ...]:
     kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's rows kernel
     needs whole 16-byte rows."""
     names = ("w_fold_t",) if l.folded else ()
-    if l.persistence.value.mode == "none" and l.persistence.value.math != "cublas" \
-            and isinstance(l.step_tile.value, (StepRows, StepRowsTensor)):
+    if l.steps_by_rows:
         names += ("w_hh",)
     if launch.projection_weights(l) == "w_ih_rows":
         names += ("w_ih_rows",)

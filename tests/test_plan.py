@@ -1236,6 +1236,20 @@ def test_a_step_of_a_few_rows_runs_as_rows():
     assert isinstance(step("float32", 256, step_kernel="rows").value, StepRows)
     with pytest.raises(SpecError, match="step_kernel"):
         step("float16", 8, step_kernel="gemv")
+    # The one predicate that codegen renders the rows kernels by and the runtime uploads
+    # W_hh as stored by: a rows tile on a launch a step with the product in rnncc's kernel.
+    from rnncc.runtime import _variant_weights
+
+    def layer(**options):
+        spec = {"name": "one", "dtype": "float16", "input_size": 64,
+                "layers": [{"name": "l0", "cell": "gru", "hidden_size": 64}]}
+        return rnncc.compile(spec, target="h100", seq_len=1, batch=3, **options).plan.layers[0]
+    for options, rows in (({"persistence": "none", "gemm": "rnncc", "step_kernel": "rows"}, True),
+                          ({"persistence": "none", "gemm": "rnncc", "step_kernel": "tiles"}, False),
+                          ({"persistence": "none", "gemm": "cublas", "step_kernel": "rows"}, False),
+                          ({"persistence": "cluster", "step_kernel": "rows"}, False)):
+        l = layer(**options)
+        assert l.steps_by_rows == rows and ("w_hh" in _variant_weights(l)) == rows, options
     # Rows of h that fit no block's static shared memory (16 rows × 16384 floats): refused.
     wide = {"name": "wide", "dtype": "float32", "input_size": 8,
             "layers": [{"name": "l0", "cell": "rnn_tanh", "hidden_size": 16384}]}
