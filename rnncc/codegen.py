@@ -134,6 +134,8 @@ def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = Fal
            else "h of this step (the layer's output at t)")
     params += [_ptr("h_out", "T", f"[B, {H}] out: {out}", const=False),
                _i64("h_out_stride_b", "h_out: elements between batch entries"),
+               _ptr("h_final", "T", f"[B, {H}] out: h_out's values again, dense (the call's h_n, "
+                                    "given at its last step only), or nullptr", const=False),
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))

@@ -182,15 +182,18 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                    h0: tuple[int, int] | None, c0: int, c_out: int, cell: int, xproj: int,
                    xproj_strides: tuple[int, int, int], weights: dict[str, int],
                    step_product: int, residual: Residual | None = None,
-                   lengths: int = 0, cell_output: int = 0) -> dict[str, int]:
+                   lengths: int = 0, cell_output: int = 0, h_final: int = 0) -> dict[str, int]:
     """Arguments of the step kernel for step t, the j-th of its projection chunk; a
-    projected LSTM's writes r to ``cell_output`` [B, H] (its h projection writes y)."""
+    projected LSTM's writes r to ``cell_output`` [B, H] (its h projection writes y).
+    ``h_final``: a dense [B, H] array the last step writes h into as well (h_n; 0: none,
+    h_n is then copied from y)."""
     h_prev, h_sb = previous_h(t, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     h_out, h_out_sb = (cell_output, l.hidden_size) if l.proj_size else (y.at(t), y.stride_b)
     args = {"h_prev": h_prev, "h_prev_stride_b": h_sb, "xproj": xproj + j * xp_t * 4,
             "xproj_stride_b": xp_b, "xproj_stride_n": xp_n, "h_out": h_out,
-            "h_out_stride_b": h_out_sb, "batch": B, "w_hh_t": weights["w_hh_t"],
+            "h_out_stride_b": h_out_sb, "h_final": h_final if t == S - 1 else 0,
+            "batch": B, "w_hh_t": weights["w_hh_t"],
             "step_product": step_product if h_prev else 0, "bias_hn": weights.get("bias_hn", 0)}
     if "w_hh" in weights:  # the rows form's W_hh as stored (runtime uploads it for such plans)
         args["w_hh"] = weights["w_hh"]

@@ -194,6 +194,7 @@ class _LayerRun:
     c_arr: Any
     c_view: arrays.DeviceView | None
     lengths: int = 0       # the call's lengths on the device (0: none)
+    h_final: int = 0       # where the step kernel's last launch writes h_n (0: copied after)
 
 
 class _Stamps:
@@ -884,16 +885,25 @@ class CompiledModel:
             self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps, ops)
         for r in runs:
             l, y = r.layer, r.y
+            # A launch a step writes h_n at its last step itself (launch.step_arguments):
+            # in a call of a few steps the copy after it was a node of its own, ~2 µs.
+            by_kernel = not pipelined(plan) and l.persistence.value.mode == "none" and not l.proj_size
+            if stacked and h_all is None and by_kernel:
+                h_all, h_all_view = make(h_shape)
+            if by_kernel:
+                h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
+                r = replace(r, h_final=h_view.ptr)
             if not pipelined(plan):
                 self._run_layer(variant, r, tensors, ws, S, B, stream, barrier_of.get(l.name, 0),
                                 spin_ns, stamps, ops)
-            if stacked and h_all is None:  # an allocation the kernels need not wait for
-                h_all, h_all_view = make(h_shape)
-            # A residual layer's h lives in a buffer that the next one reuses (sequential),
-            # so h_n is copied right after the layer's launches.
-            h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
-            ops.copy_rows(h_view.ptr, l.out_size * item, y.at(S - 1), y.stride_b * item,
-                          l.out_size * item, B, stream)
+            if not by_kernel:
+                if stacked and h_all is None:  # an allocation the kernels need not wait for
+                    h_all, h_all_view = make(h_shape)
+                # A residual layer's h lives in a buffer that the next one reuses
+                # (sequential), so h_n is copied right after the layer's launches.
+                h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
+                ops.copy_rows(h_view.ptr, l.out_size * item, y.at(S - 1), y.stride_b * item,
+                              l.out_size * item, B, stream)
             final_state[l.name] = (h_arr, r.c_arr) if l.cell == "lstm" else h_arr
         if stacked:
             final_state = (h_all, c_all) if lstm else h_all
@@ -1151,7 +1161,8 @@ class CompiledModel:
                     args = launch.step_arguments(
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                         xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
-                        residual=residual, lengths=r.lengths, cell_output=cell_output)
+                        residual=residual, lengths=r.lengths, cell_output=cell_output,
+                        h_final=r.h_final)
                     self._launch(ops, step_k, step_grid, args, stream)
                     if h_projection is not None:  # h = r·W_hrᵀ into y[t]
                         self._launch(ops, h_projection, h_projection_grid, launch.h_projection_arguments(

@@ -750,16 +750,18 @@ def test_step_projection_and_merge_arguments_are_pure():
     y = launch.Sequence(5000, 4, 3 * 40, 40)
     step = launch.step_arguments(l0, t=2, j=2, S=4, B=3, y=y, h0=None, c0=0, c_out=99, cell=7,
                                  xproj=1000, xproj_strides=(3 * 160, 160, 1),
-                                 weights={"w_hh_t": 11}, step_product=0)
+                                 weights={"w_hh_t": 11}, step_product=0, h_final=77)
     k = m.kernel_of("l0", "recurrent")
     named = dict(zip((p.name for p in k.params), launch.arguments(k, step)))
-    # Step 2 reads h of step 1, writes its own row block; c_out only at the last step.
+    # Step 2 reads h of step 1, writes its own row block; c_out and h_final (c_n and h_n)
+    # only at the last step.
     assert named["h_prev"] == 5000 + 1 * 120 * 4 and named["h_out"] == 5000 + 2 * 120 * 4
     assert named["xproj"] == 1000 + 2 * 3 * 160 * 4 and named["c_out"] == 0 and named["first_step"] == 0
+    assert named["h_final"] == 0
     last = launch.step_arguments(l0, t=3, j=3, S=4, B=3, y=y, h0=(123, 40), c0=0, c_out=99, cell=7,
                                  xproj=1000, xproj_strides=(3 * 160, 160, 1),
-                                 weights={"w_hh_t": 11}, step_product=0)
-    assert last["c_out"] == 99
+                                 weights={"w_hh_t": 11}, step_product=0, h_final=77)
+    assert last["c_out"] == 99 and last["h_final"] == 77
     assert launch.previous_h(0, (123, 40), y) == (123, 40) and launch.previous_h(0, None, y) == (0, 0)
     # The concat layer's projection: one pointer and stride pair per source, at step t0.
     x = launch.Sequence(8000, 4, 3 * 24, 24)

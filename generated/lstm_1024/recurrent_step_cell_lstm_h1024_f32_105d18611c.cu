@@ -37,7 +37,7 @@ constexpr int GH = G * H;
 constexpr int THREADS = 128;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-rnncc_recurrent_step_cell_lstm_h1024_f32_964355fb59(
+rnncc_recurrent_step_cell_lstm_h1024_f32_105d18611c(
     const T* __restrict__ h_prev,               // [B, 1024] h of the previous step (nullptr: zeros); not aliased by h_out
     long long h_prev_stride_b,                  // h_prev: elements between batch entries
     const float* __restrict__ step_product,     // [B, 4·1024] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)
@@ -49,6 +49,7 @@ rnncc_recurrent_step_cell_lstm_h1024_f32_964355fb59(
     T* __restrict__ c_out,                      // [B, 1024] out: cell state in storage dtype, or nullptr
     T* __restrict__ h_out,                      // [B, 1024] out: h of this step (the layer's output at t)
     long long h_out_stride_b,                   // h_out: elements between batch entries
+    T* __restrict__ h_final,                    // [B, 1024] out: h_out's values again, dense (the call's h_n, given at its last step only), or nullptr
     int batch,                                  // B
     int first_step)                             // 1: take the cell state from c0 instead of c
 {
@@ -74,4 +75,5 @@ rnncc_recurrent_step_cell_lstm_h1024_f32_964355fb59(
     c[cell_index] = c_new;
     if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
     h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
+    if (h_final != nullptr) h_final[(long long)b * H + u] = from_float(h_new);
 }
