@@ -53,18 +53,16 @@ def main() -> None:
         xs = [torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt) for _ in range(3)]
         turn = iter(range(10**9))
 
-        def forward():
-            m.replay = False
-            try:
-                return m(xs[next(turn) % 3])
-            finally:
-                m.replay = True
-        def program():
-            m.graphs = False
-            try:
-                return m(xs[next(turn) % 3])
-            finally:
-                m.graphs = True
+        def without(switch: str):
+            """A call of m with its attribute ``switch`` (replay, graphs) off."""
+            def call():
+                setattr(m, switch, False)
+                try:
+                    return m(xs[next(turn) % 3])
+                finally:
+                    setattr(m, switch, True)
+            return call
+        forward, program = without("replay"), without("graphs")
         with torch.no_grad():
             m(xs[0])
             recorded = {id(r): r for r in m._programs.values()}

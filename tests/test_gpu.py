@@ -1294,8 +1294,6 @@ def test_graph_replays_on_two_streams_and_two_threads(gpu, torch, monkeypatch):
     """A graph per stream: one model on two streams from one thread (no synchronisation
     between calls) and from two threads, bit for bit the serial calls; new weights drop
     the graphs, and the next calls compute with the new weights."""
-    import threading
-
     from rnncc import runtime
 
     monkeypatch.delenv("RNNCC_DEBUG_POISON")
@@ -1304,23 +1302,8 @@ def test_graph_replays_on_two_streams_and_two_threads(gpu, torch, monkeypatch):
     xs = [torch.randn(48, 8, 1024, device="cuda", dtype=torch.half) for _ in range(2)]
     serial = assert_two_streams_equal_serial(torch, m, xs, 20)
     assert m._graphs.captures == 2  # one a stream
-    failures = []
-
-    def worker(i):
-        s = torch.cuda.Stream()
-        with torch.cuda.stream(s):
-            outs = [m(xs[i])[0] for _ in range(20)]
-        s.synchronize()
-        failures.extend(j for j, y in enumerate(outs) if not torch.equal(y, serial[i]))
-
-    def both():
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    within(120, both)
-    assert not failures and m._graphs.captures == 4 and not m._graphs.failed
+    assert not threads_with_a_stream_each(torch, m, xs, serial, 20)
+    assert m._graphs.captures == 4 and not m._graphs.failed
     m.load_state_dict({k: v * 0.5 for k, v in m.state_dict().items()})
     assert m._graphs is None
     for _ in range(4):
@@ -1541,30 +1524,36 @@ def test_one_model_two_streams_bitwise_equal_to_serial(gpu, torch, case):
     m.check_errors()
 
 
-def test_two_threads_each_with_a_stream(gpu, torch):
+def threads_with_a_stream_each(torch, m, xs, serial, calls: int) -> list:
+    """m called ``calls`` times on xs[i] by thread i on a stream of its own (within 120 s);
+    returns (thread, call) of each output that differs from serial[i], bit for bit."""
     import threading
 
-    m = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
-    xs = [torch.randn(48, 8, 1024, device="cuda", dtype=torch.half) for _ in range(2)]
-    serial = [m(x)[0].clone() for x in xs]
-    torch.cuda.synchronize()
     failures = []
 
     def worker(i):
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
-            outs = [m(xs[i])[0] for _ in range(100)]
+            outs = [m(xs[i])[0] for _ in range(calls)]
         s.synchronize()
-        failures.extend(j for j, y in enumerate(outs) if not torch.equal(y, serial[i]))
+        failures.extend((i, j) for j, y in enumerate(outs) if not torch.equal(y, serial[i]))
 
-    def both():
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    def all_threads():
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(xs))]
         for th in threads:
             th.start()
         for th in threads:
             th.join()
-    within(120, both)
-    assert not failures
+    within(120, all_threads)
+    return failures
+
+
+def test_two_threads_each_with_a_stream(gpu, torch):
+    m = caller_model(("lstm", "float16", 1024, 8, 1, "grid", None))
+    xs = [torch.randn(48, 8, 1024, device="cuda", dtype=torch.half) for _ in range(2)]
+    serial = [m(x)[0].clone() for x in xs]
+    torch.cuda.synchronize()
+    assert not threads_with_a_stream_each(torch, m, xs, serial, 100)
 
 
 def test_two_grid_models_on_two_streams(gpu, torch):
