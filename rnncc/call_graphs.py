@@ -26,8 +26,8 @@ or whose graph was dropped to make room: a caller cycling through more signature
 the cache holds (bucketed sequence lengths) would otherwise pay a capture (a device
 synchronisation, the allocator's cache emptied, tens of ms) again and again.
 Which calls are worth a graph, given the memory it keeps, is the caller's decision
-(``backward.graph_worthy``; ``runtime.GRAPH_MIN_OPERATIONS`` and ``FORWARD_GRAPH_BYTES``). The torch.compile path is
-not replayed here: a compiled graph has its own cudagraphs mode.
+(``backward.graph_worthy``; ``runtime.GRAPH_MIN_OPERATIONS`` and ``FORWARD_GRAPH_BYTES``).
+The torch.compile path is not replayed here: a compiled graph has its own cudagraphs mode.
 """
 
 from __future__ import annotations
@@ -148,8 +148,12 @@ class CallGraphs:
         """The body captured on the graph's copies of ``inputs`` (contiguous: a source may
         be expanded, as autograd's gradient of a sum is), its outputs packed at the end
         where ``packs``, else kept where the body made them."""
-        static = [None if t is None else torch.empty(t.shape, dtype=t.dtype, device=t.device)
-                  for t in inputs]
+        # Normal tensors even under inference_mode: a replay outside it copies into them, which
+        # an inference tensor refuses (a forward captured in an inference_mode block and
+        # called after it would fail).
+        with torch.inference_mode(False):
+            static = [None if t is None else torch.empty(t.shape, dtype=t.dtype, device=t.device)
+                      for t in inputs]
         graph = torch.cuda.CUDAGraph()
         # thread_local: the capture does not fail for other threads' CUDA calls meanwhile.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):

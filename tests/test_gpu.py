@@ -1290,6 +1290,28 @@ def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
     assert all(torch.equal(a, b) for a, b in zip(y, flat_result(m(strided.contiguous(), batch_first=batch_first))))
 
 
+def test_a_graph_captured_under_inference_mode_replays_outside_it(gpu, torch, monkeypatch):
+    """A forward's graph captured inside torch.inference_mode replays outside it and back:
+    its input copy is a normal tensor (an inference tensor refuses in-place copies outside
+    inference_mode), and every call equals the forward bit for bit."""
+    from rnncc import runtime
+
+    monkeypatch.delenv("RNNCC_DEBUG_POISON")
+    monkeypatch.setattr(runtime, "GRAPH_MIN_OPERATIONS", 0)
+    m = rnncc.compile(single("gru", 96, 40, "float16"), target="device", seq_len=20, batch=5, seed=2)
+    xs = [torch.rand(20, 5, 40, device="cuda", dtype=torch.half) for _ in range(4)]
+    m.replay = False
+    want = [m(x)[0].clone() for x in xs]
+    m.replay = True
+    with torch.inference_mode():
+        got = [m(x)[0].clone() for x in xs[:3]]  # records, replays, captures
+    assert m._graphs.captures == 1
+    got.append(m(xs[3])[0])
+    with torch.inference_mode():
+        got.append(m(xs[0])[0].clone())
+    assert all(torch.equal(g, w) for g, w in zip(got, want + want[:1]))
+
+
 def test_graph_replays_on_two_streams_and_two_threads(gpu, torch, monkeypatch):
     """A graph per stream: one model on two streams from one thread (no synchronisation
     between calls) and from two threads, bit for bit the serial calls; new weights drop
