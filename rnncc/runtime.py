@@ -156,10 +156,11 @@ class _CallMemory:
 # (a cuBLASLt call ~17 µs of host, a launch ~10, an event 1-2). That pays where a call queues
 # many: 8 × LSTM fp16 H=512 B=8, pipelined, ran 1.911 → 1.680 ms eager. A one-layer call
 # queues 3-4, which the copy and the graph launch cost as much as: LSTM fp16 H=512 B=8 0.423
-# → 0.421 ms, H=256 0.304 → 0.327 (results/replay-status-h100-2026-11-27.jsonl). The graph
-# keeps the call's workspace and outputs for its life (up to GRAPHS_A_MODEL graphs), which
-# bounds the bytes: past them a model would hold over half a GiB for calls whose GPU time
-# hides more of the host's.
+# → 0.421 ms, H=256 0.304 → 0.327 (results/replay-status-h100-2026-11-27-at-2c22d9a.jsonl,
+# at 2c22d9a, where every call of ≤ 64 MiB was graphed). The graph keeps the call's
+# workspace and outputs for its life (up to GRAPHS_A_MODEL graphs), which bounds the bytes:
+# past them a model would hold over half a GiB for calls whose GPU time hides more of the
+# host's.
 GRAPH_MIN_OPERATIONS = 8
 FORWARD_GRAPH_BYTES = 128 << 20
 GRAPHS_A_MODEL = 4
