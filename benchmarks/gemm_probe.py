@@ -3,6 +3,13 @@ projection kernels against cuBLASLt on the same projection, and cuBLASLt's per-s
 product, each beside the model's prediction. Needs a GPU and PyTorch (CUDA events).
 
     python3 benchmarks/gemm_probe.py > benchmarks/results/gemm-probe-<gpu>-<date>.txt
+
+Does not run as it stands: ``projection_ms`` calls CompiledModel internals of 2026-11-23
+(``_load()`` without a variant, ``_workspace_for``, ``_project``'s old arguments) that have
+changed since. Kept because results/gemm-probe-h100-2026-11-23.txt, which passes/cost.py
+cites, came from it; timing the projection as projection_rows.py does (its kernel's GPU time
+from torch.profiler) would mend it, but with cuBLASLt steps in the same call the library's
+kernels must then be told apart by their order, not their names.
 """
 
 from __future__ import annotations
