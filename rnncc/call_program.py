@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable
 
 from . import driver
@@ -272,8 +273,10 @@ class CallProgram:
     events: int
     result: Any
 
+    @cached_property
     def result_slots(self) -> tuple[int, ...]:
-        """The buffers the result returns, each once, in the result's order."""
+        """The buffers the result returns, each once, in the result's order (worked out once:
+        a graph's replay reads it every call)."""
         slots: list[int] = []
 
         def walk(t: Any) -> None:
@@ -303,11 +306,11 @@ class CallProgram:
                 for v, rv in zip(t, r):
                     walk(v, rv)
         walk(self.result, result)
-        return [found[slot] for slot in self.result_slots()]
+        return [found[slot] for slot in self.result_slots]
 
     def result_of(self, arrays: list[Any]) -> Any:
         """The result whose ``result_arrays`` are ``arrays``."""
-        return _fill(self.result, dict(zip(self.result_slots(), arrays)))
+        return _fill(self.result, dict(zip(self.result_slots, arrays)))
 
     def operations(self) -> int:
         """How many operations a run queues on the device (launches, GEMMs, copies,
