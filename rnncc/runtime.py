@@ -884,25 +884,29 @@ class CompiledModel:
             runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view, lengths))
         if pipelined(plan):
             self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps, ops)
+
+        def h_n_of(l):
+            """(array, view) of layer l's h_n: its slot of the stacked h_n (made on first
+            need: an allocation the kernels before need not wait for), or an array of its own."""
+            nonlocal h_all, h_all_view
+            if stacked and h_all is None:
+                h_all, h_all_view = make(h_shape)
+            return state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
         for r in runs:
             l, y = r.layer, r.y
             # A launch a step writes h_n at its last step itself (launch.step_arguments):
             # in a call of a few steps the copy after it was a node of its own, ~2 µs.
             by_kernel = not pipelined(plan) and l.persistence.value.mode == "none" and not l.proj_size
-            if stacked and h_all is None and by_kernel:
-                h_all, h_all_view = make(h_shape)
             if by_kernel:
-                h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
+                h_arr, h_view = h_n_of(l)
                 r = replace(r, h_final=h_view.ptr)
             if not pipelined(plan):
                 self._run_layer(variant, r, tensors, ws, S, B, stream, barrier_of.get(l.name, 0),
                                 spin_ns, stamps, ops)
             if not by_kernel:
-                if stacked and h_all is None:  # an allocation the kernels need not wait for
-                    h_all, h_all_view = make(h_shape)
                 # A residual layer's h lives in a buffer that the next one reuses
                 # (sequential), so h_n is copied right after the layer's launches.
-                h_arr, h_view = state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
+                h_arr, h_view = h_n_of(l)
                 ops.copy_rows(h_view.ptr, l.out_size * item, y.at(S - 1), y.stride_b * item,
                               l.out_size * item, B, stream)
             final_state[l.name] = (h_arr, r.c_arr) if l.cell == "lstm" else h_arr

@@ -192,9 +192,8 @@ def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[S
     # 8 warps a block only: 4 ran slower in all 40 pairs of the sweep above that measured
     # both (by 4-38%, every dtype, H 64-2048, 1-16 rows), which the model, pricing the SMs
     # the blocks cover, cannot tell apart.
-    return [t for warps in (8,) for rows in (1, 2, 4, 8, 16)
-            for t in (StepRows(warps, rows),)
-            if rows <= most and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
+    return [t for t in (StepRows(8, rows) for rows in (1, 2, 4, 8, 16))
+            if t.rows <= most and t.shared_bytes(k, itemsize) <= target.shared_memory_per_block]
 
 
 def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, target: Target,
