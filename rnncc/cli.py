@@ -50,6 +50,11 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
                    help="where a layer runs a launch a step, rnncc's step kernel in tiles of units "
                         "× batch rows (W_hhᵀ staged in shared memory) or in rows (a warp a unit, "
                         "W_hh read as stored, for a few batch rows; default: the faster predicted)")
+    p.add_argument("--launches", choices=["eager", "graph"],
+                   help="how the calls will reach the GPU: queued by the host (eager, the default: a "
+                        "launch and a cuBLASLt call are priced at the host's time) or replayed from a "
+                        "CUDA graph (graph: priced at the GPU's time, as torch.cuda.graph and "
+                        "torch.compile(mode='reduce-overhead') run them)")
 
 
 def _compile(args, seq_len=None, batch=None):
@@ -59,6 +64,7 @@ def _compile(args, seq_len=None, batch=None):
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
                          persistence=args.persistence, precision=args.precision,
                          gemm=args.gemm, schedule=args.schedule, step_kernel=args.step_kernel,
+                         launches=args.launches,
                          seed=getattr(args, "seed", 0),
                          autotune=args.autotune,
                          progress=lambda msg: print(f"autotune: {msg}", file=sys.stderr))

@@ -36,7 +36,7 @@ def compile(spec: spec_mod.SpecLike, target: str | target_mod.Target | None = No
     ``weights``: a dict named like PyTorch's per layer (``l0.weight_ih`` …); by default
     PyTorch-style random weights from ``seed``. Option keywords (``seq_len``, ``batch``,
     ``layout``, ``unroll``, ``persistence``, ``precision``, ``gemm``, ``schedule``,
-    ``step_kernel``, ``workspace_budget``; the choices are ``plan.OPTION_CHOICES``) build
+    ``step_kernel``, ``launches``, ``workspace_budget``; the choices are ``plan.OPTION_CHOICES``) build
     :class:`CompileOptions`; ``seq_len`` and ``batch`` are hints: a call of another
     shape class gets a plan of its own (see ``CompiledModel.variant``).
     Nothing here touches a GPU, unless ``autotune``: then the cost model's best candidates

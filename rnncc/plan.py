@@ -62,6 +62,8 @@ OPTION_CHOICES: dict[str, dict[str, str]] = {
                  "pipelined": "layers side by side, each a chunk of steps behind its inputs"},
     "step_kernel": {"tiles": "a launch per step: tiles of units × batch rows, W_hhᵀ staged in shared memory",
                     "rows": "a launch per step: a warp per unit reading its rows of W_hh once for a few batch rows"},
+    "launches": {"eager": "calls queued by the host: a launch and a library call cost their host time",
+                 "graph": "calls replayed from a CUDA graph: a launch and a library call cost their GPU time"},
 }
 
 
@@ -82,6 +84,9 @@ class CompileOptions:
     schedule: str | None = None     # force "sequential" or "pipelined" (passes/schedule.py)
     step_kernel: str | None = None  # force the step kernel's form, "tiles" or "rows" (where a
                                     # layer runs rnncc's step kernel; passes/geometry.py)
+    launches: str | None = None     # how calls reach the GPU: "eager" (the default: each launch
+                                    # and library call costs the host's time) or "graph" (calls
+                                    # replayed from a CUDA graph, which cost their GPU time only)
     tuned: tuple[Measurement, ...] = ()  # autotuning's picks: per layer, over the above
 
     def __post_init__(self) -> None:
@@ -96,6 +101,11 @@ class CompileOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"compile option '{name}': got {value!r}, expected a positive integer")
+
+    @property
+    def graphed(self) -> bool:
+        """Whether the plan is priced for calls replayed from a CUDA graph (``launches``)."""
+        return self.launches == "graph"
 
     def measured(self, layer: str) -> Measurement | None:
         return next((m for m in self.tuned if m.layer == layer), None)
@@ -287,7 +297,9 @@ class Plan:
         """The decisions with their reasons, for people."""
         o = self.options
         lines = [f"model {self.model}: dtype {self.dtype}, target {self.target} ({self.arch}), "
-                 f"tuned for S={o.seq_len}, B={o.batch} (any S and B run)"]
+                 f"tuned for S={o.seq_len}, B={o.batch} (any S and B run)"
+                 + (", for calls replayed from a CUDA graph (launches='graph': a launch costs its GPU time only)"
+                    if o.graphed else "")]
         for l in self.layers:
             srcs = " + ".join(s.name for s in l.sources) if l.merge == "sum" else \
                 "concat(" + ", ".join(s.name for s in l.sources) + ")"

@@ -1306,3 +1306,59 @@ def test_the_step_form_picked_is_near_the_fastest_measured():
     assert len(ratios) == 13
     assert sum(q <= 1.10 for q in ratios.values()) >= 12, ratios
     assert max(ratios.values()) <= 1.5, ratios
+
+
+def test_plans_for_graphed_calls_price_launches_at_the_gpus_time():
+    """launches="graph" plans for calls replayed from a CUDA graph: a launch and a cuBLASLt
+    call cost no host time. LSTM fp16 H=1024 B=13 S=4 then runs a launch a step (its grid
+    kernel's start outweighs 4 steps: 44.8 against 24.3 µs in graphs,
+    benchmarks/results/graph-plans-h100-2026-11-27.json), and a projection of 2048 rows goes
+    to cuBLASLt, whose host call an eager plan avoids at H=256 B=8."""
+    from rnncc.plan import CompileOptions
+
+    assert CompileOptions(launches="graph").graphed and not CompileOptions().graphed
+    assert not CompileOptions(launches="eager").graphed
+    with pytest.raises(SpecError, match="compile option 'launches': got 'captured'"):
+        CompileOptions(launches="captured")
+    spec = lstm(H=1024, I=1024, dtype="float16")
+    eager = plan_of(spec, batch=13, seq_len=4).layers[0]
+    graph = plan_of(spec, batch=13, seq_len=4, launches="graph").layers[0]
+    assert eager.persistence.value.mode == "grid" and graph.persistence.value.mode == "none"
+    assert "start and launch, 18 µs" in eager.persistence.reason
+    short = lstm(H=256, I=256, dtype="float16")
+    assert plan_of(short, batch=8, seq_len=256).layers[0].projection_tile.value.math == "tensor"
+    d = plan_of(short, batch=8, seq_len=256, launches="graph").layers[0].projection_tile
+    assert d.value == LibraryProjection() and "(and 0 µs of the host's)" in d.reason
+    # The schedule counts no host time either: the 8-layer stack's chunks shrink.
+    stack = {**short, "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": 256} for i in range(8)]}
+    eager_s = plan_of(stack, batch=8, seq_len=256).schedule
+    graph_s = plan_of(stack, batch=8, seq_len=256, launches="graph").schedule
+    assert graph_s.value.pipelined and graph_s.value.chunk <= eager_s.value.chunk
+    assert graph_s.alternatives["sequential"] < eager_s.alternatives["sequential"]
+
+
+def test_the_library_step_in_graphs_is_priced_near_the_measured():
+    """cuBLASLt's step and the cell kernel, as CUDA-graph replays
+    (results/step-forms-h100-2026-11-27.json, "cublas"), against library_step_seconds for
+    graphed calls: the median within 10%, every point within 0.5-1.5× (the misses: GRU fp16
+    H=650 B=5, K not a multiple of 8, measured 1.9× its price; fp16 H=2048 B=16, W_hh in L2,
+    0.7×). The eager price is the host's 25 µs at every point."""
+    from pathlib import Path
+
+    from rnncc.passes.cost import library_step_seconds
+
+    forms = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                        "step-forms-h100-2026-11-27.json").read_text())
+    ratios = {}
+    for r in forms["results"]:
+        if r["proj"]:
+            continue
+        G = {"lstm": 4, "gru": 3}.get(r["cell"], 1)
+        itemsize = 4 if r["dtype"] == "float32" else 2
+        precision = "exact" if itemsize == 4 else "tensor"
+        price = library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get("h100"), graphed=True)
+        ratios[(r["cell"], r["dtype"], r["hidden"], r["batch"])] = r["step_us"]["cublas"] * 1e-6 / price
+        assert library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get("h100")) >= 24.9e-6
+    assert len(ratios) == 12
+    assert 0.9 <= float(np.median(list(ratios.values()))) <= 1.1, ratios
+    assert all(0.5 <= q <= 1.9 for q in ratios.values()), ratios

@@ -32,6 +32,14 @@ STEP_LDS_CYCLES = 3.0          # cycles of the shared-memory pipe per warp load 
 STEP_LAUNCH_SECONDS = 9e-6
 
 
+def launch_seconds(graphed: bool) -> float:
+    """What a kernel launch adds to a step beyond the GPU time the step models give: its
+    host time, for calls the host queues; nothing for calls replayed from a CUDA graph
+    (CompileOptions.launches), whose gap between kernels the step models already hold:
+    they were fitted to CUDA-graph replays (step-rows-sweep-h100-2026-11-27.json)."""
+    return 0.0 if graphed else STEP_LAUNCH_SECONDS
+
+
 # A lone persistent kernel's start on the GPU before its first step: the launch and W_hh's
 # load into shared memory or registers, which a launch per step does not pay. Measured in
 # one-step calls (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt): the
@@ -42,10 +50,10 @@ STEP_LAUNCH_SECONDS = 9e-6
 PERSISTENT_START_SECONDS = 9e-6
 
 
-def persistent_start_seconds(steps: int) -> float:
+def persistent_start_seconds(steps: int, graphed: bool = False) -> float:
     """A persistent kernel's start and its own launch, a step's share over a chunk of
     ``steps`` steps (mode none's price already counts a launch each step)."""
-    return (PERSISTENT_START_SECONDS + STEP_LAUNCH_SECONDS) / max(1, steps)
+    return (PERSISTENT_START_SECONDS + launch_seconds(graphed)) / max(1, steps)
 
 
 def clock_hz(target: Target) -> float:
@@ -145,7 +153,7 @@ def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
 
 
 def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Target,
-                 itemsize: int, k: int | None = None) -> float:
+                 itemsize: int, k: int | None = None, graphed: bool = False) -> float:
     """One recurrent step h·W_hhᵀ + cell, over K = ``k`` (h's width; default ``hidden``,
     proj_size for a projected LSTM): the busiest SM's issue cycles (FMAs and shared
     loads) or its L2 traffic, slowed when fewer than STEP_WARPS_TO_HIDE
@@ -169,7 +177,7 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
     return padding * max(issue, l2) / utilisation / clock_hz(target) * STEP_MEASURED_OVER_MODEL + \
-        STEP_LAUNCH_SECONDS
+        launch_seconds(graphed)
 
 
 # The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
@@ -197,7 +205,7 @@ def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[S
 
 
 def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, target: Target,
-                      itemsize: int, k: int | None = None) -> float:
+                      itemsize: int, k: int | None = None, graphed: bool = False) -> float:
     """One step of the step-rows kernel over K = ``k`` (default ``hidden``), its launch
     included as step_seconds counts it."""
     k = k or hidden
@@ -207,7 +215,7 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
     sms = min(blocks, target.sm_count)
     compute = 2.0 * y_blocks * tile.rows * gates * hidden * k / \
         (target.fp32_flops * sms / target.sm_count * STEP_ROWS_FMA_EFFICIENCY)
-    return STEP_LAUNCH_SECONDS + STEP_ROWS_FIXED_SECONDS + max(memory, compute)
+    return launch_seconds(graphed) + STEP_ROWS_FIXED_SECONDS + max(memory, compute)
 
 
 # The rows kernels on tensor cores (rows_mma.cuh.j2: the step's and the projection's of a
@@ -255,10 +263,10 @@ def step_rows_tensor_tiles(batch: int, gates: int, k: int, itemsize: int, target
 
 
 def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRowsTensor, target: Target,
-                             itemsize: int, k: int | None = None) -> float:
+                             itemsize: int, k: int | None = None, graphed: bool = False) -> float:
     """One step of the tensor rows kernel over K = ``k`` (default ``hidden``), its launch
     included as step_seconds counts it."""
-    return STEP_LAUNCH_SECONDS + rows_mma_seconds(gates * hidden, batch, k or hidden, tile.row_groups,
+    return launch_seconds(graphed) + rows_mma_seconds(gates * hidden, batch, k or hidden, tile.row_groups,
                                                   tile.k_split, tile.n_tiles, itemsize)
 
 
@@ -286,13 +294,14 @@ def rows_projection_tensor_seconds(m: int, n: int, tile: RowsProjectionTensor, i
 
 
 def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows | StepRowsTensor,
-                        target: Target, itemsize: int, k: int | None = None) -> float:
-    """A step of rnncc's step kernel in any form: tiles (step_seconds), rows, rows on tensor cores."""
+                        target: Target, itemsize: int, k: int | None = None, graphed: bool = False) -> float:
+    """A step of rnncc's step kernel in any form: tiles (step_seconds), rows, rows on tensor
+    cores; its launch priced as ``graphed`` says (launch_seconds)."""
     if isinstance(tile, StepRows):
-        return step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k)
+        return step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
     if isinstance(tile, StepRowsTensor):
-        return step_rows_tensor_seconds(batch, hidden, gates, tile, target, itemsize, k)
-    return step_seconds(batch, hidden, gates, tile, target, itemsize, k)
+        return step_rows_tensor_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
+    return step_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
 
 
 def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
@@ -885,6 +894,12 @@ LIBRARY_EFFICIENCY = 0.8
 LIBRARY_CALL_SECONDS = 16e-6
 
 
+def library_call_seconds(graphed: bool) -> float:
+    """The host's time a cuBLASLt call costs beyond its GPU time: LIBRARY_CALL_SECONDS for
+    calls the host queues, nothing for calls replayed from a CUDA graph."""
+    return 0.0 if graphed else LIBRARY_CALL_SECONDS
+
+
 def library_flops(itemsize: int, precision: str, target: Target) -> float:
     """Dense FLOP/s of the units a library GEMM runs on: fp16/bf16 or TF32 tensor cores, or
     FFMA for exact float32."""
@@ -906,25 +921,58 @@ def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
     return max(compute, memory)
 
 
-def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Target) -> float:
+def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Target,
+                  graphed: bool = False) -> float:
     """An element-wise merge kernel over `rows` rows of `size` features: every source read
-    once and the result written once at HBM bandwidth, plus its launch (host time)."""
-    return STEP_LAUNCH_SECONDS + (sources + 1) * rows * size * itemsize / target.memory_bandwidth
+    once and the result written once at HBM bandwidth, plus its launch (launch_seconds)."""
+    return launch_seconds(graphed) + (sources + 1) * rows * size * itemsize / target.memory_bandwidth
+
+
+# A step of mode none as cuBLASLt's product and rnncc's cell kernel, in CUDA-graph replays
+# (benchmarks/results/step-forms-h100-2026-11-27.json at 8706db6, "cublas": 12 shapes, a
+# step's GPU time with the gap between its two kernels): W_hh's bytes at HBM bandwidth and a
+# fixed 3.3 µs (the median of what is left: 2.8-3.2 µs at LSTM fp16 H=1024 B=1-16, 3.3-4.3
+# at H ≤ 512; GRU fp16 H=650 B=5, whose K is not a multiple of 8, 6.8). For exact float32,
+# the multiply-adds where longer, at a share of the FMA peak that grows with the batch:
+# 8% at B ≤ 8 (LSTM fp32 H=1024 B=8, 15.2 µs a step; B=1 ran 8.8, its bytes), 42% at most
+# (B=64: 8.50 ms a call in graphs, bench-h100-2026-11-27.json, less the projection's 137
+# GFLOP at ~50 TFLOP/s leaves ~22.5 µs a step). library_gemm_seconds, made for the
+# projection's large GEMMs, read 1.4-2.6 µs for the fp16 steps at H ≤ 1024 and 21 µs for
+# the float32 ones; eager calls hid that behind the host's 25 µs a step, graphed calls do not.
+LIBRARY_STEP_FIXED_SECONDS = 3.3e-6
+# Exact float32's GEMM (FMA, no tensor cores) at a few rows has a higher floor: LSTM fp32
+# H=512 B=3 ran ~8.3 µs a step in graphs, where its bytes and FMAs take ~1.2, and the plan
+# priced with 3.3 µs ran 1.42× slower than the eager plan's grid kernel there, H=1536 B=8
+# 1.57× slower than the rows form (benchmarks/results/graph-plans-h100-2026-11-27-before-
+# exact-floor.json, the first run of graph plans); H=1024 B=1 8.8 with 5.0 of bytes, GRU H=256
+# B=1 4.5. 7 µs keeps the rows form (6.4-7.7 µs at H=1024 B=1) where both were measured.
+LIBRARY_STEP_EXACT_FIXED_SECONDS = 7e-6
+LIBRARY_STEP_FMA_SHARE_AT_8_ROWS = 0.08
+LIBRARY_STEP_FMA_SHARE_MAX = 0.42
 
 
 def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,
-                         target: Target, k: int | None = None) -> float:
+                         target: Target, k: int | None = None, graphed: bool = False) -> float:
     """One step as h·W_hhᵀ in cuBLASLt (K = ``k``, h's width; default ``hidden``) followed
-    by rnncc's cell kernel: the GPU's time (the GEMM, then the cell reading the float32
-    product and writing h) or the host's (a library call and a kernel launch a step),
-    whichever is longer."""
-    gemm = library_gemm_seconds(gates * hidden, batch, k or hidden, itemsize, precision, target)
+    by rnncc's cell kernel. Eager: the GPU's time (the GEMM, then the cell reading the
+    float32 product and writing h) or the host's (a library call and a kernel launch a
+    step), whichever is longer. Graphed: the GPU's time as measured in graphs
+    (LIBRARY_STEP_FIXED_SECONDS)."""
+    k = k or hidden
     cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
+    if graphed:
+        weights = gates * hidden * k * itemsize / target.memory_bandwidth
+        share = min(LIBRARY_STEP_FMA_SHARE_MAX, LIBRARY_STEP_FMA_SHARE_AT_8_ROWS * max(1.0, batch / 8))
+        fma = 2.0 * gates * hidden * k * batch / (target.fp32_flops * share) \
+            if precision == "exact" and itemsize == 4 else 0.0
+        fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else LIBRARY_STEP_FIXED_SECONDS
+        return fixed + max(weights, fma) + cell
+    gemm = library_gemm_seconds(gates * hidden, batch, k, itemsize, precision, target)
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
 
 
 def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
-                         target: Target) -> float:
+                         target: Target, graphed: bool = False) -> float:
     """One step's h = r·W_hrᵀ (r [B, hidden], W_hr [proj, hidden]) in rnncc's kernel
     (templates/recurrent_h_projection.cu.j2), where each block of H_PROJECTION_BLOCK.rows
     batch rows reads its rows of W_hr. Not fitted: those bytes at HBM bandwidth, and the
@@ -933,4 +981,4 @@ def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
     (benchmarks/results/kernel-split-h100-2026-11-24.txt, benchmarks/kernel_split.py)."""
     blocks_of_rows = math.ceil(batch / H_PROJECTION_BLOCK.rows)
     reads = blocks_of_rows * proj * hidden * itemsize + batch * hidden * itemsize
-    return STEP_LAUNCH_SECONDS + (reads + batch * proj * itemsize) / target.memory_bandwidth
+    return launch_seconds(graphed) + (reads + batch * proj * itemsize) / target.memory_bandwidth

@@ -7,8 +7,9 @@ kernels run it at several times the rate of rnncc's mma.sync tiles. Only in layo
 gate column there.
 
 A projection's alternatives are GPU times (what the schedule simulates). The choice also
-counts the library's host time per call (LIBRARY_CALL_SECONDS): the plan is made for
-eager calls, where the call's first projection waits on the host. Measured on one layer
+counts the library's host time per call (``cost.library_call_seconds``): a plan made for
+eager calls (the default) pays it, as the call's first projection waits on the host; a plan
+for calls replayed from a CUDA graph (``launches="graph"``) does not. Measured on one layer
 at S=256 (benchmarks/results/projection-gemm-eager-h100-2026-11-25.jsonl), cuBLASLt's
 projection made the call 2–4% faster in a CUDA graph but 6–9% slower eager (31–50 µs),
 although its GPU time at 64–256 rows is a quarter of rnncc's kernel's (4.5–7.2 µs against
@@ -22,7 +23,7 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection, StepRows, StepRowsTensor, StepTile
-from .cost import (LIBRARY_CALL_SECONDS, PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_gemm_seconds,
+from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_call_seconds, library_gemm_seconds,
                    merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tensor_seconds,
                    rows_projection_tensor_tiles, rows_projection_tiles,
                    step_kernel_seconds, step_rows_tensor_tiles, step_rows_tiles, step_tiles, tensor_projection_k_tile,
@@ -106,13 +107,13 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
                   for s in (l.sources[:1] if summed else l.sources))
     if summed:
-        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target)
+        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target, o.graphed)
     if l.layout.value != "xw":
         if gemm == "cublas":
             reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
         return Decision(value, reason, alternatives=alternatives)
     alternatives[projection_label(LibraryProjection())] = library
-    host = LIBRARY_CALL_SECONDS * (1 if summed else len(l.sources))
+    host = library_call_seconds(o.graphed) * (1 if summed else len(l.sources))
     if gemm == "cublas" or library + host < costs[best]:
         why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                if gemm == "cublas" else
@@ -149,7 +150,7 @@ def plan_step_tile(model, plan, target):
                             "of static shared memory in the rows form; expected step_kernel='tiles' or None")
 
         def seconds(t):
-            return step_kernel_seconds(B, H, G, t, target, itemsize, K)
+            return step_kernel_seconds(B, H, G, t, target, itemsize, K, o.graphed)
 
         def key(t):
             padded = (math.ceil(H / t.units_per_block) * t.units_per_block *

@@ -34,8 +34,8 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile
-from .cost import (LIBRARY_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
-                   cluster_tiles, h_projection_seconds, library_gemm_seconds, library_step_seconds,
+from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+                   cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, step_kernel_seconds,
                    tensor_seconds, tensor_tiles)
 
@@ -75,7 +75,7 @@ def plan_persistence(model, plan, target):
         # (mode none's price counts a launch each step): in one-step calls a launch per
         # step ran faster at all 12 points of results/short-and-odd-h100-2026-11-27-at-e035f74.json.
         steps = max(1, min(l.unroll.value, o.seq_len))
-        start = persistent_start_seconds(steps)
+        start = persistent_start_seconds(steps, o.graphed)
 
         def fitting(tiles):
             return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget]
@@ -142,7 +142,7 @@ def plan_persistence(model, plan, target):
         others = ", ".join(f"{k} {v[0] * 1e6:.1f}" for k, v in candidates.items() if k != chosen)
         if steps < SHORT_CHUNK_STEPS and source == "model":
             others += (f"; a persistent kernel's start and launch, "
-                       f"{persistent_start_seconds(1) * 1e6:.0f} µs, add "
+                       f"{persistent_start_seconds(1, o.graphed) * 1e6:.0f} µs, add "
                        f"{start * 1e6:.1f} µs a step over {steps} step{'s' if steps > 1 else ''}")
         if len(candidates) == 1:
             reason = (f"none: W_hh {w_mb:.1f} MiB fits neither one block per SM nor one cluster "
@@ -185,8 +185,8 @@ def plan_persistence(model, plan, target):
                                  "fits no persistent mode")
         chunk = min(l.unroll.value, o.seq_len)
         gemm = max(library_gemm_seconds(P, chunk * B, H, itemsize, l.precision.value, target),
-                   LIBRARY_CALL_SECONDS) / chunk
-        folded = seconds + gemm + persistent_start_seconds(chunk)
+                   library_call_seconds(o.graphed)) / chunk
+        folded = seconds + gemm + persistent_start_seconds(chunk, o.graphed)
         forms = {"per step": none[0], "folded": folded}
         if forced is None and none[0] <= folded:
             return per_step_form(f"per step: predicted {none[0] * 1e6:.1f} µs/step, folded "
@@ -237,9 +237,9 @@ def _per_step(l, o, target, itemsize: int,
     is predicted faster (or the one option ``gemm`` names); a projected LSTM's steps with
     their h projection."""
     B, H, G = o.batch, l.hidden_size, l.gates
-    projection = h_projection_seconds(B, H, l.proj_size, itemsize, target) if l.proj_size else 0.0
-    fma = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size) + projection
-    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size) + projection
+    projection = h_projection_seconds(B, H, l.proj_size, itemsize, target, o.graphed) if l.proj_size else 0.0
+    fma = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size, o.graphed) + projection
+    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size, o.graphed) + projection
     gemm = o.gemm_for(l.name)
     use_library = gemm == "cublas" or (gemm is None and library < fma)
     seconds = library if use_library else fma

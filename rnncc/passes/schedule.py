@@ -90,6 +90,13 @@ PIPELINED_CHUNK_HOST_SECONDS = 50e-6
 # fp16 H=512 B=8, chunks of 32; benchmarks/results/pipeline-host-h100-2026-11-25.jsonl).
 # So a host-bound pipelined call is also tried with rnncc's projection kernel.
 PIPELINED_LIBRARY_CALL_SECONDS = 17e-6
+# A plan for calls replayed from a CUDA graph pays no host time a chunk, but a chunk's
+# launches and the waits on other layers' streams still cost the GPU a gap. Measured as what
+# the model missed: 4 × LSTM fp32 H=512 B=8 in 4 parts, chunks of 16 priced 1% below
+# chunks of 32 (2.930 against 2.954 ms) ran 5% slower (2.819 against 2.674 ms in graphs,
+# benchmarks/results/graph-plans-h100-2026-11-27-before-exact-floor.json): 0.15 ms and the
+# 24 µs predicted the other way over 32 more chunks, ~5 µs a chunk.
+PIPELINED_CHUNK_GRAPH_SECONDS = 5e-6
 
 
 @dataclass(frozen=True)
@@ -298,6 +305,8 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
             work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target, schedule.parts)
+            if schedule.pipelined and plan.options.graphed:
+                work[key] += PIPELINED_CHUNK_GRAPH_SECONDS
             if schedule.pipelined:
                 after[key] = ((l.name, k - 1),) * (k > 0) + stage.chunk_after(k, chunks)
             else:  # one stream: every task after the one queued before it
@@ -308,10 +317,11 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
 
 
 def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
-    """The call's predicted time: the timeline's end, or the host's time if longer."""
+    """The call's predicted time: the timeline's end, or the host's time if longer. A plan
+    for calls replayed from a CUDA graph (CompileOptions.launches) has no host time a call."""
     tasks = timeline(plan, schedule, seq_len, target)
     host = 0.0
-    for l in plan.layers:
+    for l in plan.layers if not plan.options.graphed else ():
         chunk = min(l.unroll.value, seq_len)
         chunks = -(-seq_len // chunk)
         host += chunks * (pipelined_host_seconds(l) if schedule.pipelined else host_seconds(l, chunk))
@@ -370,7 +380,7 @@ def plan_schedule(model, plan, target):
                 chunked, schedule = pipelined_plan(base, chunk, target, parts)
                 pipelines[schedule.label] = (chunked, schedule)
                 predicted[schedule.label] = predicted_seconds(chunked, schedule, o.seq_len, target)
-                if any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
+                if not o.graphed and any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
                     # Where the host bounds the call, rnncc's projection kernel costs it less.
                     own, schedule = pipelined_plan(base, chunk, target, parts, host_bound=True)
                     label = f"{schedule.label}, rnncc projections"
