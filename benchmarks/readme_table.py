@@ -57,7 +57,7 @@ def bench_table() -> str:
     rec = json.loads(path.read_text())
     rows = ["| network | dtype | H | B | S | rnncc persistence | rnncc ms (µs/step) | cuDNN ms (µs/step) | "
             "speedup (cuDNN ÷ rnncc) | target | agrees with cuDNN | rnncc.nn twin ms (÷ rnncc) | "
-            "in CUDA graphs: rnncc ms, cuDNN ms, speedup |",
+            "in CUDA graphs: rnncc ms (planned for graphs), cuDNN ms, speedup |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     # Records before precision modes (2026-11-23) have neither "kind" nor "math".
     for r in rec["results"]:
@@ -76,13 +76,24 @@ def bench_table() -> str:
                     f"≥ {r['target_speedup']:g}× {met} | "
                     f"{'yes' if r['agree'] else 'NO'} ({r['max_relative_error_vs_cudnn']:.1e}) | "
                     + (f"{r['twin_ms']:.3f} ({r['twin_over_rnncc']:.2f}) |" if "twin_ms" in r else "– |")
-                    + (f" {r['rnncc_graph_ms']:.3f}, {r['cudnn_graph_ms']:.3f}, {r['speedup_graph']:.2f}× |"
-                       if r.get("speedup_graph") else " – |"))
+                    + graph_cell(r))
     env = rec["environment"]
     return ("\n".join(rows) + f"\n\nFrom [{path.name}](benchmarks/results/{path.name}) "
             f"(plot: [{path.stem}.png](benchmarks/results/{path.stem}.png)); {env['device']}, "
             f"torch {env.get('torch')}, cuDNN {env.get('cudnn')}, commit {str(env['commit'])[:10]}; "
             f"{rec['method']}.")
+
+
+def graph_cell(r: dict) -> str:
+    """The CUDA-graph column: rnncc planned for graphed calls (``launches="graph"``), with
+    the eager plan's graph time beside it where the two plans differ; records before
+    graph plans (2026-11-27) have the eager plan only."""
+    if not r.get("speedup_graph"):
+        return " – |"
+    if r.get("speedup_graph_plan") and r.get("graph_plan_differs"):
+        return (f" {r['rnncc_graph_plan_ms']:.3f} (eager plan {r['rnncc_graph_ms']:.3f}), "
+                f"{r['cudnn_graph_ms']:.3f}, {r['speedup_graph_plan']:.2f}× |")
+    return f" {r['rnncc_graph_ms']:.3f}, {r['cudnn_graph_ms']:.3f}, {r['speedup_graph']:.2f}× |"
 
 
 def ablation_table() -> str:

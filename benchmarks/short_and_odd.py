@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 import rnncc
-from rnncc.bench import graph_baselines
+from rnncc.bench import Config, graph_baselines, graph_planned
 from rnncc.build import compile_all
 from rnncc.cli import _environment
 from rnncc.errors import PlanError
@@ -66,15 +66,23 @@ def main(out: str) -> int:
                 if m is not None:
                     forced_ms[mode] = graph_baselines(module, m, x, 3, 30)["rnncc_graph_ms"]
         row["forced_graph_ms"] = forced_ms
+        # The plan a user who captures the call compiles (launches="graph").
+        cfg = Config(p.cell, p.dtype, p.hidden, p.batch, seq_len=p.seq_len, layers=p.layers)
+        with torch.no_grad():
+            row |= graph_planned(*rnncc.from_torch(module), cfg, prep[1], x, row, 3, 30)
         rows.append(row)
         best = min(forced_ms, key=forced_ms.get) if forced_ms else None
         print(f"{p.label:<40} planned {','.join(row['modes']):<14} eager {row['speedup']:5.2f}×  graph "
-              f"{row['speedup_graph'] or float('nan'):5.2f}×  rnncc {row['rnncc_graph_ms']:.4f} ms  cuDNN "
+              f"{row['speedup_graph'] or float('nan'):5.2f}×  graph plan {row['speedup_graph_plan'] or float('nan'):5.2f}×"
+              f"  rnncc {row['rnncc_graph_ms']:.4f} ms  cuDNN "
               f"{row['cudnn_graph_ms']:.4f} ms  forced: "
               + " ".join(f"{k} {v:.4f}" for k, v in forced_ms.items())
               + (f"  best {best}" if best else "") + ("" if row["agree"] else "  DISAGREES"), flush=True)
     ratios = [r["speedup_graph"] for r in rows if r.get("speedup_graph")]
+    planned = [r["speedup_graph_plan"] for r in rows if r.get("speedup_graph_plan")]
     summary = {"points": len(rows), "median_speedup_graph": statistics.median(ratios),
+               "median_speedup_graph_plan": statistics.median(planned),
+               "below_1x_graph_plan": sum(r < 1 for r in planned),
                "median_speedup_eager": statistics.median(r["speedup"] for r in rows),
                "below_1x_graph": sum(r < 1 for r in ratios), "below_1x_eager": sum(r["speedup"] < 1 for r in rows)}
     print(json.dumps(summary))
@@ -83,7 +91,8 @@ def main(out: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"environment": env, "method": "rnncc.sweep.run_point (eager interleaved, "
                                 "3 warm-up, median of 30; graph replays); forced_graph_ms: rnncc with "
-                                "persistence forced, captured in a CUDA graph", "summary": summary,
+                                "persistence forced, captured in a CUDA graph; graph_plan: rnncc "
+                                "compiled with launches='graph', captured (bench.graph_planned)", "summary": summary,
                                 "results": rows}, indent=1) + "\n")
     print(f"wrote {path}")
     return 0 if all(r["agree"] for r in rows) else 1
