@@ -88,19 +88,31 @@ class _Captured:
 OUTPUT_FORMS = ("packed", "separate")
 
 
+def _remember(table: OrderedDict, key: Hashable, value, most: int) -> None:
+    """table[key] = value, the oldest entry forgotten past ``most``."""
+    table[key] = value
+    if len(table) > most:
+        table.popitem(last=False)
+
+
 class CallGraphs:
     """Captured calls by key, the least recently used dropped past ``capacity`` (each keeps
     its temporaries), their outputs handed out ``outputs`` (one of OUTPUT_FORMS; see the
     module's docstring)."""
 
-    def __init__(self, capacity: int = 4, remembered: int = 64, outputs: str = "packed"):
+    def __init__(self, capacity: int = 4, remembered: int = 64, outputs: str = "packed",
+                 refused: int = 1024):
         if outputs not in OUTPUT_FORMS:
             raise ValueError(f"call_graphs: outputs {outputs!r}, expected one of {OUTPUT_FORMS}")
         self.capacity, self.remembered, self.outputs = capacity, remembered, outputs
         self._captured: OrderedDict[Hashable, _Captured] = OrderedDict()
         self._seen: OrderedDict[Hashable, None] = OrderedDict()  # sighted once, not captured
-        self.failed: dict[Hashable, str] = {}                    # why a capture failed
-        self.dropped: set[Hashable] = set()                      # evicted: not captured again
+        # Signatures not captured again, the newest ``refused`` of each kind (a process that
+        # sees ever new shapes must not grow them without bound; one forgotten is captured
+        # again at most once more).
+        self.refused = refused
+        self.failed: OrderedDict[Hashable, str] = OrderedDict()    # why a capture failed
+        self.dropped: OrderedDict[Hashable, None] = OrderedDict()  # evicted for room
         self.captures = 0                                         # graphs captured so far
         self._lock = threading.Lock()
 
@@ -135,12 +147,12 @@ class CallGraphs:
                 except RnnccError:  # the body's own (a timeout reported): not the capture's
                     raise
                 except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-                    self.failed[full] = f"{type(e).__name__}: {e}"
+                    _remember(self.failed, full, f"{type(e).__name__}: {e}", self.refused)
                     return body(list(inputs))
                 self._captured[full] = captured
                 self.captures += 1
                 if len(self._captured) > self.capacity:
-                    self.dropped.add(self._captured.popitem(last=False)[0])
+                    _remember(self.dropped, self._captured.popitem(last=False)[0], None, self.refused)
         return self._replay(captured, inputs)
 
     @staticmethod

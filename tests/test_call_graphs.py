@@ -55,3 +55,19 @@ def test_outputs_are_packed_or_separate_and_nothing_else():
     assert CallGraphs(outputs="separate").outputs == "separate"
     with pytest.raises(ValueError, match="outputs 'views'"):
         CallGraphs(outputs="views")
+
+
+def test_refused_signatures_are_bounded():
+    """Failed and dropped signatures are remembered, so that a caller cycling through more
+    shapes than the cache holds does not pay a capture each call; only the newest
+    ``refused`` of each, so that a process seeing ever new shapes does not grow them."""
+    from collections import OrderedDict
+
+    from rnncc.call_graphs import _remember
+
+    graphs = CallGraphs(capacity=2, refused=3)
+    assert graphs.refused == 3 and isinstance(graphs.dropped, OrderedDict)
+    for i in range(5):
+        _remember(graphs.failed, ("key", i), f"reason {i}", graphs.refused)
+    assert list(graphs.failed) == [("key", 2), ("key", 3), ("key", 4)]
+    assert graphs.failed[("key", 4)] == "reason 4"

@@ -1769,3 +1769,28 @@ def test_pipelined_model_on_two_streams_and_in_a_graph(gpu, torch):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y_static, serial[1])
+
+
+# Shapes whose plan for graphed calls differs from the eager one (graph_plans.py): a launch
+# a step with cuBLASLt's projection where the eager plan runs a grid kernel; a cluster kernel
+# after cuBLASLt's projection; a two-layer stack; exact float32 and a batch of 3.
+GRAPH_PLANS = [("lstm", "float16", 1, 1024, 13, 4), ("gru", "float16", 1, 777, 5, 16),
+               ("lstm", "float16", 1, 333, 3, 16), ("lstm", "float16", 2, 512, 7, 8),
+               ("lstm", "float32", 1, 512, 3, 4), ("gru", "bfloat16", 1, 256, 8, 33)]
+
+
+@pytest.mark.parametrize("cell,dtype,layers,hidden,batch,seq", GRAPH_PLANS)
+def test_plans_for_graphed_calls(gpu, torch, cell, dtype, layers, hidden, batch, seq):
+    """A model compiled with launches='graph' against the reference (outputs poisoned
+    first), then captured by torch.cuda.graph: a replay on fresh input equals its eager
+    call. Its plan differs from the eager plan's at these shapes, so the kernels, launches
+    and projections the graph plan picks are the ones checked."""
+    spec = {"name": "g", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": hidden} for i in range(layers)]}
+    m, _, _ = run_and_compare(spec, seq, batch, seed=hidden + seq, with_state=batch % 2 == 1,
+                              batch=batch, seq_len=seq, launches="graph")
+    eager = rnncc.compile(spec, target="device", batch=batch, seq_len=seq)
+    assert m.plan.options.graphed and sorted(k.name for k in m.kernels) != sorted(k.name for k in eager.kernels)
+    x = torch.randn(seq, batch, hidden, device="cuda", dtype=getattr(torch, dtype))
+    replayed, again, _ = replay_on_fresh_input(torch, m, x)
+    assert torch.equal(replayed, again)
