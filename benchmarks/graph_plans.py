@@ -34,17 +34,18 @@ from short_and_odd import POINTS  # noqa: E402
 
 
 def configs() -> list[Config]:
-    """short_and_odd's points, then the bench's plain stacks (no named model, packed input,
-    projection or second direction: those take other harnesses)."""
+    """short_and_odd's points, then the bench's forward rows of torch.nn modules (a named
+    model and packed input take other harnesses)."""
     out = [Config(p.cell, p.dtype, p.hidden, p.batch, seq_len=p.seq_len, layers=p.layers) for p in POINTS]
     out += [c for c in issue_configs() + stack_configs()
-            if not (c.model or c.bidirectional or c.packed or c.proj)]
+            if not (c.model or c.packed) and c.passes == "forward"]
     return list(dict.fromkeys(out))  # issue_configs holds some stacks too
 
 
 def label(c: Config) -> str:
     precision = f" {c.precision}" if c.dtype == "float32" and c.precision else ""
-    return f"{c.layers}×{c.cell} {c.dtype}{precision} H={c.hidden} B={c.batch} S={c.seq_len}"
+    return (f"{c.layers}×{'bi' if c.bidirectional else ''}{c.cell} {c.dtype}{precision} H={c.hidden}"
+            + (f" P={c.proj}" if c.proj else "") + f" B={c.batch} S={c.seq_len}")
 
 
 def summary(plan) -> str:
@@ -58,7 +59,8 @@ def prepare(c: Config):
     torch.manual_seed(0)
     tdt = getattr(torch, c.dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[c.cell]
-    module = cls(c.hidden, c.hidden, num_layers=c.layers).to("cuda", tdt).eval()
+    module = cls(c.hidden, c.hidden, num_layers=c.layers, bidirectional=c.bidirectional,
+                 **({"proj_size": c.proj} if c.proj else {})).to("cuda", tdt).eval()
     model, weights = rnncc.from_torch(module)
     precision = c.precision if c.dtype == "float32" else None
     models = {launches: rnncc.compile(model, target="device", weights=weights, batch=c.batch,
@@ -91,6 +93,7 @@ def main(out: str) -> int:
         precision = "tensor" if tf32 or c.dtype != "float32" else "exact"
         row = {"label": label(c), "cell": c.cell, "dtype": c.dtype, "precision": precision,
                "layers": c.layers, "hidden": c.hidden, "batch": c.batch, "seq_len": c.seq_len,
+               "proj": c.proj, "bidirectional": c.bidirectional,
                "eager_plan": summary(models["eager"].plan), "graph_plan": summary(models["graph"].plan),
                "eager_plan_graph_ms": times["eager_plan"], "graph_plan_graph_ms": times["graph_plan"],
                "cudnn_graph_ms": times["cudnn"],

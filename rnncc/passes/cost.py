@@ -978,7 +978,16 @@ def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
     batch rows reads its rows of W_hr. Not fitted: those bytes at HBM bandwidth, and the
     launch (host time), which dominates at the sizes of speech models. Measured 3–4 µs of
     GPU time at fp16 H=1024 P=256 and fp32 H=512 P=128, B=8
-    (benchmarks/results/kernel-split-h100-2026-11-24.txt, benchmarks/kernel_split.py)."""
+    (benchmarks/results/kernel-split-h100-2026-11-24.txt, benchmarks/kernel_split.py), which
+    a plan for graphed calls pays in place of the launch (H_PROJECTION_GRAPH_SECONDS)."""
     blocks_of_rows = math.ceil(batch / H_PROJECTION_BLOCK.rows)
     reads = blocks_of_rows * proj * hidden * itemsize + batch * hidden * itemsize
-    return launch_seconds(graphed) + (reads + batch * proj * itemsize) / target.memory_bandwidth
+    fixed = H_PROJECTION_GRAPH_SECONDS if graphed else STEP_LAUNCH_SECONDS
+    return fixed + (reads + batch * proj * itemsize) / target.memory_bandwidth
+
+
+# The h projection's GPU time a step with its gap, for plans of graphed calls: the 3–4 µs
+# measured (h_projection_seconds). Priced at the bytes alone, the per-step form of 2 × LSTMP
+# fp16 H=1024 P=256 B=8 was predicted 2.8 µs a step against 3.6 folded, and ran 3.85 ms
+# against the folded plan's 1.35 in graphs (bench-h100-2026-11-27.json at fba1f90).
+H_PROJECTION_GRAPH_SECONDS = 3.5e-6
