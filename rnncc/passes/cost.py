@@ -935,7 +935,7 @@ def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Tar
 # at H ≤ 512; GRU fp16 H=650 B=5, whose K is not a multiple of 8, 6.8). For exact float32,
 # the multiply-adds where longer, at a share of the FMA peak that grows with the batch:
 # 8% at B ≤ 8 (LSTM fp32 H=1024 B=8, 15.2 µs a step; B=1 ran 8.8, its bytes), 42% at most
-# (B=64: 8.50 ms a call in graphs, bench-h100-2026-11-27.json, less the projection's 137
+# (B=64: 8.50 ms a call in graphs, bench-h100-2026-11-27-at-8706db6.json, less the projection's 137
 # GFLOP at ~50 TFLOP/s leaves ~22.5 µs a step). library_gemm_seconds, made for the
 # projection's large GEMMs, read 1.4-2.6 µs for the fp16 steps at H ≤ 1024 and 21 µs for
 # the float32 ones; eager calls hid that behind the host's 25 µs a step, graphed calls do not.
@@ -989,5 +989,5 @@ def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
 # The h projection's GPU time a step with its gap, for plans of graphed calls: the 3–4 µs
 # measured (h_projection_seconds). Priced at the bytes alone, the per-step form of 2 × LSTMP
 # fp16 H=1024 P=256 B=8 was predicted 2.8 µs a step against 3.6 folded, and ran 3.85 ms
-# against the folded plan's 1.35 in graphs (bench-h100-2026-11-27.json at fba1f90).
+# against the folded plan's 1.35 in graphs (bench-h100-2026-11-27-at-fba1f90.json).
 H_PROJECTION_GRAPH_SECONDS = 3.5e-6
