@@ -20,11 +20,11 @@ from .compiler import compile  # noqa: E402
 from .build import cache_info  # noqa: E402
 
 
-def optimize(model, verbose: bool = True):
+def optimize(model, verbose: bool = True, launches: str = "eager"):
     """Swap every torch.nn.LSTM/GRU/RNN in a torch module for its rnncc.nn twin (see
     :func:`rnncc.nn.optimize`); imports PyTorch on first use."""
     from .nn import optimize as _optimize
-    return _optimize(model, verbose)
+    return _optimize(model, verbose, launches)
 
 __all__ = ["compile", "CompiledModel", "CompileOptions", "Model", "ModelBuilder", "Sum",
            "Concat", "load", "from_torch", "RnnccError", "SpecError", "PlanError",

@@ -177,11 +177,12 @@ def _run(spec: str, layout: tuple, weights: dict[str, torch.Tensor], x: torch.Te
 
 class _Runner:
     """The compiled models (one per dtype and float32 precision) of one spec in this
-    process, each with its plans per shape class. Weights are re-sent to the GPU only when
-    a parameter has changed."""
+    process, each with its plans per shape class, planned for ``launches`` (eager calls, or
+    calls replayed from a CUDA graph: CompileOptions.launches). Weights are re-sent to the
+    GPU only when a parameter has changed."""
 
-    def __init__(self, owner: str):
-        self.owner = owner
+    def __init__(self, owner: str, launches: str | None = None):
+        self.owner, self.launches = owner, launches
         self.compiled: dict[tuple[str, bool], tuple[Any, tuple]] = {}
 
     def compiled_for(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor):
@@ -198,7 +199,8 @@ class _Runner:
         if entry is None:
             # Compiled once; every call's shape class gets its plan on first use.
             entry = self.compiled[key] = (compile_model(
-                model, target="device", weights=weights, precision="tensor" if tf32 else None), version)
+                model, target="device", weights=weights, precision="tensor" if tf32 else None,
+                launches=self.launches), version)
         elif entry[1] != version:
             entry[0].load_state_dict(weights)
             entry = self.compiled[key] = (entry[0], version)
@@ -221,14 +223,26 @@ class _Runner:
 # tensors and plain values), and compiled models are kept per spec in this process: that
 # is rnncc's in-memory compile cache.
 
+# A spec's text may carry, beside the model, "launches": "graph" (the modules' ``launches``):
+# the plans its runner makes are then for calls replayed from a CUDA graph.
+
+def _spec_text(model: IrModel, launches: str | None) -> str:
+    """The JSON text the ops and the runners take: the model, and its ``launches`` where
+    not the default."""
+    raw = model.to_dict()
+    return json.dumps({**raw, "launches": launches} if launches == "graph" else raw)
+
+
 @lru_cache(maxsize=None)
 def _model_of(spec: str) -> IrModel:
-    return IrModel.from_dict(json.loads(spec))
+    raw = json.loads(spec)
+    raw.pop("launches", None)
+    return IrModel.from_dict(raw)
 
 
 @lru_cache(maxsize=None)
 def _runner_of(spec: str) -> _Runner:
-    return _Runner(f"rnncc model '{_model_of(spec).name}'")
+    return _Runner(f"rnncc model '{_model_of(spec).name}'", json.loads(spec).get("launches"))
 
 
 def _parameter_kinds(bias: bool, proj: bool = False) -> tuple[str, ...]:
@@ -288,7 +302,7 @@ def _training_spec(spec: str) -> str:
     plain = {o.name for o in model.outputs if o.is_layer}
     raw["outputs"] = raw["outputs"] + [l.name for l in model.layers
                                        if l.tensor_name == l.name and l.name not in plain]
-    return json.dumps(raw)
+    return _spec_text(IrModel.from_dict(raw), json.loads(spec).get("launches"))
 
 
 def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor]) -> dict:
@@ -483,17 +497,31 @@ def _permute_rows(state, order: torch.Tensor | None):
     return state.index_select(1, order)
 
 
+def _check_launches(owner: str, launches: str) -> str:
+    from .plan import OPTION_CHOICES
+
+    if launches not in OPTION_CHOICES["launches"]:
+        raise SpecError(f"{owner}: launches={launches!r}, expected "
+                        + " or ".join(f"'{k}' ({v})" for k, v in OPTION_CHOICES["launches"].items()))
+    return launches
+
+
 class _RecurrentTwin(torch.nn.Module):
-    """Shared body of LSTM, GRU and RNN."""
+    """Shared body of LSTM, GRU and RNN. Beyond torch.nn's arguments, ``launches``: how
+    its calls will reach the GPU, "eager" (the default) or "graph" for a module whose
+    calls are captured in CUDA graphs (``torch.cuda.graph``,
+    ``torch.compile(mode="reduce-overhead")``); its plans then price a launch at its GPU
+    time (CompileOptions.launches). Settable later, as ``optimize`` does."""
 
     _gates = 1
     _torch_name = ""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, device=None, dtype=None):
+                 proj_size: int = 0, device=None, dtype=None, *, launches: str = "eager"):
         super().__init__()
         name = f"rnncc.nn.{type(self).__name__}"
+        self._launches = _check_launches(name, launches)
         if not 0.0 <= dropout <= 1.0:
             raise SpecError(f"{name}: dropout={dropout}, expected a probability in [0, 1]")
         if proj_size and self._gates != 4:
@@ -520,18 +548,30 @@ class _RecurrentTwin(torch.nn.Module):
             if proj_size:
                 self.register_parameter(f"weight_hr_{suffix}", torch.nn.Parameter(torch.empty(P, H, **kw)))
         self.reset_parameters()
-        # The spec of each dtype the GPU runs, as the JSON text the custom op takes.
-        self._specs = {dtype: json.dumps(self._spec(dtype).to_dict())
-                       for dtype in _TORCH_DTYPES.values()}
+        self._make_specs()
         self._layout = _layout(self._spec("float32"))
-        # With several layers, one level of the stack alone (first, or inner) per dtype,
-        # which dropout runs level by level; made here, as _specs, so that torch.compile
-        # traces no spec building.
-        self._levels = {(dtype, inner): self._level_spec(dtype, inner)
-                        for dtype in _TORCH_DTYPES.values() for inner in (False, True)} \
-            if num_layers > 1 else {}
         self._weight_names = tuple((f"{suffix}.{n}", f"{n}_{suffix}") for suffix in self._suffixes
                                    for n in _parameter_kinds(bias, bool(proj_size)))
+
+    def _make_specs(self) -> None:
+        """The spec of each dtype the GPU runs, as the JSON text the custom op takes, and
+        with several layers one level of the stack alone (first, or inner) per dtype, which
+        dropout runs level by level; made here, not per call, so that torch.compile traces
+        no spec building."""
+        self._specs = {dtype: _spec_text(self._spec(dtype), self._launches) for dtype in _TORCH_DTYPES.values()}
+        self._levels = {(dtype, inner): self._level_spec(dtype, inner)
+                        for dtype in _TORCH_DTYPES.values() for inner in (False, True)} \
+            if self.num_layers > 1 else {}
+
+    @property
+    def launches(self) -> str:
+        """"eager" or "graph": what this module's plans are made for (the class's docstring)."""
+        return self._launches
+
+    @launches.setter
+    def launches(self, value: str) -> None:
+        self._launches = _check_launches(f"rnncc.nn.{type(self).__name__}", value)
+        self._make_specs()
 
     def flatten_parameters(self) -> None:
         """Nothing to do: rnncc packs the weights for its kernels itself (once, and again
@@ -562,6 +602,8 @@ class _RecurrentTwin(torch.nn.Module):
             s += ", bidirectional=True"
         if self.proj_size:
             s += f", proj_size={self.proj_size}"
+        if self._launches != "eager":
+            s += f", launches={self._launches!r}"
         return s + self._extra()
 
     def _extra(self) -> str:
@@ -702,7 +744,7 @@ class _RecurrentTwin(torch.nn.Module):
         l0_reverse)."""
         width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
         model = self._spec(dtype, width if inner else self.input_size, 1)
-        return json.dumps(model.to_dict()), _layout(model)
+        return _spec_text(model, self._launches), _layout(model)
 
     def _forward_plain(self, x: torch.Tensor):
         """The common eager call — a batched CUDA tensor in the parameters' dtype, features
@@ -808,9 +850,10 @@ class _LayerParameters(torch.nn.Module):
 class Model(torch.nn.Module):
     """Any rnncc spec (skip connections included) as a module: parameters per layer
     (``layers.<name>.weight_ih`` …, PyTorch's shapes), ``forward(x, state=None)`` returning
-    ``(y, state)`` like a compiled model (``y`` a tuple when the spec has several outputs)."""
+    ``(y, state)`` like a compiled model (``y`` a tuple when the spec has several outputs).
+    ``launches``: as the twins' (``LSTM``)."""
 
-    def __init__(self, spec, batch_first: bool = False, device=None, dtype=None):
+    def __init__(self, spec, batch_first: bool = False, device=None, dtype=None, *, launches: str = "eager"):
         super().__init__()
         self.spec = load_spec(spec)
         self.batch_first = batch_first
@@ -820,7 +863,8 @@ class Model(torch.nn.Module):
                                      device=device, dtype=torch_dtype)
             for l in self.spec.layers})
         self._owner = f"rnncc.nn.Model('{self.spec.name}')"
-        self._specs = {dtype: json.dumps({**self.spec.to_dict(), "dtype": dtype})
+        self._launches = _check_launches(self._owner, launches)
+        self._specs = {dtype: _spec_text(IrModel.from_dict({**self.spec.to_dict(), "dtype": dtype}), launches)
                        for dtype in _TORCH_DTYPES.values()}
         self._layout = _layout(self.spec)
 
@@ -871,17 +915,23 @@ def twin_of(module: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
     return twin, what
 
 
-def optimize(model: torch.nn.Module, verbose: bool = True) -> torch.nn.Module:
+def optimize(model: torch.nn.Module, verbose: bool = True, launches: str = "eager") -> torch.nn.Module:
     """Replace, in place, every ``torch.nn.LSTM/GRU/RNN`` inside ``model`` that rnncc can
     run by its ``rnncc.nn`` twin with the same weights; leave everything else alone.
     Returns the model (the twin itself when ``model`` is one) and, with ``verbose``,
-    prints what it replaced and why it skipped anything."""
+    prints what it replaced and why it skipped anything. ``launches="graph"``: for a model
+    whose calls will be captured in CUDA graphs (``torch.cuda.graph``,
+    ``torch.compile(mode="reduce-overhead")``), the twins plan for graphed calls
+    (CompileOptions.launches)."""
+    _check_launches("rnncc.optimize", launches)
     report: list[str] = []
     done: dict[int, torch.nn.Module | None] = {}  # a module shared by two parents: one twin
 
     def swap(module: torch.nn.Module, path: str) -> torch.nn.Module | None:
         if id(module) not in done:
             twin, what = twin_of(module)
+            if twin is not None:
+                twin.launches = launches
             done[id(module)] = twin
             report.append(f"replaced {path or '(the model)'}: {what} → rnncc.nn.{type(module).__name__}"
                           if twin is not None else f"skipped {path or '(the model)'}: {what}")

@@ -1794,3 +1794,27 @@ def test_plans_for_graphed_calls(gpu, torch, cell, dtype, layers, hidden, batch,
     x = torch.randn(seq, batch, hidden, device="cuda", dtype=getattr(torch, dtype))
     replayed, again, _ = replay_on_fresh_input(torch, m, x)
     assert torch.equal(replayed, again)
+
+
+def test_twins_for_graphed_calls(gpu, torch):
+    """rnncc.optimize(launches="graph"): the twin plans for graphed calls (LSTM fp16 H=1024
+    B=13 S=4: a launch a step where the eager plan runs the grid kernel), agrees with
+    torch.nn, and a capture of it replays its eager call on fresh input."""
+    import rnncc.nn as rnn
+
+    torch.manual_seed(8)
+    theirs = torch.nn.LSTM(1024, 1024).to("cuda", torch.half).eval()
+    ours = rnncc.optimize(theirs, verbose=False, launches="graph").requires_grad_(False)
+    assert isinstance(ours, rnn.LSTM) and ours.launches == "graph"
+    x = torch.randn(4, 13, 1024, device="cuda", dtype=torch.half)
+    with torch.inference_mode():
+        want, got = theirs(x), ours(x)
+    tol = 2 * tolerance("float16", "tensor")
+    assert max_relative_error(got[0].float().cpu().numpy(), want[0].float().cpu().numpy()) <= tol
+    for g, w in zip(got[1], want[1]):
+        assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
+    compiled = rnn._runner_of(ours._specs["float16"]).compiled[("float16", False)][0]
+    plan = compiled.variant(4, 13).plan
+    assert plan.options.graphed and plan.layers[0].persistence.value.mode == "none"
+    replayed, again, _ = replay_on_fresh_input(torch, ours, x)
+    assert torch.equal(replayed, again)

@@ -367,3 +367,36 @@ def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw, bidirectional):
     assert all(torch.equal(a, b) for la, lb in zip(ours.all_weights, theirs.all_weights)
                for a, b in zip(la, lb))
     assert ("bidirectional=True" in repr(ours)) == ("bidirectional=True" in repr(theirs)) == bidirectional
+
+
+def test_modules_for_graphed_calls_carry_launches_in_their_specs():
+    """launches="graph" (a module whose calls will be captured in CUDA graphs) travels in
+    the spec text every op and runner takes: the model it names is the same, its runner
+    plans for graphed calls, and the training spec and dropout's level specs keep it. The
+    CPU path computes the same numbers."""
+    torch.manual_seed(3)
+    eager = rnn.LSTM(6, 5, num_layers=2, dropout=0.1)
+    graph = rnn.LSTM(6, 5, num_layers=2, dropout=0.1, launches="graph")
+    graph.load_state_dict(eager.state_dict())
+    assert eager.launches == "eager" and "launches" not in repr(eager)
+    assert "launches='graph'" in repr(graph)
+    for dtype, text in graph._specs.items():
+        assert rnn._model_of(text) == rnn._model_of(eager._specs[dtype])
+        assert rnn._runner_of(text).launches == "graph" and rnn._runner_of(eager._specs[dtype]).launches is None
+        assert rnn._runner_of(rnn._training_spec(text)).launches == "graph"
+    assert all(rnn._runner_of(text).launches == "graph" for text, _ in graph._levels.values())
+    x = torch.randn(4, 3, 6)
+    with torch.no_grad():
+        graph.eval(), eager.eval()
+        assert torch.equal(graph(x)[0], eager(x)[0])
+    graph.launches = "eager"
+    assert graph._specs == eager._specs
+    with pytest.raises(rnncc.SpecError, match="launches='captured', expected 'eager'"):
+        rnn.GRU(4, 4, launches="captured")
+    with pytest.raises(rnncc.SpecError, match="rnncc.optimize: launches='cudagraph'"):
+        rnncc.optimize(torch.nn.GRU(4, 4), launches="cudagraph")
+    model = torch.nn.Sequential(torch.nn.GRU(4, 4))
+    rnncc.optimize(model, verbose=False, launches="graph")
+    assert isinstance(model[0], rnn.GRU) and model[0].launches == "graph"
+    spec = {"name": "m", "input_size": 4, "layers": [{"name": "a", "cell": "gru", "hidden_size": 4}]}
+    assert rnn._runner_of(rnn.Model(spec, launches="graph")._specs["float32"]).launches == "graph"
