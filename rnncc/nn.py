@@ -36,6 +36,7 @@ from .call_graphs import CallGraphs, signature
 from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
+from .plan import OPTION_CHOICES
 from .reference_autograd import ReferenceFunction
 from .spec import load as load_spec
 
@@ -498,8 +499,7 @@ def _permute_rows(state, order: torch.Tensor | None):
 
 
 def _check_launches(owner: str, launches: str) -> str:
-    from .plan import OPTION_CHOICES
-
+    """``launches`` if one of CompileOptions.launches' values, else a SpecError naming the owner."""
     if launches not in OPTION_CHOICES["launches"]:
         raise SpecError(f"{owner}: launches={launches!r}, expected "
                         + " or ".join(f"'{k}' ({v})" for k, v in OPTION_CHOICES["launches"].items()))
