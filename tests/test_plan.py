@@ -1340,9 +1340,11 @@ def test_plans_for_graphed_calls_price_launches_at_the_gpus_time():
 def test_the_library_step_in_graphs_is_priced_near_the_measured():
     """cuBLASLt's step and the cell kernel, as CUDA-graph replays
     (results/step-forms-h100-2026-11-27.json, "cublas"), against library_step_seconds for
-    graphed calls: the median within 10%, every point within 0.5-1.5× (the misses: GRU fp16
-    H=650 B=5, K not a multiple of 8, measured 1.9× its price; fp16 H=2048 B=16, W_hh in L2,
-    0.7×). The eager price is the host's 25 µs at every point."""
+    graphed calls: the median within 10%, every point within 0.6-1.9×. The misses: GRU fp16
+    H=650 B=5, K not a multiple of 8, measured 1.85× its price; fp16 H=2048 B=16, W_hh in L2,
+    0.72×; exact float32 0.62-0.77×, priced high on purpose (its 7 µs floor is LSTM fp32 H=512
+    B=3's, where cuBLASLt's step lost to the grid kernel in graphs). The eager price is the
+    host's 25 µs at every point."""
     from pathlib import Path
 
     from rnncc.passes.cost import library_step_seconds
@@ -1361,4 +1363,38 @@ def test_the_library_step_in_graphs_is_priced_near_the_measured():
         assert library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get("h100")) >= 24.9e-6
     assert len(ratios) == 12
     assert 0.9 <= float(np.median(list(ratios.values()))) <= 1.1, ratios
-    assert all(0.5 <= q <= 1.9 for q in ratios.values()), ratios
+    assert all(0.6 <= q <= 1.9 for q in ratios.values()), ratios
+
+
+def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
+    """benchmarks/results/graph-plans-h100-2026-11-27.json timed, in CUDA graphs, the plan
+    for eager calls and the plan for graphed calls at each shape where they differ. The
+    planner still makes exactly those plans for every shape measured, and no graph plan ran
+    more than 2% slower than the eager plan (18 of 22 ran faster by more than 2%): a change
+    of the prices that moves a graph plan is one to measure again."""
+    from pathlib import Path
+
+    torch = pytest.importorskip("torch")
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    import graph_plans
+
+    measured = json.loads((root / "benchmarks" / "results" / "graph-plans-h100-2026-11-27.json").read_text())
+    by_label = {r["label"]: r for r in measured["results"]}
+    differing = 0
+    for c in graph_plans.configs():
+        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[c.cell]
+        module = cls(c.hidden, c.hidden, num_layers=c.layers, bidirectional=c.bidirectional,
+                     **({"proj_size": c.proj} if c.proj else {})).to(getattr(torch, c.dtype))
+        model, _ = rnncc.from_torch(module)
+        precision = c.precision if c.dtype == "float32" else None
+        plans = [graph_plans.summary(plan_of(model, batch=c.batch, seq_len=c.seq_len, precision=precision,
+                                             launches=launches)) for launches in ("eager", "graph")]
+        row = by_label.get(graph_plans.label(c))
+        if row is None:
+            assert plans[0] == plans[1], graph_plans.label(c)
+            continue
+        differing += 1
+        assert plans == [row["eager_plan"], row["graph_plan"]], graph_plans.label(c)
+        assert row["graph_plan_over_eager_plan"] <= 1.02, row
+    assert differing == len(by_label) == 22
