@@ -4,9 +4,10 @@ What the forward kept: every layer's output sequence (the training forward runs 
 of the model whose outputs include every layer's tensor), the input and the initial
 states. From those, a layer's backward:
 
-1. recomputes its gates' pre-activations in float32, GEMMs over all steps
-   (x·W_ihᵀ + b_ih, and h_{t−1}·W_hhᵀ + b_hh, h_{t−1} being the saved sequence shifted by
-   one step): no product runs twice in sequence, and no gate is saved by the forward;
+1. takes its gates' pre-activations (float32) as the training forward's kernels wrote
+   them (the plan's ``backward_gates`` "save"), or else recomputes them by GEMMs over all
+   steps (x·W_ihᵀ + b_ih, and h_{t−1}·W_hhᵀ + b_hh, h_{t−1} being the saved sequence
+   shifted by one step);
 2. runs the recurrence in reverse time in one persistent kernel, which writes dG in the
    layer's type: in clusters with W_hh in registers (``templates/backward_cluster.cu.j2``)
    where a half layer's W_hh fits their registers, else grid-persistent
@@ -126,13 +127,16 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
 def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch.Tensor | None,
                h_prev: torch.Tensor, c0: torch.Tensor | None, dy: torch.Tensor,
                dh_n: torch.Tensor | None, dc_n: torch.Tensor | None,
-               tile: BackwardTile | ClusterBackwardTile | None = None, kernel=None):
+               tile: BackwardTile | ClusterBackwardTile | None = None, kernel=None,
+               overwrite: bool = True):
     """Launch the backward recurrence of ``layer`` over contiguous [S, B, ·] tensors in the
     order the layer ran its steps: W_hh and h_prev in the layer's type, the rest float32.
     Returns (dG, dG through W_hh for a GRU or None, dh0, dc0 or None), dG in the layer's
-    type (float32: written over ``pre`` and ``pre_h``). ``tile``: a form forced (tests),
-    else the planned one; ``kernel``: a (KernelSource, loaded function) pair of the tile's
-    code to run in its place (benchmarks' variants of it)."""
+    type (float32: written over ``pre`` and ``pre_h`` where ``overwrite``, as recomputed
+    ones may be; a forward's saved ones are not, since a second backward of the same graph,
+    retain_graph=True, reads them again). ``tile``: a form forced (tests), else the planned
+    one; ``kernel``: a (KernelSource, loaded function) pair of the tile's code to run in
+    its place (benchmarks' variants of it)."""
     target, status = _device()
     _check_status(status)
     S, B, _ = dy.shape
@@ -149,7 +153,7 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
             else torch.empty(shape, dtype=dtype, device=device)
 
     lstm = layer.cell == "lstm"
-    if dtype == torch.float32:
+    if dtype == torch.float32 and overwrite:
         dg, dg_h = pre, pre_h
     else:
         dg = empty(pre.shape, dtype)
@@ -194,9 +198,11 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) ->
 def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
                    h: torch.Tensor, h0: torch.Tensor | None, c0: torch.Tensor | None,
                    dy: torch.Tensor, dh_n: torch.Tensor | None = None,
-                   dc_n: torch.Tensor | None = None):
+                   dc_n: torch.Tensor | None = None, saved: tuple[torch.Tensor, ...] | None = None):
     """One layer's backward on CUDA: its merged input x [S, B, I], its h sequence
-    [S, B, H], initial states (None: zeros), dy [S, B, H] and the final states' gradients.
+    [S, B, H], initial states (None: zeros), dy [S, B, H] and the final states' gradients;
+    ``saved``: the pre-activations the training forward wrote (float32 [S, B, G·H] in the
+    order the layer ran its steps; a GRU's x and h parts), else None (recomputed here).
     The products take the layer's weights' type; the results are float32. Returns (dx,
     the parameters' gradients by torch's names less the layer prefix, dh0, dc0 or None),
     as ``reference_grad.layer_backward`` does."""
@@ -214,14 +220,18 @@ def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
     h_prev[0] = 0.0 if h0 is None else h0
     h_prev[1:] = h[:-1]
     h_prev2 = h_prev.view(S * B, H)
-    b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
-    if layer.cell == "gru":  # the h part apart: r multiplies it
+    if saved is not None:
+        pre, pre_h = (saved[0].view(S * B, -1), saved[1].view(S * B, -1)) if layer.cell == "gru" \
+            else (saved[0].view(S * B, -1), None)
+    elif layer.cell == "gru":  # the h part apart: r multiplies it
+        b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
         pre, pre_h = _gemm(x2, W_ih.T, b_ih), _gemm(h_prev2, W_hh.T, b_hh)
     else:
+        b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
         bias = b_ih if b_hh is None else b_ih + b_hh
         pre, pre_h = _gemm(h_prev2, W_hh.T, _gemm(x2, W_ih.T, bias)), None
     dg_x, dg_h, dh0, dc0 = recurrence(layer, W_hh, pre, pre_h, h_prev, _f32(c0), _f32(dy),
-                                      _f32(dh_n), _f32(dc_n))
+                                      _f32(dh_n), _f32(dc_n), overwrite=saved is None)
     dg_h = dg_x if dg_h is None else dg_h
     dw = {"weight_ih": _gemm(dg_x.T, x2), "weight_hh": _gemm(dg_h.T, h_prev2)}
     if layer.bias:
@@ -242,12 +252,13 @@ def merged(sources: Sequence[str], mode: str, tensors: Mapping[str, torch.Tensor
 
 def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.Tensor,
                    tensors: Mapping[str, torch.Tensor], state: Mapping, grad_outputs: Sequence,
-                   grad_final: Mapping):
+                   grad_final: Mapping, saved: Mapping[str, tuple[torch.Tensor, ...]] | None = None):
     """The gradients of a CUDA forward of ``model`` at time-major x, whose every layer's
     tensor is in ``tensors`` (by tensor name), from the outputs' gradients (model order)
     and the final states' (by layer: h_n's, or (h_n's, c_n's)). ``state``: the initial
-    states given, by layer. Returns (dx, the weights' gradients by key, the initial
-    states' by layer), float32."""
+    states given, by layer; ``saved``: the pre-activations the forward saved, by layer
+    (layer_backward's; the others are recomputed). Returns (dx, the weights' gradients by
+    key, the initial states' by layer), float32."""
     S, B, _ = x.shape
     every = {INPUT: x, **tensors}
 
@@ -261,7 +272,7 @@ def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.T
         final = grad_final.get(layer.name)
         dh_n, dc_n = (final if layer.cell == "lstm" else (final, None)) if final is not None else (None, None)
         w = {k.partition(".")[2]: v for k, v in weights.items() if k.partition(".")[0] == layer.name}
-        return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n)
+        return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n, (saved or {}).get(layer.name))
 
     zeros = lambda width: x.new_zeros(S, B, width, dtype=torch.float32)  # noqa: E731
     return backpropagate(model, [None if g is None else g.float() for g in grad_outputs],

@@ -55,6 +55,11 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
                         "launch and a cuBLASLt call are priced at the host's time) or replayed from a "
                         "CUDA graph (graph: priced at the GPU's time, as torch.cuda.graph and "
                         "torch.compile(mode='reduce-overhead') run them)")
+    p.add_argument("--backward-gates", choices=["recompute", "save"],
+                   help="save: plan a training forward, whose recurrent kernels also write the gates' "
+                        "pre-activations for the backward (what rnncc.nn's training twins compile); "
+                        "recompute (the default): an inference forward, whose backward would rebuild "
+                        "them by two GEMMs")
 
 
 def _compile(args, seq_len=None, batch=None):
@@ -64,7 +69,7 @@ def _compile(args, seq_len=None, batch=None):
                          batch=batch or args.batch, layout=args.layout, unroll=args.unroll,
                          persistence=args.persistence, precision=args.precision,
                          gemm=args.gemm, schedule=args.schedule, step_kernel=args.step_kernel,
-                         launches=args.launches,
+                         launches=args.launches, backward_gates=args.backward_gates,
                          seed=getattr(args, "seed", 0),
                          autotune=args.autotune,
                          progress=lambda msg: print(f"autotune: {msg}", file=sys.stderr))

@@ -139,7 +139,8 @@ def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = Fal
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))
-    return tuple(params + residual_params(l, per_step=True) + (length_params() if lengths else []))
+    return tuple(params + residual_params(l, per_step=True) + gates_params(l, per_step=True, lengths=lengths)
+                 + (length_params() if lengths else []))
 
 
 def h_projection_params(l: LayerPlan, lengths: bool = False) -> tuple[Param, ...]:
@@ -206,6 +207,31 @@ def residual_params(l: LayerPlan, per_step: bool) -> list[Param]:
         _i64("residual_out_stride_b", "residual_out: elements between batch entries")]
 
 
+def saves_gates(l: LayerPlan, lengths: bool = False) -> bool:
+    """Whether layer l's recurrent kernels write its gates' pre-activations (a training
+    forward's plan: passes/backward.py). Not in the variant for sequences of different
+    lengths, which no training call runs."""
+    return l.backward_gates is not None and l.backward_gates.value == "save" and not lengths
+
+
+def gates_params(l: LayerPlan, per_step: bool, lengths: bool = False) -> list[Param]:
+    """A training forward's extra parameters (``saves_gates``): where each step's epilogue
+    writes the pre-activations the layer's backward reads, float32 [S, B, G·H] dense in
+    the order the layer runs its steps, torch's gate order (column g·H + u); a GRU's h part
+    (h·W_hhᵀ + b_hh) apart. Step t of the launch at t·B·G·H (per-step kernels: this step,
+    t = 0). nullptr: not written."""
+    if not saves_gates(l, lengths):
+        return []
+    G, H, where = l.gates, l.hidden_size, "this step" if per_step else "step t at t·B·G·H"
+    if l.cell == "gru":
+        return [_ptr("gates", "float", f"[S, B, {G}·{H}] out: x·W_ihᵀ + biases (b_hr, b_hz folded in "
+                                       f"as the projection holds them); {where}; nullptr: none", const=False),
+                _ptr("gates_h", "float", f"[S, B, {G}·{H}] out: h·W_hhᵀ (+ b_hn for n); {where}",
+                     const=False)]
+    return [_ptr("gates", "float", f"[S, B, {G}·{H}] out: x·W_ihᵀ + h·W_hhᵀ + biases; {where}; "
+                                   "nullptr: none", const=False)]
+
+
 def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
@@ -239,7 +265,8 @@ def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tup
                                           "(1 grid barrier, 2 cluster exchange)", const=False),
                _i64("spin_timeout_ns", "bound of every spin-wait in ns (0: give up at once, "
                                        "a debug knob); unused where the kernel has no spin-wait")]
-    return tuple(params + residual_params(l, per_step=False) + (length_params() if lengths else []))
+    return tuple(params + residual_params(l, per_step=False) + gates_params(l, per_step=False, lengths=lengths)
+                 + (length_params() if lengths else []))
 
 
 def merge_params(sources, size: int) -> tuple[Param, ...]:
@@ -346,6 +373,15 @@ def _residual_step(l: LayerPlan, per_step: bool) -> str | None:
     return "0" if per_step else "t"
 
 
+def _gates_step(l: LayerPlan, per_step: bool, lengths: bool) -> str | None:
+    """For cells.unit_update, which writes a training forward's pre-activations: the step
+    the ``gates`` pointers are offset by ("0" per step, "t" in persistent kernels); None
+    where the kernel writes none (``saves_gates``)."""
+    if not saves_gates(l, lengths):
+        return None
+    return "0" if per_step else "t"
+
+
 def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
     """Layer l's input-projection kernel, run by ``users`` (default: l alone); None where
     cuBLASLt runs it."""
@@ -391,8 +427,10 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
     mode = l.persistence.value.mode
     readable = f"{l.cell}_h{l.hidden_size}{f'_p{l.proj_size}' if l.proj_size else ''}" \
                f"{'_residual' if l.residual else ''}" \
-               f"{'_lengths' if lengths else ''}_{_SHORT_DTYPE[plan.dtype]}"
-    what_lengths = ", sequences of different lengths" if lengths else ""
+               f"{'_lengths' if lengths else ''}{'_gates' if saves_gates(l, lengths) else ''}" \
+               f"_{_SHORT_DTYPE[plan.dtype]}"
+    what_lengths = (", sequences of different lengths" if lengths else "") \
+        + (", writes its gates' pre-activations (a training forward)" if saves_gates(l, lengths) else "")
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
         persistent = l.persistence.value
@@ -410,7 +448,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
             shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False),
-            lengths_step=_lengths_step(lengths, per_step=False), **common)
+            lengths_step=_lengths_step(lengths, per_step=False),
+            gates_step=_gates_step(l, False, lengths), **common)
         # The lanes form lays its threads out itself (the K split's lanes adjacent).
         block = (persistent.threads, 1, 1) if tensor or lanes else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
@@ -422,7 +461,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
             residual_step=_residual_step(l, per_step=True),
-            lengths_step=_lengths_step(lengths, per_step=True), **common)
+            lengths_step=_lengths_step(lengths, per_step=True),
+            gates_step=_gates_step(l, True, lengths), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
     elif l.steps_by_rows:
         tile = l.step_tile.value
@@ -435,7 +475,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             entry=_ENTRY, params=params, H=l.hidden_size, K=l.out_size, cell=l.cell, tile=tile,
             row_stride=StepRows.row_stride(l.out_size, DTYPES[plan.dtype].itemsize),
             residual_step=_residual_step(l, per_step=True),
-            lengths_step=_lengths_step(lengths, per_step=True), **common)
+            lengths_step=_lengths_step(lengths, per_step=True),
+            gates_step=_gates_step(l, True, lengths), **common)
         block, shared, readable = (tile.threads, 1, 1), 0, ("rows_tensor_" if tensor else "rows_") + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
@@ -445,7 +486,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, K=l.out_size, cell=l.cell, tile=tile,
             async_copy=tile.async_copy, residual_step=_residual_step(l, per_step=True),
-            lengths_step=_lengths_step(lengths, per_step=True), **common)
+            lengths_step=_lengths_step(lengths, per_step=True),
+            gates_step=_gates_step(l, True, lengths), **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0

@@ -144,6 +144,25 @@ class Residual:
             "residual_out_stride_b": self.out.stride_b}
 
 
+@dataclass(frozen=True)
+class Gates:
+    """Where a training forward writes a layer's pre-activations (codegen.gates_params):
+    dense float32 [S, B, G·H] in the order the layer runs its steps, ``h_part`` a GRU's
+    h part (0 otherwise); ``row`` = B·G·H elements a step. ``NO_GATES``: none written."""
+
+    ptr: int
+    h_part: int
+    row: int
+
+    def arguments(self, t: int) -> dict[str, int]:
+        """The kernel's gates parameters at the layer's own step t."""
+        at = lambda p: p + t * self.row * 4 if p else 0  # noqa: E731
+        return {"gates": at(self.ptr), "gates_h": at(self.h_part)}
+
+
+NO_GATES = Gates(0, 0, 0)
+
+
 def length_arguments(l: LayerPlan, t: int, S: int, lengths: int) -> dict[str, int]:
     """The length parameters of a launch whose step 0 is the layer's own step t: the time
     of that step in the whole sequence (a reverse layer's step t is time S−1−t) and the
@@ -158,10 +177,12 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                          h0: tuple[int, int] | None, c0: int, c_out: int, cell: int,
                          xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
                          barrier: int, status: int, spin_timeout_ns: int,
-                         residual: Residual | None = None, lengths: int = 0) -> dict[str, int]:
+                         residual: Residual | None = None, lengths: int = 0,
+                         gates: Gates = NO_GATES) -> dict[str, int]:
     """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1;
     y is the layer's h (for a residual layer not its output, which ``residual`` holds);
-    ``lengths``: the device array of each row's length (0: the call has none)."""
+    ``lengths``: the device array of each row's length (0: the call has none); ``gates``:
+    where a training forward's kernel writes the pre-activations."""
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
@@ -175,18 +196,19 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                  "first_chunk": int(t0 == 0)}
     if residual is not None:
         args |= residual.arguments(t0)
-    return args | length_arguments(l, t0, S, lengths)
+    return args | gates.arguments(t0) | length_arguments(l, t0, S, lengths)
 
 
 def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                    h0: tuple[int, int] | None, c0: int, c_out: int, cell: int, xproj: int,
                    xproj_strides: tuple[int, int, int], weights: dict[str, int],
                    step_product: int, residual: Residual | None = None,
-                   lengths: int = 0, cell_output: int = 0, h_final: int = 0) -> dict[str, int]:
+                   lengths: int = 0, cell_output: int = 0, h_final: int = 0,
+                   gates: Gates = NO_GATES) -> dict[str, int]:
     """Arguments of the step kernel for step t, the j-th of its projection chunk; a
     projected LSTM's writes r to ``cell_output`` [B, H] (its h projection writes y).
     ``h_final``: a dense [B, H] array the last step writes h into as well (h_n; 0: none,
-    h_n is then copied from y)."""
+    h_n is then copied from y). ``gates``: as persistent_arguments'."""
     h_prev, h_sb = previous_h(t, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     h_out, h_out_sb = (cell_output, l.hidden_size) if l.proj_size else (y.at(t), y.stride_b)
@@ -202,7 +224,7 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                  "first_step": int(t == 0)}
     if residual is not None:
         args |= residual.arguments(t)
-    return args | length_arguments(l, t, S, lengths)
+    return args | gates.arguments(t) | length_arguments(l, t, S, lengths)
 
 
 def folded_first_step_grid(l: LayerPlan, B: int, phase: int = 0) -> tuple[int, int]:

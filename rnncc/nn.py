@@ -182,8 +182,8 @@ class _Runner:
     calls replayed from a CUDA graph: CompileOptions.launches). Weights are re-sent to the
     GPU only when a parameter has changed."""
 
-    def __init__(self, owner: str, launches: str | None = None):
-        self.owner, self.launches = owner, launches
+    def __init__(self, owner: str, launches: str | None = None, backward_gates: str | None = None):
+        self.owner, self.launches, self.backward_gates = owner, launches, backward_gates
         self.compiled: dict[tuple[str, bool], tuple[Any, tuple]] = {}
 
     def compiled_for(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor):
@@ -201,20 +201,20 @@ class _Runner:
             # Compiled once; every call's shape class gets its plan on first use.
             entry = self.compiled[key] = (compile_model(
                 model, target="device", weights=weights, precision="tensor" if tf32 else None,
-                launches=self.launches), version)
+                launches=self.launches, backward_gates=self.backward_gates), version)
         elif entry[1] != version:
             entry[0].load_state_dict(weights)
             entry = self.compiled[key] = (entry[0], version)
         return entry[0]
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
-            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None):
+            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None, gates=None):
         """(outputs tuple, final state) of the model on CUDA tensor x: the state as a dict
         per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n)); ``lengths``
-        as the compiled model takes them."""
+        and ``gates`` as the compiled model takes them."""
         y, final = self.compiled_for(model, weights, x)(
             x.contiguous() if x.stride(-1) != 1 else x, state or None,
-            batch_first=batch_first, stacked_state=stacked_state, lengths=lengths)
+            batch_first=batch_first, stacked_state=stacked_state, lengths=lengths, gates=gates)
         return (y if isinstance(y, tuple) else (y,)), final
 
 
@@ -225,25 +225,35 @@ class _Runner:
 # is rnncc's in-memory compile cache.
 
 # A spec's text may carry, beside the model, "launches": "graph" (the modules' ``launches``):
-# the plans its runner makes are then for calls replayed from a CUDA graph.
+# the plans its runner makes are then for calls replayed from a CUDA graph; and
+# "backward_gates": "save" (the training forward's spec): its layers save their gates'
+# pre-activations for the backward.
+_SPEC_OPTIONS = ("launches", "backward_gates")
 
-def _spec_text(model: IrModel, launches: str | None) -> str:
-    """The JSON text the ops and the runners take: the model, and its ``launches`` where
-    not the default."""
+
+def _spec_text(model: IrModel, launches: str | None, backward_gates: str | None = None) -> str:
+    """The JSON text the ops and the runners take: the model, and its ``launches`` and
+    ``backward_gates`` where not the default."""
     raw = model.to_dict()
-    return json.dumps({**raw, "launches": launches} if launches == "graph" else raw)
+    if launches == "graph":
+        raw["launches"] = launches
+    if backward_gates == "save":
+        raw["backward_gates"] = backward_gates
+    return json.dumps(raw)
 
 
 @lru_cache(maxsize=None)
 def _model_of(spec: str) -> IrModel:
     raw = json.loads(spec)
-    raw.pop("launches", None)
+    for option in _SPEC_OPTIONS:
+        raw.pop(option, None)
     return IrModel.from_dict(raw)
 
 
 @lru_cache(maxsize=None)
 def _runner_of(spec: str) -> _Runner:
-    return _Runner(f"rnncc model '{_model_of(spec).name}'", json.loads(spec).get("launches"))
+    raw = json.loads(spec)
+    return _Runner(f"rnncc model '{_model_of(spec).name}'", raw.get("launches"), raw.get("backward_gates"))
 
 
 def _parameter_kinds(bias: bool, proj: bool = False) -> tuple[str, ...]:
@@ -296,14 +306,16 @@ def _state_tensors(state: Mapping) -> list[torch.Tensor]:
 
 @lru_cache(maxsize=None)
 def _training_spec(spec: str) -> str:
-    """The spec with every layer's tensor an output (after the model's own): the training
-    forward returns each layer's sequence, which the backward reads."""
+    """The spec with every layer's tensor an output (after the model's own), compiled to
+    save the gates' pre-activations: the training forward returns each layer's sequence
+    and, in buffers it is given, its pre-activations (``_saved_gates``), which the
+    backward reads."""
     model = _model_of(spec)
     raw = model.to_dict()
     plain = {o.name for o in model.outputs if o.is_layer}
     raw["outputs"] = raw["outputs"] + [l.name for l in model.layers
                                        if l.tensor_name == l.name and l.name not in plain]
-    return _spec_text(IrModel.from_dict(raw), json.loads(spec).get("launches"))
+    return _spec_text(IrModel.from_dict(raw), json.loads(spec).get("launches"), "save")
 
 
 def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor]) -> dict:
@@ -316,17 +328,36 @@ def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor])
     return state
 
 
+def _gate_shapes(model: IrModel, S: int, B: int) -> list[tuple[str, tuple[int, int, int]]]:
+    """The training forward's saved pre-activations, in its outputs' order: (layer, shape)
+    of each float32 buffer, two for a GRU layer (the x and h parts); every layer the CUDA
+    backward covers (not LSTMP) has them."""
+    return [(l.name, (S, B, l.gates * l.hidden_size)) for l in model.layers if not l.proj_size
+            for _ in range(2 if l.cell == "gru" else 1)]
+
+
 def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
                         h0: list[torch.Tensor], c0: list[torch.Tensor]) -> list[torch.Tensor]:
     """The model's outputs, each layer's h_n (and c_n), then the tensors of the layers that
-    are not an output as they are, all [S, B, ·] time-major."""
+    are not an output as they are, all [S, B, ·] time-major, then the gates'
+    pre-activations its kernels wrote (``_gate_shapes``; empty for a layer whose plan does
+    not save them, which the backward then recomputes)."""
     model, train = _model_of(spec), _model_of(_training_spec(spec))
-    outs, final = _runner_of(_training_spec(spec)).gpu(
-        train, dict(zip(_weight_names(model), weights)), x, _given_state(model, h0, c0), False)
+    runner, named = _runner_of(_training_spec(spec)), dict(zip(_weight_names(model), weights))
+    S, B = x.shape[:2]
+    plan = runner.compiled_for(train, named, x).variant(S, B).plan
+    saving = {l.name for l in plan.layers if l.backward_gates.value == "save"}
+    buffers = [x.new_empty(shape, dtype=torch.float32) if name in saving else x.new_empty(0, dtype=torch.float32)
+               for name, shape in _gate_shapes(model, S, B)]
+    gates: dict[str, Any] = {}
+    for (name, _), t in zip(_gate_shapes(model, S, B), buffers):
+        if name in saving:
+            gates[name] = (*gates[name], t) if name in gates else t
+    outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None)
     flat = list(outs[:len(model.outputs)])
     for l in model.layers:
         flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]
-    return flat + list(outs[len(model.outputs):])
+    return flat + list(outs[len(model.outputs):]) + buffers
 
 
 def _backward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: list[torch.Tensor],
@@ -339,11 +370,16 @@ def _backward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: 
 
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     tensors = {o.name: t for o, t in zip(train.outputs, sequences) if o.is_layer}
+    saved: dict[str, list[torch.Tensor]] = {}  # the forward's pre-activations, by layer
+    for (name, _), t in zip(_gate_shapes(model, *x.shape[:2]), sequences[len(train.outputs):]):
+        if t.numel():
+            saved.setdefault(name, []).append(t)
     n = len(model.outputs)
     final = _finals(grads, n, _layout(model)[1])
     names = _weight_names(model)
     dx, dw, dstate = backward.model_backward(model, dict(zip(names, weights)), x, tensors,
-                                             _given_state(model, h0, c0), grads[:n], final)
+                                             _given_state(model, h0, c0), grads[:n], final,
+                                             {k: tuple(v) for k, v in saved.items()})
     out = [dx.to(x.dtype)] + [dw[name].to(w.dtype) for name, w in zip(names, weights)]
     for l, h in zip(model.layers, h0):
         d = dstate[l.name][0] if l.cell == "lstm" else dstate[l.name]
@@ -383,7 +419,8 @@ def _(spec, x, weights, h0, c0):
     out = [x.new_empty(S, B, o.size) for o in model.outputs]
     for l in model.layers:
         out += [x.new_empty(B, l.out_size)] + ([x.new_empty(B, l.hidden_size)] if l.cell == "lstm" else [])
-    return out + [x.new_empty(S, B, o.size) for o in train.outputs[len(model.outputs):]]
+    return out + [x.new_empty(S, B, o.size) for o in train.outputs[len(model.outputs):]] \
+        + [x.new_empty(shape, dtype=torch.float32) for _, shape in _gate_shapes(model, S, B)]
 
 
 @_backward.register_fake

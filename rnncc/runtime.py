@@ -196,6 +196,7 @@ class _LayerRun:
     c_view: arrays.DeviceView | None
     lengths: int = 0       # the call's lengths on the device (0: none)
     h_final: int = 0       # where the step kernel's last launch writes h_n (0: copied after)
+    gates: launch.Gates = launch.NO_GATES  # where a training forward writes the pre-activations
 
 
 class _Stamps:
@@ -527,7 +528,8 @@ class CompiledModel:
 
     # ---- forward ---------------------------------------------------------------------
     def __call__(self, x: Any, state: Mapping[str, Any] | None = None, *,
-                 batch_first: bool = False, stacked_state: bool = False, lengths: Any = None):
+                 batch_first: bool = False, stacked_state: bool = False, lengths: Any = None,
+                 gates: Mapping[str, Any] | None = None):
         """Run the model on x: [S, B, I] (or [B, S, I] with ``batch_first``), a NumPy array
         (copied; results come back as NumPy), a PyTorch CUDA tensor, a CuPy array, a PyCUDA
         GPUArray or any ``__cuda_array_interface__`` object (used in place; results of the
@@ -542,13 +544,18 @@ class CompiledModel:
         layer's from lengths[b]−1 down), its final state is that of its last step, and its
         outputs past its length are zero. They are B integers in [0, S] on the host (a
         list, NumPy array or CPU tensor; checked), or B int32 on the device (a CUDA tensor,
-        used as they are: unchecked, and capturable in a CUDA graph). The call is queued on
-        the caller's stream and returns without waiting for the GPU (NumPy excepted)."""
-        if not state and lengths is None and type(x) is self._replay_type:
+        used as they are: unchecked, and capturable in a CUDA graph). ``gates`` (a model
+        compiled with backward_gates="save", a training forward) maps layers to the device
+        arrays their kernels write the gates' pre-activations into, for the backward:
+        float32 [S, B, G·H], contiguous, in the order the layer runs its steps (a reverse
+        layer's last time step first), torch's gate order; a GRU layer's is a pair (the x
+        part with the biases the projection holds, the h part with b_hn). The call is queued
+        on the caller's stream and returns without waiting for the GPU (NumPy excepted)."""
+        if not state and lengths is None and gates is None and type(x) is self._replay_type:
             found = self._replayed(x, batch_first, stacked_state)
             if found is not None:
                 return found
-        return self._call(x, state, batch_first, stacked_state, None, lengths)
+        return self._call(x, state, batch_first, stacked_state, None, lengths, gates)
 
     def timeline(self, x: Any, *, batch_first: bool = False) -> list[Task]:
         """Run the model on x once with timing events around every layer's chunks (its
@@ -560,7 +567,7 @@ class CompiledModel:
         return stamps[0].tasks()
 
     def _call(self, x, state, batch_first: bool, stacked_state: bool, stamps: list | None,
-              lengths: Any):
+              lengths: Any, gates: Mapping[str, Any] | None = None):
         """__call__'s checks, then the call (``stamps``: where to put the timing events)."""
         dtype = self.model.dtype
         kind = arrays.kind_of(x)
@@ -594,9 +601,43 @@ class CompiledModel:
                                         f"{', '.join(l.name for l in self.model.layers)}")
         if lengths is not None:
             lengths = arrays.call_lengths(lengths, S, B)
+        gate_arrays = self._gate_arrays(gates, S, B, host, lengths is not None) if gates else {}
 
         return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
-                         S, B, batch_first, stacked_state, stamps, lengths)
+                         S, B, batch_first, stacked_state, stamps, lengths, gate_arrays)
+
+    def _gate_arrays(self, gates: Mapping[str, Any], S: int, B: int, host: bool,
+                     lengths: bool) -> dict[str, launch.Gates]:
+        """The ``gates`` argument checked: per layer, where its kernels write the
+        pre-activations (launch.Gates)."""
+        if host or lengths:
+            raise RuntimeCheckError("gates: given with " + ("host arrays" if host else "lengths")
+                                    + ", expected a call on device arrays without lengths (a training forward)")
+        plan = self.variant(S, B).plan
+        out = {}
+        for name, given in gates.items():
+            l = next((l for l in plan.layers if l.name == name), None)
+            if l is None:
+                raise RuntimeCheckError(f"gates: unknown layer '{name}', expected one of "
+                                        f"{', '.join(l.name for l in plan.layers)}")
+            if not codegen.saves_gates(l):
+                raise RuntimeCheckError(
+                    f"gates['{name}']: the layer's plan does not save them ({l.backward_gates.value}); "
+                    "compile with backward_gates='save' (a training forward)")
+            parts = tuple(given) if l.cell == "gru" else (given,)
+            if l.cell == "gru" and len(parts) != 2:
+                raise RuntimeCheckError(f"gates['{name}']: expected a pair (x part, h part) for a GRU layer")
+            shape = (S, B, l.gates * l.hidden_size)
+            ptrs = []
+            for i, p in enumerate(parts):
+                where = f"gates['{name}']" + (f"[{i}]" if l.cell == "gru" else "")
+                v = arrays.view(p, where, "float32")
+                if v.shape != shape or v.strides != arrays.contiguous_strides(shape):
+                    raise RuntimeCheckError(f"{where}: shape {v.shape}, strides {v.strides}, expected a "
+                                            f"contiguous {shape} = (S, B, G·H)")
+                ptrs.append(v.ptr)
+            out[name] = launch.Gates(ptrs[0], ptrs[1] if len(ptrs) > 1 else 0, B * l.gates * l.hidden_size)
+        return out
 
     def run_torch(self, x: Any, batch_first: bool = False):
         """``self(x, batch_first=batch_first, stacked_state=True)`` for a caller that has
@@ -694,7 +735,8 @@ class CompiledModel:
 
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
              batch_first: bool, stacked: bool, stamps: list | None = None,
-             lengths: "np.ndarray | arrays.DeviceView | None" = None):
+             lengths: "np.ndarray | arrays.DeviceView | None" = None,
+             gates: Mapping[str, launch.Gates] | None = None):
         """A checked call: its plan, memory and debug knobs, then the forward, or the
         program recorded from the first call of the same signature (call_program.py): a
         call on device arrays without lengths or timing events."""
@@ -716,11 +758,13 @@ class CompiledModel:
             inputs = [x_view.ptr]  # and the initial states', in the order the forward takes them
             for h0, c0 in initial.values():
                 inputs += ([h0[0]] if h0 else []) + ([c0] if c0 else [])
+            for g in (gates or {}).values():  # then the pre-activations' buffers, as _forward takes them
+                inputs += [g.ptr] + ([g.h_part] if g.h_part else [])
             # Whatever changes the call's work: its shapes, the input's strides, which
-            # layers start from a given state, the pointers' alignment (cuBLASLt's
-            # algorithm), the debug knobs.
+            # layers start from a given state or save gates, the pointers' alignment
+            # (cuBLASLt's algorithm), the debug knobs.
             key = (variant.key, S, B, batch_first, stacked, kind, x_view.strides, tuple(state),
-                   tuple(p % 256 for p in inputs), memory.poison, spin_ns)
+                   tuple(gates or ()), tuple(p % 256 for p in inputs), memory.poison, spin_ns)
             found = self._programs.get(key)
             if found is None or found.variant is not variant:
                 ops = call_program.Recorder(stream, (x_view.ptr, _extent(x_view)), self._constants)
@@ -733,7 +777,7 @@ class CompiledModel:
         try:
             result = self._forward(variant, x, kind, host, x_host, x_view, state, initial, S, B,
                                    batch_first, stream, memory, spin_ns, stacked,
-                                   stamps[0] if stamps else None, lengths, ops)
+                                   stamps[0] if stamps else None, lengths, ops, gates or {})
             if isinstance(ops, call_program.Recorder):
                 try:
                     recorded = _Recorded(variant, ops.program(result), "", memory.poison)
@@ -795,7 +839,8 @@ class CompiledModel:
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state,
                  initial: dict, S: int, B: int, batch_first: bool, stream: int,
                  memory: _CallMemory, spin_ns: int, stacked: bool, stamps: _Stamps | None,
-                 lengths_given: "np.ndarray | arrays.DeviceView | None", ops: call_program.Queue):
+                 lengths_given: "np.ndarray | arrays.DeviceView | None", ops: call_program.Queue,
+                 gates: Mapping[str, launch.Gates]):
         import pycuda.driver as cuda
 
         dtype, plan = self.model.dtype, variant.plan
@@ -881,7 +926,11 @@ class CompiledModel:
             if l.reverse:  # its kernels count steps up: every sequence it steps through, reversed
                 y = y.reversed(S)
                 residual = residual.reversed(S) if residual else None
-            runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view, lengths))
+            runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view, lengths,
+                                  gates=gates.get(l.name, launch.NO_GATES)))
+        for g in gates.values():  # the caller's arrays: a replay's inputs after the states
+            for ptr in (g.ptr, g.h_part)[:2 if g.h_part else 1]:
+                ops.allocated(("input",), ptr, S * g.row * 4)
         if pipelined(plan):
             self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps, ops)
 
@@ -1152,7 +1201,8 @@ class CompiledModel:
                 args = launch.persistent_arguments(
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
-                    status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths)
+                    status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths,
+                    gates=r.gates)
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
                 for j in range(steps):
@@ -1167,7 +1217,7 @@ class CompiledModel:
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                         xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
                         residual=residual, lengths=r.lengths, cell_output=cell_output,
-                        h_final=r.h_final)
+                        h_final=r.h_final, gates=r.gates)
                     self._launch(ops, step_k, step_grid, args, stream)
                     if h_projection is not None:  # h = r·W_hrᵀ into y[t]
                         self._launch(ops, h_projection, h_projection_grid, launch.h_projection_arguments(

@@ -59,7 +59,7 @@ def matrix():
                    gemm="cublas")
 
 
-def compile_case(case):
+def compile_case(case, **options):
     spec = {"name": f"m_{case['cell']}", "dtype": case["dtype"], "input_size": 17,
             "layers": [{"name": "a", "cell": case["cell"], "hidden_size": case["H"], "bias": case["bias"]},
                        {"name": "b", "cell": case["cell"], "hidden_size": case["H"], "bias": case["bias"],
@@ -73,7 +73,7 @@ def compile_case(case):
     return rnncc.compile(spec, target="h100", layout=case["layout"], unroll=case["unroll"],
                          seq_len=16, batch=case.get("batch", 8), persistence=case.get("persistence", "none"),
                          precision=case.get("precision"), gemm=case.get("gemm", "rnncc"),
-                         step_kernel=case.get("step_kernel"))
+                         step_kernel=case.get("step_kernel"), **options)
 
 
 CASES = list(matrix())
@@ -120,6 +120,15 @@ def test_all_templates_render_and_compile(nvcc):
             assert f"model {m.model.name}" in k.header and f"model {m.model.name}" not in k.source
             assert "{{" not in k.source and "{%" not in k.source
         kernels += m.kernels
+        # The training forward's (backward_gates="save"): every recurrent kernel also writes
+        # the pre-activations, in a variant of its own name; the lengths variant writes none.
+        trained = compile_case(case, backward_gates="save")
+        saving = [k for k in trained.kernels if k.family == step]
+        assert saving and all("_gates_" in k.name and "gates[gate_row" in k.source for k in saving)
+        assert all(("gates_h" in [p.name for p in k.params]) == (case["cell"] == "gru") for k in saving)
+        assert not {k.name for k in saving} & {k.name for k in m.kernels}
+        assert not any("_gates_" in k.name for k in trained.variant(16, case.get("batch", 8), lengths=True).kernels)
+        kernels += saving
         # The variant for sequences of different lengths: its recurrent kernels keep an
         # ended row's state, and a mask zeroes the outputs past each length.
         varied = m.variant(16, case.get("batch", 8), lengths=True)

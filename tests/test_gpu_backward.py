@@ -515,3 +515,106 @@ def test_backward_graphs_capture_on_the_second_sighting_and_never_recapture(gpu,
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(captured_y, xs[0] * 2) and graphs.captures == 2
+
+
+# (cell, dtype, compile options): each recurrent kernel form a training forward can run,
+# every cell, in a model of a bidirectional layer (its reverse half walks down) under a
+# residual layer; S and B odd.
+SAVED_GATE_CASES = [("lstm", "float32", dict(persistence="none")),
+                    ("gru", "float32", dict(persistence="none", step_kernel="rows")),
+                    ("rnn_tanh", "float16", dict(persistence="none", gemm="cublas")),
+                    ("gru", "float16", dict(persistence="none", step_kernel="rows")),
+                    ("lstm", "float32", dict(persistence="grid")),
+                    ("gru", "float16", dict(persistence="grid")),
+                    ("lstm", "bfloat16", dict(persistence="cluster")),
+                    ("gru", "float32", dict(persistence="cluster")),
+                    ("rnn_relu", "float32", dict(persistence="cluster")),
+                    ("lstm", "float16", dict(schedule="pipelined", unroll=4))]
+
+
+def reference_pre_activations(cell: str, w: dict, x, h, reverse: bool):
+    """float64 pre-activations of one layer as a training forward saves them, from its
+    input x and h sequence [S, B, ·] (time order): run order, torch's gate order; a GRU's
+    (x part with b_hr and b_hz folded in, h part with b_hn), else one array."""
+    if reverse:
+        x, h = x[::-1], h[::-1]
+    h_prev = np.concatenate([np.zeros_like(h[:1]), h[:-1]])
+    b_ih = w.get("bias_ih", np.zeros(w["weight_ih"].shape[0]))
+    b_hh = w.get("bias_hh", np.zeros(w["weight_hh"].shape[0]))
+    xw, hw = x @ w["weight_ih"].T + b_ih, h_prev @ w["weight_hh"].T + b_hh
+    if cell != "gru":
+        return (xw + hw,)
+    H = h.shape[-1]
+    xw[..., :2 * H] += b_hh[:2 * H]
+    hw[..., :2 * H] -= b_hh[:2 * H]
+    return xw, hw
+
+
+@pytest.mark.parametrize("case", SAVED_GATE_CASES, ids=lambda c: "-".join([c[0], c[1], *map(str, c[2].values())]))
+def test_training_forward_saves_the_pre_activations(gpu, torch, case):
+    """A model compiled with backward_gates="save" writes every layer's pre-activations
+    into the buffers it is given (poisoned with NaN first), equal to float64 ones rebuilt
+    from its weights, input and h sequences; its outputs are unchanged by saving."""
+    cell, dtype, options = case
+    H, S, B, I = 17, 7, 5, 12
+    spec = {"name": "saved_gates", "dtype": dtype, "input_size": I,
+            "layers": [{"name": "a", "cell": cell, "hidden_size": H, "direction": "bidirectional"},
+                       {"name": "b", "cell": cell, "hidden_size": 2 * H, "input": "a", "residual": True}],
+            "outputs": ["a", "b"]}
+    precision = "exact" if dtype == "float32" else None
+    m = rnncc.compile(spec, target="device", backward_gates="save", seq_len=S, batch=B,
+                      precision=precision, **options)
+    plain = rnncc.compile(spec, target="device", seq_len=S, batch=B, precision=precision,
+                          weights=m.state_dict(), **options)
+    assert all(l.backward_gates.value == "save" for l in m.variant(S, B).plan.layers)
+    tdt = getattr(torch, dtype)
+    torch.manual_seed(3)
+    x = torch.randn(S, B, I, device="cuda").to(tdt)
+    gates = {}
+    for l in m.variant(S, B).plan.layers:
+        parts = [torch.full((S, B, l.gates * l.hidden_size), float("nan"), device="cuda")
+                 for _ in range(2 if cell == "gru" else 1)]
+        gates[l.name] = tuple(parts) if cell == "gru" else parts[0]
+    (a, b), _ = m(x, gates=gates)
+    (a0, b0), _ = plain(x)
+    torch.cuda.synchronize()
+    assert torch.equal(a, a0) and torch.equal(b, b0)
+
+    w = {k: v.astype(np.float64) for k, v in m.state_dict().items()}
+    weights = lambda name: {k.partition(".")[2]: v for k, v in w.items() if k.partition(".")[0] == name}  # noqa: E731
+    x64, a64, b64 = (numpy64(t) for t in (x, a, b))
+    inputs = {"a": (x64, a64[..., :H], False), "a_reverse": (x64, a64[..., H:], True),
+              "b": (a64, b64 - a64, False)}  # b's tensor is h + its input
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    for name, (x_l, h_l, reverse) in inputs.items():
+        want = reference_pre_activations(cell, weights(name), x_l, h_l, reverse)
+        got = gates[name] if cell == "gru" else (gates[name],)
+        for part, (g, ref) in enumerate(zip(got, want)):
+            assert not torch.isnan(g).any(), f"{name}[{part}]: unwritten elements"
+            assert max_relative_error(numpy64(g), ref) <= tolerance, (name, part)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_saved_and_recomputed_pre_activations_give_the_same_gradients(gpu, torch, cell):
+    """The backward from the forward's saved pre-activations equals the backward that
+    recomputes them (the path a plan without them takes), float32, to rounding."""
+    import rnncc.nn as rnn
+
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(4)
+    module = twin(torch, cell, 20, 48, num_layers=2).cuda()
+    spec = module._specs["float32"]
+    model = rnn._model_of(spec)
+    weights = list(module._weights().values())
+    x = torch.randn(9, 3, 20, device="cuda")
+    out = rnn._forward_train_cuda(spec, x, weights, [], [])
+    *_, sequences, graded = rnn._backward_inputs(*rnn._saved_by_training(spec, x, weights, [], [], out))
+    gates = len(rnn._gate_shapes(model, 9, 3))
+    assert gates == 2 * (2 if cell == "gru" else 1) and all(t.numel() for t in sequences[-gates:])
+    grads = [torch.randn_like(out[0])] + [None] * (graded - 1)
+    saved = rnn._backward_cuda(spec, x, weights, [], [], sequences, grads)
+    recomputed = rnn._backward_cuda(spec, x, weights, [], [],
+                                    sequences[:-gates] + [t.new_empty(0) for t in sequences[-gates:]], grads)
+    for s, r in zip(saved, recomputed):
+        assert max_relative_error(numpy64(s), numpy64(r)) <= 1e-5

@@ -158,6 +158,14 @@ def test_training_spec_makes_every_layer_an_output():
     assert len(train.outputs) == len(model.outputs) + len(layer_outputs - {o.name for o in model.outputs})
     bi = rnn.LSTM(4, 5, num_layers=2, bidirectional=True)._specs["float16"]
     assert [o.name for o in rnn._model_of(rnn._training_spec(bi)).outputs] == ["l1", "l0"]
+    # ... compiled to save the gates' pre-activations (float32 [S, B, G·H] a layer, two for a
+    # GRU), which the op's fake implementation lists after the sequences
+    assert rnn._runner_of(rnn._training_spec(spec)).backward_gates == "save"
+    assert rnn._runner_of(spec).backward_gates is None and "backward_gates" not in spec
+    gru = rnn.GRU(4, 6, num_layers=2)._specs["float32"]
+    assert rnn._gate_shapes(rnn._model_of(gru), 7, 3) == [("l0", (7, 3, 18))] * 2 + [("l1", (7, 3, 18))] * 2
+    lstmp = rnn.LSTM(4, 6, proj_size=2)._specs["float32"]
+    assert rnn._gate_shapes(rnn._model_of(lstmp), 7, 3) == []  # no CUDA backward for LSTMP
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])

@@ -160,11 +160,12 @@ def test_explain_names_every_decision():
 
 
 def test_backward_decisions_cost_saving_and_recomputing_the_gates():
-    """Each layer's training decisions: the gates recomputed (forced: the forward kernels
-    write none), both ways costed and the memory named; the backward block is the one the
+    """Each layer's training decisions: the gates recomputed in an inference plan and saved
+    in a training forward's (backward_gates="save"; forced either way), both ways costed and
+    the memory named; the backward block is the one the
     backward launches at that B (in clusters where a half layer's W_hh fits their registers,
     else the grid form, saying why); LSTMP and a block too wide get none, with the reason."""
-    from rnncc.passes.backward import backward_bytes, gate_costs
+    from rnncc.passes.backward import backward_bytes, gate_costs, saved_gate_bytes
     from rnncc.tiles import ClusterBackwardTile, backward_kernel_tile
 
     target = get("h100")
@@ -177,6 +178,9 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
         assert d.alternatives == gate_costs(l, 256, B, itemsize, target)
         assert d.alternatives["save"] < d.alternatives["recompute"]  # what saving would win
         assert f"{backward_bytes(l, 256, B, itemsize) / 2**20:.1f} MiB" in d.reason
+        saving = plan_of(spec, batch=B, backward_gates="save").layers[0].backward_gates
+        assert saving.value == "save" and saving.source == "forced" and saving.alternatives == d.alternatives
+        assert f"{saved_gate_bytes(l, 256, B) / 2**20:.1f} MiB held" in saving.reason
         assert l.backward_tile.value == backward_kernel_tile(l.gates, l.hidden_size, B, itemsize, target.sm_count,
                                                              16, target.shared_memory_per_block_optin)
         assert isinstance(l.backward_tile.value, ClusterBackwardTile) == (form == "cluster")
@@ -197,6 +201,10 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
     assert wide.backward_tile.value == "none" and "units a block" in wide.backward_tile.reason
     text = plan_of(lstm()).explain()
     assert "backward_gates   recompute" in text and "[forced]" in text and "backward_tile" in text
+    assert saved_gate_bytes(plan_of(gru(512)).layers[0], 256, 64) == 256 * 64 * 2 * 3 * 512 * 4
+    assert "backward_gates   save" in plan_of(lstm(), backward_gates="save").explain()
+    with pytest.raises(SpecError, match="compile option 'backward_gates'"):
+        plan_of(lstm(), backward_gates="keep")
 
 
 def test_precision_defaults_and_tolerances():

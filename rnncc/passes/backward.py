@@ -3,10 +3,12 @@
 Two decisions per layer, at the plan's S and B:
 
 - ``backward_gates``: whether the forward saves the gates' pre-activations for the
-  backward or the backward recomputes them from the h sequence the forward keeps anyway
-  (two GEMMs over all steps). Both alternatives are costed (time and the memory held from
-  the forward to the backward); the forward kernels write no gates yet, so "recompute" is
-  forced and the decision says what saving would change.
+  backward (each step's epilogue writes the sums it forms anyway) or the backward
+  recomputes them from the h sequence the forward keeps (two GEMMs over all steps). Both
+  alternatives are costed (time and the memory held from the forward to the backward). A
+  training forward (CompileOptions.backward_gates = "save", what rnncc.nn's training
+  twins compile) saves; any other plan's forward is for inference, and a backward of it
+  would recompute.
 - ``backward_tile``: the reverse recurrence's form and block (``tiles.backward_kernel_tile``,
   the function the backward launches with, at the call's B): in clusters with W_hh in
   registers, or grid-persistent.
@@ -36,6 +38,12 @@ def gate_costs(l, seq_len: int, batch: int, itemsize: int, target) -> dict[str, 
     recompute = library_gemm_seconds(rows, cols, l.input_size, itemsize, precision, target) \
         + library_gemm_seconds(rows, cols, l.hidden_size, itemsize, precision, target)
     return {"recompute": recompute, "save": rows * cols * 4 / target.memory_bandwidth}
+
+
+def saved_gate_bytes(l, seq_len: int, batch: int) -> int:
+    """Device memory a training forward's saved pre-activations of a layer take: float32
+    [S, B, G·H], twice for a GRU (its h part apart, which r multiplies)."""
+    return seq_len * batch * l.gates * l.hidden_size * 4 * (2 if l.cell == "gru" else 1)
 
 
 def backward_bytes(l, seq_len: int, batch: int, itemsize: int) -> int:
@@ -90,14 +98,21 @@ def plan_backward(model, plan, target):
         except ValueError as exc:  # more units a block than the block runs
             return none(l, str(exc))
         costs = gate_costs(l, o.seq_len, o.batch, itemsize, target)
-        saved = o.seq_len * o.batch * l.gates * l.hidden_size * 4
-        gates = Decision("recompute", (
-            f"the forward keeps h (its output sequence); the backward recomputes the pre-activations "
-            f"by two GEMMs (predicted {costs['recompute'] * 1e6:.0f} µs) into "
-            f"{backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} MiB it frees after the "
-            f"layer. Saving them would hold {saved / MIB:.1f} MiB from the forward to the backward "
-            f"for {costs['save'] * 1e6:.0f} µs of writes: the forward kernels write no gates yet"),
-            "forced", alternatives=costs)
+        saved = saved_gate_bytes(l, o.seq_len, o.batch)
+        if o.saves_gates:
+            gates = Decision("save", (
+                f"a training forward: each step's epilogue writes the pre-activations it sums anyway "
+                f"(float32, torch's gate order), {saved / MIB:.1f} MiB held from the forward to the "
+                f"backward for {costs['save'] * 1e6:.0f} µs of writes, where recomputing them takes two "
+                f"GEMMs (predicted {costs['recompute'] * 1e6:.0f} µs); cuDNN's reserve space holds them "
+                f"too"), "forced", alternatives=costs)
+        else:
+            gates = Decision("recompute", (
+                f"compiled for inference (backward_gates is not 'save'): a backward of this forward "
+                f"recomputes the pre-activations from h by two GEMMs (predicted "
+                f"{costs['recompute'] * 1e6:.0f} µs) into {backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} "
+                f"MiB it frees after the layer. rnncc.nn's training forward saves them ({saved / MIB:.1f} "
+                f"MiB, {costs['save'] * 1e6:.0f} µs of writes)"), "forced", alternatives=costs)
         reason = tile_reason(l, tile, o.batch, itemsize, target)
         return replace(l, backward_gates=gates, backward_tile=Decision(tile, reason))
     return plan.map_layers(decide)
