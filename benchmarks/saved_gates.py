@@ -7,8 +7,10 @@ line as cell,dtype,H,B[,S]), the twin of a torch.nn module takes
 cuDNN (the module), rnncc as it trains (its training forward compiled with
 backward_gates="save") and rnncc with a training forward that saves nothing (its plans'
 "recompute", the path before saving). Each is timed eager (drained, interleaved: the
-bench's method) and as a CUDA-graph replay (its GPU time). Prints a table and writes
-JSON lines to ``$OUT/saved-gates-<date>.jsonl`` (or the directory given by -o).
+bench's method) and as a CUDA-graph replay (its GPU time). Then, without row arguments,
+the forward alone at a few shapes and kernel forms (``forward_row``): what the stores cost a
+step. Prints tables and writes JSON lines to ``$OUT/saved-gates-<date>.jsonl`` (or the
+directory given by -o).
 
 Usage: python3 benchmarks/saved_gates.py [-o DIR] [cell,dtype,H,B[,S] ...]
 """
@@ -79,6 +81,38 @@ def row(cell: str, dtype: str, H: int, B: int, S: int, warmup: int = 3, repeats:
             **{f"{k}_graph_ms": v for k, v in graphs.items()}}
 
 
+def forward_row(cell: str, dtype: str, H: int, B: int, S: int, rounds: int = 3) -> dict:
+    """The forward alone, CUDA-graph replays interleaved: the inference plan's kernels
+    (``plain``), the training forward's writing the pre-activations (``saving``) and the
+    same kernels given no buffers (``variant``: null pointers, nothing stored), so that
+    the stores' cost and the variant's own are told apart."""
+    import rnncc
+    from rnncc.timing import time_graphs_interleaved
+
+    spec = {"name": "f", "dtype": dtype, "input_size": H,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+    precision = "exact" if dtype == "float32" else None
+    train = rnncc.compile(spec, target="device", seq_len=S, batch=B, precision=precision, backward_gates="save")
+    plain = rnncc.compile(spec, target="device", seq_len=S, batch=B, precision=precision,
+                          weights=train.state_dict())
+    l = train.variant(S, B).plan.layers[0]
+    x = torch.randn(S, B, H, device="cuda").to(getattr(torch, dtype))
+    buffers = [torch.empty(S, B, l.gates * H, device="cuda") for _ in range(2 if cell == "gru" else 1)]
+    gates = {"l0": tuple(buffers) if cell == "gru" else buffers[0]}
+    ms = time_graphs_interleaved({"plain": lambda: plain(x), "variant": lambda: train(x, gates={}),
+                                  "saving": lambda: train(x, gates=gates)}, rounds=rounds)
+    mode = l.persistence.value
+    return {"cell": cell, "dtype": dtype, "hidden": H, "batch": B, "seq_len": S,
+            "form": f"{mode.mode}/{mode.math}", "forward_graph_ms": ms,
+            "store_us_per_step": (ms["saving"] - ms["variant"]) * 1e3 / S,
+            "gate_bytes_per_step": B * l.gates * H * 4 * (2 if cell == "gru" else 1)}
+
+
+FORWARD_ROWS = [("lstm", "float16", 512, 8), ("lstm", "float16", 256, 8), ("lstm", "float16", 1024, 8),
+                ("lstm", "bfloat16", 1024, 8), ("gru", "float16", 512, 8), ("lstm", "float16", 1024, 64),
+                ("lstm", "float32", 1024, 64), ("lstm", "float32", 256, 8), ("lstm", "float16", 33, 5)]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("-o", "--output", default=os.environ.get("OUT", "."))
@@ -97,6 +131,14 @@ def main() -> int:
                   f"{out['recomputed_ms']:8.3f} |         {out['cudnn_graph_ms']:8.3f} {out['saved_graph_ms']:8.3f} "
                   f"{out['recomputed_graph_ms']:8.3f}  (diff {out['saved_vs_recomputed_max_relative_difference']:.1e})",
                   flush=True)
+        print("the forward alone, graphs (ms): plain, the saving variant given no buffers, saving")
+        for cell, dtype, H, B in ([] if args.rows else FORWARD_ROWS):
+            out = forward_row(cell, dtype, H, B, 256)
+            f.write(json.dumps(out) + "\n")
+            ms = out["forward_graph_ms"]
+            print(f"{cell} {dtype} H={H} B={B} {out['form']:14} {ms['plain']:8.3f} {ms['variant']:8.3f} "
+                  f"{ms['saving']:8.3f}  stores {out['store_us_per_step']:.3f} µs a step "
+                  f"({out['gate_bytes_per_step'] // 1024} KiB)", flush=True)
     print(f"wrote {path}")
     return 0
 

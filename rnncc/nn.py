@@ -349,10 +349,11 @@ def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
     saving = {l.name for l in plan.layers if l.backward_gates.value == "save"}
     buffers = [x.new_empty(shape, dtype=torch.float32) if name in saving else x.new_empty(0, dtype=torch.float32)
                for name, shape in _gate_shapes(model, S, B)]
-    gates: dict[str, Any] = {}
+    parts: dict[str, list[torch.Tensor]] = {}
     for (name, _), t in zip(_gate_shapes(model, S, B), buffers):
         if name in saving:
-            gates[name] = (*gates[name], t) if name in gates else t
+            parts.setdefault(name, []).append(t)
+    gates = {name: tuple(p) if len(p) > 1 else p[0] for name, p in parts.items()}
     outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None)
     flat = list(outs[:len(model.outputs)])
     for l in model.layers:
