@@ -55,11 +55,11 @@ def _add_plan_options(p: argparse.ArgumentParser, target_default: str | None) ->
                         "launch and a cuBLASLt call are priced at the host's time) or replayed from a "
                         "CUDA graph (graph: priced at the GPU's time, as torch.cuda.graph and "
                         "torch.compile(mode='reduce-overhead') run them)")
-    p.add_argument("--backward-gates", choices=["recompute", "save"],
-                   help="save: plan a training forward, whose recurrent kernels also write the gates' "
-                        "pre-activations for the backward (what rnncc.nn's training twins compile); "
-                        "recompute (the default): an inference forward, whose backward would rebuild "
-                        "them by two GEMMs")
+    p.add_argument("--backward-gates", choices=["auto", "save", "recompute"],
+                   help="plan a training forward: its recurrent kernels also write the gates' "
+                        "pre-activations for the backward where predicted to pay (auto, what "
+                        "rnncc.nn's training twins compile), in every layer (save) or in none "
+                        "(recompute); unset: an inference forward")
 
 
 def _compile(args, seq_len=None, batch=None):

@@ -226,8 +226,8 @@ class _Runner:
 
 # A spec's text may carry, beside the model, "launches": "graph" (the modules' ``launches``):
 # the plans its runner makes are then for calls replayed from a CUDA graph; and
-# "backward_gates": "save" (the training forward's spec): its layers save their gates'
-# pre-activations for the backward.
+# "backward_gates": "auto" (the training forward's spec): its layers save their gates'
+# pre-activations for the backward where their plans say it pays.
 _SPEC_OPTIONS = ("launches", "backward_gates")
 
 
@@ -237,7 +237,7 @@ def _spec_text(model: IrModel, launches: str | None, backward_gates: str | None 
     raw = model.to_dict()
     if launches == "graph":
         raw["launches"] = launches
-    if backward_gates == "save":
+    if backward_gates is not None:
         raw["backward_gates"] = backward_gates
     return json.dumps(raw)
 
@@ -306,16 +306,16 @@ def _state_tensors(state: Mapping) -> list[torch.Tensor]:
 
 @lru_cache(maxsize=None)
 def _training_spec(spec: str) -> str:
-    """The spec with every layer's tensor an output (after the model's own), compiled to
-    save the gates' pre-activations: the training forward returns each layer's sequence
-    and, in buffers it is given, its pre-activations (``_saved_gates``), which the
-    backward reads."""
+    """The spec with every layer's tensor an output (after the model's own), compiled as a
+    training forward (backward_gates "auto"): it returns each layer's sequence and, in
+    buffers of its own, the pre-activations of the layers whose plans save them
+    (``_gate_shapes``, ``_saving_layers``), which the backward reads."""
     model = _model_of(spec)
     raw = model.to_dict()
     plain = {o.name for o in model.outputs if o.is_layer}
     raw["outputs"] = raw["outputs"] + [l.name for l in model.layers
                                        if l.tensor_name == l.name and l.name not in plain]
-    return _spec_text(IrModel.from_dict(raw), json.loads(spec).get("launches"), "save")
+    return _spec_text(IrModel.from_dict(raw), json.loads(spec).get("launches"), "auto")
 
 
 def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor]) -> dict:
@@ -329,26 +329,33 @@ def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor])
 
 
 def _gate_shapes(model: IrModel, S: int, B: int) -> list[tuple[str, tuple[int, int, int]]]:
-    """The training forward's saved pre-activations, in its outputs' order: (layer, shape)
-    of each float32 buffer, two for a GRU layer (the x and h parts); every layer the CUDA
-    backward covers (not LSTMP) has them."""
+    """The training forward's buffers for saved pre-activations, in its outputs' order:
+    (layer, shape) of each float32 buffer, two for a GRU layer (the x and h parts), for
+    every layer the CUDA backward covers (not LSTMP). Shapes of the op's outputs cannot
+    depend on the plan, which the fake implementation does not make, so a layer whose plan
+    recomputes (``_saving_layers``) still gets its buffers, unwritten."""
     return [(l.name, (S, B, l.gates * l.hidden_size)) for l in model.layers if not l.proj_size
             for _ in range(2 if l.cell == "gru" else 1)]
+
+
+def _saving_layers(spec: str, named: dict[str, torch.Tensor], x: torch.Tensor) -> set[str]:
+    """The layers whose training forward at x's [S, B] saves the pre-activations (their
+    plans' backward_gates)."""
+    train = _model_of(_training_spec(spec))
+    plan = _runner_of(_training_spec(spec)).compiled_for(train, named, x).variant(*x.shape[:2]).plan
+    return {l.name for l in plan.layers if l.backward_gates.value == "save"}
 
 
 def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
                         h0: list[torch.Tensor], c0: list[torch.Tensor]) -> list[torch.Tensor]:
     """The model's outputs, each layer's h_n (and c_n), then the tensors of the layers that
-    are not an output as they are, all [S, B, ·] time-major, then the gates'
-    pre-activations its kernels wrote (``_gate_shapes``; empty for a layer whose plan does
-    not save them, which the backward then recomputes)."""
+    are not an output as they are, all [S, B, ·] time-major, then the buffers of the
+    gates' pre-activations (``_gate_shapes``), written where the plan saves them."""
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     runner, named = _runner_of(_training_spec(spec)), dict(zip(_weight_names(model), weights))
     S, B = x.shape[:2]
-    plan = runner.compiled_for(train, named, x).variant(S, B).plan
-    saving = {l.name for l in plan.layers if l.backward_gates.value == "save"}
-    buffers = [x.new_empty(shape, dtype=torch.float32) if name in saving else x.new_empty(0, dtype=torch.float32)
-               for name, shape in _gate_shapes(model, S, B)]
+    saving = _saving_layers(spec, named, x)
+    buffers = [x.new_empty(shape, dtype=torch.float32) for _, shape in _gate_shapes(model, S, B)]
     parts: dict[str, list[torch.Tensor]] = {}
     for (name, _), t in zip(_gate_shapes(model, S, B), buffers):
         if name in saving:
@@ -365,19 +372,21 @@ def _backward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: 
                    c0: list[torch.Tensor], sequences: list[torch.Tensor],
                    grads: list[torch.Tensor]) -> list[torch.Tensor]:
     """Gradients of x, of each weight, of each h0 and c0 (empty where not given), from the
-    training forward's outputs and extra sequences (``sequences``) and the gradients of its
-    outputs and final states (``grads``)."""
+    training forward's outputs, extra sequences and pre-activation buffers (``sequences``;
+    a buffer is read where the layer's plan saved into it) and the gradients of its outputs
+    and final states (``grads``)."""
     from . import backward
 
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     tensors = {o.name: t for o, t in zip(train.outputs, sequences) if o.is_layer}
+    names = _weight_names(model)
+    saving = _saving_layers(spec, dict(zip(names, weights)), x)
     saved: dict[str, list[torch.Tensor]] = {}  # the forward's pre-activations, by layer
     for (name, _), t in zip(_gate_shapes(model, *x.shape[:2]), sequences[len(train.outputs):]):
-        if t.numel():
+        if name in saving:
             saved.setdefault(name, []).append(t)
     n = len(model.outputs)
     final = _finals(grads, n, _layout(model)[1])
-    names = _weight_names(model)
     dx, dw, dstate = backward.model_backward(model, dict(zip(names, weights)), x, tensors,
                                              _given_state(model, h0, c0), grads[:n], final,
                                              {k: tuple(v) for k, v in saved.items()})
@@ -491,6 +500,14 @@ def _backward_replayed(spec: str, x: torch.Tensor, weights: list[torch.Tensor], 
     if not backward.graph_worthy(_model_of(spec), x.shape[0], x.shape[1]):
         return _backward_cuda(spec, x, weights, h0, c0, sequences, grads)
     backward.check_status()
+    # The buffers of layers that recompute their pre-activations were not written: the
+    # graph need not copy them in (16 MiB a replay at LSTM fp16 H=512 B=8).
+    model = _model_of(spec)
+    saving, buffers = _saving_layers(spec, dict(zip(_weight_names(model), weights)), x), \
+        _gate_shapes(model, *x.shape[:2])
+    unread, first = x.new_empty(0, dtype=torch.float32), len(sequences) - len(buffers)
+    sequences = sequences[:first] + [t if name in saving else unread
+                                     for (name, _), t in zip(buffers, sequences[first:])]
     nh, nc, ns = len(h0), len(c0), len(sequences)
 
     def body(ins: list) -> list[torch.Tensor]:

@@ -65,7 +65,9 @@ OPTION_CHOICES: dict[str, dict[str, str]] = {
     "launches": {"eager": "calls queued by the host: a launch and a library call cost their host time",
                  "graph": "calls replayed from a CUDA graph: a launch and a library call cost their GPU time"},
     "backward_gates": {"recompute": "the backward recomputes the gates' pre-activations from h by two GEMMs",
-                       "save": "the forward writes its gates' pre-activations for the backward (a training forward)"},
+                       "save": "every layer's forward writes its gates' pre-activations for the backward",
+                       "auto": "a training forward: each layer saves them where the stores are predicted "
+                               "to cost less than the backward's GEMMs"},
 }
 
 
@@ -89,9 +91,10 @@ class CompileOptions:
     launches: str | None = None     # how calls reach the GPU: "eager" (the default: each launch
                                     # and library call costs the host's time) or "graph" (calls
                                     # replayed from a CUDA graph, which cost their GPU time only)
-    backward_gates: str | None = None  # "save": a training forward, whose layers write their gates'
-                                    # pre-activations for the backward (rnncc.nn's training twins);
-                                    # default "recompute": the backward's GEMMs rebuild them
+    backward_gates: str | None = None  # a training forward: "auto" (rnncc.nn's training twins) saves
+                                    # each layer's gates' pre-activations for the backward where
+                                    # predicted to pay, "save" in every layer; default: an inference
+                                    # forward, whose backward would recompute them by two GEMMs
     tuned: tuple[Measurement, ...] = ()  # autotuning's picks: per layer, over the above
 
     def __post_init__(self) -> None:
@@ -111,12 +114,6 @@ class CompileOptions:
     def graphed(self) -> bool:
         """Whether the plan is priced for calls replayed from a CUDA graph (``launches``)."""
         return self.launches == "graph"
-
-    @property
-    def saves_gates(self) -> bool:
-        """Whether the plan is a training forward's, whose layers save their gates'
-        pre-activations for the backward (``backward_gates``)."""
-        return self.backward_gates == "save"
 
     def measured(self, layer: str) -> Measurement | None:
         return next((m for m in self.tuned if m.layer == layer), None)

@@ -597,24 +597,28 @@ def test_training_forward_saves_the_pre_activations(gpu, torch, case):
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_saved_and_recomputed_pre_activations_give_the_same_gradients(gpu, torch, cell):
     """The backward from the forward's saved pre-activations equals the backward that
-    recomputes them (the path a plan without them takes), float32, to rounding."""
+    recomputes them (the path of a plan that does not save), float32, to rounding."""
     import rnncc.nn as rnn
+    from rnncc import backward
 
     torch.set_float32_matmul_precision("highest")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(4)
     module = twin(torch, cell, 20, 48, num_layers=2).cuda()
     spec = module._specs["float32"]
-    model = rnn._model_of(spec)
-    weights = list(module._weights().values())
+    model, train = rnn._model_of(spec), rnn._model_of(rnn._training_spec(spec))
+    named = module._weights()
     x = torch.randn(9, 3, 20, device="cuda")
-    out = rnn._forward_train_cuda(spec, x, weights, [], [])
-    *_, sequences, graded = rnn._backward_inputs(*rnn._saved_by_training(spec, x, weights, [], [], out))
-    gates = len(rnn._gate_shapes(model, 9, 3))
-    assert gates == 2 * (2 if cell == "gru" else 1) and all(t.numel() for t in sequences[-gates:])
-    grads = [torch.randn_like(out[0])] + [None] * (graded - 1)
-    saved = rnn._backward_cuda(spec, x, weights, [], [], sequences, grads)
-    recomputed = rnn._backward_cuda(spec, x, weights, [], [],
-                                    sequences[:-gates] + [t.new_empty(0) for t in sequences[-gates:]], grads)
-    for s, r in zip(saved, recomputed):
-        assert max_relative_error(numpy64(s), numpy64(r)) <= 1e-5
+    assert rnn._saving_layers(spec, named, x) == {"l0", "l1"}
+    out = rnn._forward_train_cuda(spec, x, list(named.values()), [], [])
+    *_, sequences, _ = rnn._backward_inputs(*rnn._saved_by_training(spec, x, list(named.values()), [], [], out))
+    tensors = {o.name: t for o, t in zip(train.outputs, sequences) if o.is_layer}
+    saved: dict = {}
+    for (name, _), t in zip(rnn._gate_shapes(model, 9, 3), sequences[len(train.outputs):]):
+        saved[name] = (*saved.get(name, ()), t)
+    dy = [torch.randn_like(out[0])]
+    got = backward.model_backward(model, named, x, tensors, {}, dy, {}, saved)
+    want = backward.model_backward(model, named, x, tensors, {}, dy, {}, None)
+    assert max_relative_error(numpy64(got[0]), numpy64(want[0])) <= 1e-5
+    for k in want[1]:
+        assert max_relative_error(numpy64(got[1][k]), numpy64(want[1][k])) <= 1e-5, k

@@ -160,7 +160,7 @@ def test_training_spec_makes_every_layer_an_output():
     assert [o.name for o in rnn._model_of(rnn._training_spec(bi)).outputs] == ["l1", "l0"]
     # ... compiled to save the gates' pre-activations (float32 [S, B, G·H] a layer, two for a
     # GRU), which the op's fake implementation lists after the sequences
-    assert rnn._runner_of(rnn._training_spec(spec)).backward_gates == "save"
+    assert rnn._runner_of(rnn._training_spec(spec)).backward_gates == "auto"
     assert rnn._runner_of(spec).backward_gates is None and "backward_gates" not in spec
     gru = rnn.GRU(4, 6, num_layers=2)._specs["float32"]
     assert rnn._gate_shapes(rnn._model_of(gru), 7, 3) == [("l0", (7, 3, 18))] * 2 + [("l1", (7, 3, 18))] * 2

@@ -160,9 +160,11 @@ def test_explain_names_every_decision():
 
 
 def test_backward_decisions_cost_saving_and_recomputing_the_gates():
-    """Each layer's training decisions: the gates recomputed in an inference plan and saved
-    in a training forward's (backward_gates="save"; forced either way), both ways costed and
-    the memory named; the backward block is the one the
+    """Each layer's training decisions: the gates recomputed in an inference plan (forced),
+    in a training forward's (backward_gates="auto") saved where the stores are predicted to
+    cost less than the GEMMs (not in these clusters on tensor cores: each step's exchange
+    waits for them), "save" and "recompute" forcing either; both ways costed and the memory
+    named; the backward block is the one the
     backward launches at that B (in clusters where a half layer's W_hh fits their registers,
     else the grid form, saying why); LSTMP and a block too wide get none, with the reason."""
     from rnncc.passes.backward import backward_bytes, gate_costs, saved_gate_bytes
@@ -176,11 +178,15 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
         assert d.value == "recompute" and d.source == "forced"
         itemsize = 4 if spec["dtype"] == "float32" else 2
         assert d.alternatives == gate_costs(l, 256, B, itemsize, target)
-        assert d.alternatives["save"] < d.alternatives["recompute"]  # what saving would win
         assert f"{backward_bytes(l, 256, B, itemsize) / 2**20:.1f} MiB" in d.reason
+        auto = plan_of(spec, batch=B, backward_gates="auto").layers[0].backward_gates
+        assert auto.source == "model" and auto.alternatives == d.alternatives
+        assert auto.value == ("recompute" if form == "cluster" else "save")
+        assert auto.value == min(auto.alternatives, key=auto.alternatives.get)
         saving = plan_of(spec, batch=B, backward_gates="save").layers[0].backward_gates
-        assert saving.value == "save" and saving.source == "forced" and saving.alternatives == d.alternatives
+        assert saving.value == "save" and saving.source == "user"
         assert f"{saved_gate_bytes(l, 256, B) / 2**20:.1f} MiB held" in saving.reason
+        assert plan_of(spec, batch=B, backward_gates="recompute").layers[0].backward_gates.value == "recompute"
         assert l.backward_tile.value == backward_kernel_tile(l.gates, l.hidden_size, B, itemsize, target.sm_count,
                                                              16, target.shared_memory_per_block_optin)
         assert isinstance(l.backward_tile.value, ClusterBackwardTile) == (form == "cluster")

@@ -6,9 +6,10 @@ Two decisions per layer, at the plan's S and B:
   backward (each step's epilogue writes the sums it forms anyway) or the backward
   recomputes them from the h sequence the forward keeps (two GEMMs over all steps). Both
   alternatives are costed (time and the memory held from the forward to the backward). A
-  training forward (CompileOptions.backward_gates = "save", what rnncc.nn's training
-  twins compile) saves; any other plan's forward is for inference, and a backward of it
-  would recompute.
+  training forward (CompileOptions.backward_gates = "auto", what rnncc.nn's training
+  twins compile) saves where the stores are predicted to cost its forward less than the
+  GEMMs cost the backward (modelled; "save" or "recompute" force either); a plan without
+  the option is an inference forward's, and a backward of it would recompute (forced).
 - ``backward_tile``: the reverse recurrence's form and block (``tiles.backward_kernel_tile``,
   the function the backward launches with, at the call's B): in clusters with W_hh in
   registers, or grid-persistent.
@@ -28,16 +29,30 @@ from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 
 MIB = 2**20
 
+# What saving costs a step beyond its bytes where the forward runs in clusters on tensor
+# cores, per buffer written (a GRU writes two): the exchange's release at the step's end
+# waits for the step's stores. Measured 0.19 and 0.24 µs a step (LSTM fp16 H=512 and H=256,
+# B=8) and 0.39 (GRU fp16 H=512 B=8, two buffers); ~0.01 in the FMA cluster kernels, none
+# measurable in the grid kernels at B=8, where the barrier's wait hides them
+# (benchmarks/saved_gates.py, results/saved-gates-h100-2026-11-27-at-bb32122.jsonl).
+SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS = 0.2e-6
+
 
 def gate_costs(l, seq_len: int, batch: int, itemsize: int, target) -> dict[str, float]:
     """Predicted seconds of each way to have a layer's pre-activations in the backward:
     ``recompute``, its two GEMMs over all S·B rows (x·W_ihᵀ and h_{t−1}·W_hhᵀ, float32
-    results); ``save``, the forward's extra write of them (float32) at HBM bandwidth."""
+    results); ``save``, the forward's extra writes of them (float32) at HBM bandwidth,
+    plus, where the forward runs in clusters on tensor cores, the wait for them at each
+    step's exchange (SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS a buffer)."""
     rows, cols = seq_len * batch, l.gates * l.hidden_size
     precision = l.precision.value
     recompute = library_gemm_seconds(rows, cols, l.input_size, itemsize, precision, target) \
         + library_gemm_seconds(rows, cols, l.hidden_size, itemsize, precision, target)
-    return {"recompute": recompute, "save": rows * cols * 4 / target.memory_bandwidth}
+    persistence = l.persistence.value
+    waits = persistence.mode == "cluster" and persistence.math == "tensor"
+    save = saved_gate_bytes(l, seq_len, batch) / target.memory_bandwidth \
+        + (seq_len * SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS * (2 if l.cell == "gru" else 1) if waits else 0.0)
+    return {"recompute": recompute, "save": save}
 
 
 def saved_gate_bytes(l, seq_len: int, batch: int) -> int:
@@ -99,20 +114,30 @@ def plan_backward(model, plan, target):
             return none(l, str(exc))
         costs = gate_costs(l, o.seq_len, o.batch, itemsize, target)
         saved = saved_gate_bytes(l, o.seq_len, o.batch)
-        if o.saves_gates:
+        chosen = {"auto": min(costs, key=costs.get)}.get(o.backward_gates, o.backward_gates or "recompute")
+        source = {"auto": "model", None: "forced"}.get(o.backward_gates, "user")
+        if chosen == "save":
             gates = Decision("save", (
                 f"a training forward: each step's epilogue writes the pre-activations it sums anyway "
                 f"(float32, torch's gate order), {saved / MIB:.1f} MiB held from the forward to the "
-                f"backward for {costs['save'] * 1e6:.0f} µs of writes, where recomputing them takes two "
-                f"GEMMs (predicted {costs['recompute'] * 1e6:.0f} µs); cuDNN's reserve space holds them "
-                f"too"), "forced", alternatives=costs)
+                f"backward, predicted {costs['save'] * 1e6:.0f} µs of the forward's time, where "
+                f"recomputing them takes two GEMMs (predicted {costs['recompute'] * 1e6:.0f} µs); "
+                f"cuDNN's reserve space holds them too"), source, alternatives=costs)
+        elif o.backward_gates is not None:
+            gates = Decision("recompute", (
+                f"a training forward that saves nothing here: its stores are predicted at "
+                f"{costs['save'] * 1e6:.0f} µs of the forward's time (in clusters on tensor cores each "
+                f"step's exchange waits for them) against the backward's two GEMMs, predicted "
+                f"{costs['recompute'] * 1e6:.0f} µs, into {backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} "
+                f"MiB it frees after the layer"), source, alternatives=costs)
         else:
             gates = Decision("recompute", (
-                f"compiled for inference (backward_gates is not 'save'): a backward of this forward "
+                f"compiled for inference (backward_gates not set): a backward of this forward "
                 f"recomputes the pre-activations from h by two GEMMs (predicted "
                 f"{costs['recompute'] * 1e6:.0f} µs) into {backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} "
-                f"MiB it frees after the layer. rnncc.nn's training forward saves them ({saved / MIB:.1f} "
-                f"MiB, {costs['save'] * 1e6:.0f} µs of writes)"), "forced", alternatives=costs)
+                f"MiB it frees after the layer. rnncc.nn's training forward (backward_gates='auto') saves "
+                f"them where the stores cost less ({saved / MIB:.1f} MiB, predicted "
+                f"{costs['save'] * 1e6:.0f} µs of its time)"), source, alternatives=costs)
         reason = tile_reason(l, tile, o.batch, itemsize, target)
         return replace(l, backward_gates=gates, backward_tile=Decision(tile, reason))
     return plan.map_layers(decide)
