@@ -544,9 +544,10 @@ class CompiledModel:
         layer's from lengths[b]−1 down), its final state is that of its last step, and its
         outputs past its length are zero. They are B integers in [0, S] on the host (a
         list, NumPy array or CPU tensor; checked), or B int32 on the device (a CUDA tensor,
-        used as they are: unchecked, and capturable in a CUDA graph). ``gates`` (a model
-        compiled with backward_gates="save", a training forward) maps layers to the device
-        arrays their kernels write the gates' pre-activations into, for the backward:
+        used as they are: unchecked, and capturable in a CUDA graph). ``gates`` (a training
+        forward: compiled with backward_gates "auto" or "save") maps layers whose plans save
+        them to the device arrays their kernels write the gates' pre-activations into, for
+        the backward:
         float32 [S, B, G·H], contiguous, in the order the layer runs its steps (a reverse
         layer's last time step first), torch's gate order; a GRU layer's is a pair (the x
         part with the biases the projection holds, the h part with b_hn). The call is queued
@@ -622,8 +623,9 @@ class CompiledModel:
                                         f"{', '.join(l.name for l in plan.layers)}")
             if not codegen.saves_gates(l):
                 raise RuntimeCheckError(
-                    f"gates['{name}']: the layer's plan does not save them ({l.backward_gates.value}); "
-                    "compile with backward_gates='save' (a training forward)")
+                    f"gates['{name}']: the layer's plan does not save them (backward_gates: "
+                    f"{l.backward_gates.value}); expected a layer whose plan saves (compile with "
+                    "backward_gates='auto' or 'save')")
             parts = tuple(given) if l.cell == "gru" else (given,)
             if l.cell == "gru" and len(parts) != 2:
                 raise RuntimeCheckError(f"gates['{name}']: expected a pair (x part, h part) for a GRU layer")

@@ -113,31 +113,25 @@ def plan_backward(model, plan, target):
         except ValueError as exc:  # more units a block than the block runs
             return none(l, str(exc))
         costs = gate_costs(l, o.seq_len, o.batch, itemsize, target)
-        saved = saved_gate_bytes(l, o.seq_len, o.batch)
         chosen = {"auto": min(costs, key=costs.get)}.get(o.backward_gates, o.backward_gates or "recompute")
         source = {"auto": "model", None: "forced"}.get(o.backward_gates, "user")
+        saving = (f"{saved_gate_bytes(l, o.seq_len, o.batch) / MIB:.1f} MiB held from the forward to the "
+                  f"backward, predicted {costs['save'] * 1e6:.0f} µs of the forward's time")
+        recomputing = (f"two GEMMs (predicted {costs['recompute'] * 1e6:.0f} µs) into "
+                       f"{backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} MiB freed after the layer")
         if chosen == "save":
-            gates = Decision("save", (
-                f"a training forward: each step's epilogue writes the pre-activations it sums anyway "
-                f"(float32, torch's gate order), {saved / MIB:.1f} MiB held from the forward to the "
-                f"backward, predicted {costs['save'] * 1e6:.0f} µs of the forward's time, where "
-                f"recomputing them takes two GEMMs (predicted {costs['recompute'] * 1e6:.0f} µs); "
-                f"cuDNN's reserve space holds them too"), source, alternatives=costs)
+            why = (f"a training forward: each step's epilogue writes the pre-activations it sums anyway "
+                   f"(float32, torch's gate order), {saving}, where recomputing them takes {recomputing}; "
+                   f"cuDNN's reserve space holds them too")
         elif o.backward_gates is not None:
-            gates = Decision("recompute", (
-                f"a training forward that saves nothing here: its stores are predicted at "
-                f"{costs['save'] * 1e6:.0f} µs of the forward's time (in clusters on tensor cores each "
-                f"step's exchange waits for them) against the backward's two GEMMs, predicted "
-                f"{costs['recompute'] * 1e6:.0f} µs, into {backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} "
-                f"MiB it frees after the layer"), source, alternatives=costs)
+            why = (f"a training forward whose stores would cost more than they save ({saving}; in clusters "
+                   f"on tensor cores each step's exchange waits for them): the backward recomputes the "
+                   f"pre-activations by {recomputing}")
         else:
-            gates = Decision("recompute", (
-                f"compiled for inference (backward_gates not set): a backward of this forward "
-                f"recomputes the pre-activations from h by two GEMMs (predicted "
-                f"{costs['recompute'] * 1e6:.0f} µs) into {backward_bytes(l, o.seq_len, o.batch, itemsize) / MIB:.1f} "
-                f"MiB it frees after the layer. rnncc.nn's training forward (backward_gates='auto') saves "
-                f"them where the stores cost less ({saved / MIB:.1f} MiB, predicted "
-                f"{costs['save'] * 1e6:.0f} µs of its time)"), source, alternatives=costs)
+            why = (f"compiled for inference (backward_gates not set): a backward recomputes the "
+                   f"pre-activations from h by {recomputing}. A training forward (backward_gates='auto', "
+                   f"rnncc.nn's) saves them where that costs less: {saving}")
+        gates = Decision(chosen, why, source, alternatives=costs)
         reason = tile_reason(l, tile, o.batch, itemsize, target)
         return replace(l, backward_gates=gates, backward_tile=Decision(tile, reason))
     return plan.map_layers(decide)
