@@ -208,13 +208,11 @@ class _Runner:
         return entry[0]
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
-            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None, gates=None,
-            compiled=None):
+            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None, gates=None):
         """(outputs tuple, final state) of the model on CUDA tensor x: the state as a dict
         per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n)); ``lengths``
-        and ``gates`` as the compiled model takes them; ``compiled``: compiled_for's result,
-        where the caller has it already."""
-        y, final = (compiled or self.compiled_for(model, weights, x))(
+        and ``gates`` as the compiled model takes them."""
+        y, final = self.compiled_for(model, weights, x)(
             x.contiguous() if x.stride(-1) != 1 else x, state or None,
             batch_first=batch_first, stacked_state=stacked_state, lengths=lengths, gates=gates)
         return (y if isinstance(y, tuple) else (y,)), final
@@ -340,19 +338,12 @@ def _gate_shapes(model: IrModel, S: int, B: int) -> list[tuple[str, tuple[int, i
             for _ in range(2 if l.cell == "gru" else 1)]
 
 
-def _saving_layers(spec: str, named: dict[str, torch.Tensor], x: torch.Tensor, compiled=None) -> frozenset[str]:
+def _saving_layers(spec: str, named: dict[str, torch.Tensor], x: torch.Tensor) -> set[str]:
     """The layers whose training forward at x's [S, B] saves the pre-activations (their
-    plans' backward_gates); ``compiled``: the training forward's compiled model, where
-    the caller has it."""
-    compiled = compiled or _runner_of(_training_spec(spec)).compiled_for(_model_of(_training_spec(spec)), named, x)
-    return _saving_in(compiled, *x.shape[:2])
-
-
-@lru_cache(maxsize=4096)
-def _saving_in(compiled, S: int, B: int) -> frozenset[str]:
-    """_saving_layers of a compiled model at [S, B] (a cache: a training step asks three
-    times, and a small model's step is host time)."""
-    return frozenset(l.name for l in compiled.variant(S, B).plan.layers if l.backward_gates.value == "save")
+    plans' backward_gates)."""
+    train = _model_of(_training_spec(spec))
+    plan = _runner_of(_training_spec(spec)).compiled_for(train, named, x).variant(*x.shape[:2]).plan
+    return {l.name for l in plan.layers if l.backward_gates.value == "save"}
 
 
 def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
@@ -363,16 +354,14 @@ def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     runner, named = _runner_of(_training_spec(spec)), dict(zip(_weight_names(model), weights))
     S, B = x.shape[:2]
-    compiled = runner.compiled_for(train, named, x)
-    saving = _saving_layers(spec, named, x, compiled)
+    saving = _saving_layers(spec, named, x)
     buffers = [x.new_empty(shape, dtype=torch.float32) for _, shape in _gate_shapes(model, S, B)]
     parts: dict[str, list[torch.Tensor]] = {}
     for (name, _), t in zip(_gate_shapes(model, S, B), buffers):
         if name in saving:
             parts.setdefault(name, []).append(t)
     gates = {name: tuple(p) if len(p) > 1 else p[0] for name, p in parts.items()}
-    outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None,
-                             compiled=compiled)
+    outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None)
     flat = list(outs[:len(model.outputs)])
     for l in model.layers:
         flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]

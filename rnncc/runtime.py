@@ -552,8 +552,8 @@ class CompiledModel:
         layer's last time step first), torch's gate order; a GRU layer's is a pair (the x
         part with the biases the projection holds, the h part with b_hn). The call is queued
         on the caller's stream and returns without waiting for the GPU (NumPy excepted)."""
-        if not state and lengths is None and type(x) is self._replay_type:
-            found = self._replayed(x, batch_first, stacked_state, gates)
+        if not state and lengths is None and gates is None and type(x) is self._replay_type:
+            found = self._replayed(x, batch_first, stacked_state)
             if found is not None:
                 return found
         return self._call(x, state, batch_first, stacked_state, None, lengths, gates)
@@ -605,7 +605,7 @@ class CompiledModel:
         gate_arrays = self._gate_arrays(gates, S, B, host, lengths is not None) if gates else {}
 
         return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
-                         S, B, batch_first, stacked_state, stamps, lengths, gate_arrays, gates)
+                         S, B, batch_first, stacked_state, stamps, lengths, gate_arrays)
 
     def _gate_arrays(self, gates: Mapping[str, Any], S: int, B: int, host: bool,
                      lengths: bool) -> dict[str, launch.Gates]:
@@ -654,27 +654,14 @@ class CompiledModel:
         return self._run(x, "torch", False, None, view, {}, S, B, batch_first, True)
 
     @staticmethod
-    def _replay_key(x, batch_first: bool, stacked: bool, env, gates: Mapping[str, Any] | None = None) -> tuple:
+    def _replay_key(x, batch_first: bool, stacked: bool, env) -> tuple:
         """The signature of a call on a PyTorch tensor with no initial state and no
-        lengths, from the tensors alone: everything __call__ checks and _run keys a program
-        by (shape, strides, dtype, device, the pointer's alignment, the debug knobs), and
-        of the pre-activations' buffers (``gates``: torch tensors) the same, by layer."""
-        key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 256, batch_first, stacked,
-               env.get("RNNCC_DEBUG_POISON") == "1", env.get("RNNCC_SPIN_TIMEOUT_MS"))
-        if gates:
-            key += tuple((name, *((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 256) for t in
-                                  (parts if isinstance(parts, tuple) else (parts,))))
-                         for name, parts in gates.items())
-        return key
+        lengths, from the tensor alone: everything __call__ checks and _run keys a program
+        by (shape, strides, dtype, device, the pointer's alignment, the debug knobs)."""
+        return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 256, batch_first, stacked,
+                env.get("RNNCC_DEBUG_POISON") == "1", env.get("RNNCC_SPIN_TIMEOUT_MS"))
 
-    @staticmethod
-    def _gate_pointers(gates: Mapping[str, Any] | None) -> list[int]:
-        """The pre-activations' buffers (torch tensors) as a replay's inputs after x, in the
-        order _run takes them."""
-        return [t.data_ptr() for parts in (gates or {}).values()
-                for t in (parts if isinstance(parts, tuple) else (parts,))]
-
-    def _replayed(self, x, batch_first: bool, stacked: bool, gates: Mapping[str, Any] | None = None):
+    def _replayed(self, x, batch_first: bool, stacked: bool):
         """The result of a call on a PyTorch tensor with no initial state and no lengths
         whose signature a recorded program has (see _run), run with none of the checks
         and lookups before it: they passed for the recorded call and depend only on what
@@ -683,7 +670,7 @@ class CompiledModel:
         time before its first launch (results/call-host-parts-h100-2026-11-25-at-2aa6751.txt)."""
         if not self.replay:
             return None
-        key = self._replay_key(x, batch_first, stacked, os.environ, gates)
+        key = self._replay_key(x, batch_first, stacked, os.environ)
         found = self._programs.get(key)
         if found is None:
             return None
@@ -693,7 +680,7 @@ class CompiledModel:
             return self._graph_replayed(found.program, x, key)
         stream = arrays.stream_of(x, "torch")
         memory = _CallMemory(x.device, stream, found.poison)
-        return self._replay(found.program, [x.data_ptr(), *self._gate_pointers(gates)], stream, memory,
+        return self._replay(found.program, [x.data_ptr()], stream, memory,
                             self._replay_outputs(x, memory, stream))
 
     def _graph_replayed(self, program: call_program.CallProgram, x, key: tuple):
@@ -751,11 +738,10 @@ class CompiledModel:
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
              batch_first: bool, stacked: bool, stamps: list | None = None,
              lengths: "np.ndarray | arrays.DeviceView | None" = None,
-             gates: Mapping[str, launch.Gates] | None = None, gates_given: Mapping[str, Any] | None = None):
+             gates: Mapping[str, launch.Gates] | None = None):
         """A checked call: its plan, memory and debug knobs, then the forward, or the
         program recorded from the first call of the same signature (call_program.py): a
-        call on device arrays without lengths or timing events. ``gates``: the checked
-        form of the caller's ``gates_given``."""
+        call on device arrays without lengths or timing events."""
         variant = self.variant(S, B, lengths is not None)
         self._load(variant)
         self.check_errors()
@@ -802,18 +788,14 @@ class CompiledModel:
                 if len(self._programs) >= 256:
                     self._drop_programs()
                 self._programs[key] = recorded
-                given = [t for parts in (gates_given or {}).values()
-                         for t in (parts if isinstance(parts, tuple) else (parts,))]
-                if recorded.program is not None and kind == "torch" and not state \
-                        and all(type(t) is type(x) for t in given):
+                if recorded.program is not None and kind == "torch" and not state:
                     # The same program under the key that __call__ and run_torch look up
-                    # first (_replayed), from the tensors alone. A call that saves gates is
-                    # not graphed (the graph would take x alone as its input).
+                    # first (_replayed), from the tensor alone.
                     program = recorded.program
                     nbytes = program.buffer_bytes(x.element_size()) + x.nbytes
                     recorded = replace(recorded, graphed=not memory.poison and nbytes <= FORWARD_GRAPH_BYTES
-                                       and program.operations() >= GRAPH_MIN_OPERATIONS and not given)
-                    self._programs[self._replay_key(x, batch_first, stacked, env, gates_given)] = recorded
+                                       and program.operations() >= GRAPH_MIN_OPERATIONS)
+                    self._programs[self._replay_key(x, batch_first, stacked, env)] = recorded
                     self._replay_type = type(x)
             return result
         finally:

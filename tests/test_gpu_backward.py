@@ -577,16 +577,8 @@ def test_training_forward_saves_the_pre_activations(gpu, torch, case):
         gates[l.name] = tuple(parts) if cell == "gru" else parts[0]
     (a, b), _ = m(x, gates=gates)
     (a0, b0), _ = plain(x)
-    # Again into new buffers: the call replays its recorded program (found from the tensors
-    # alone), which takes the buffers as inputs.
-    again = {k: tuple(torch.full_like(t, float("nan")) for t in v) if isinstance(v, tuple)
-             else torch.full_like(v, float("nan")) for k, v in gates.items()}
-    (a1, b1), _ = m(x, gates=again)
     torch.cuda.synchronize()
-    assert torch.equal(a, a0) and torch.equal(b, b0) and torch.equal(a1, a) and torch.equal(b1, b)
-    for k in gates:
-        for t, u in zip(*((v if isinstance(v, tuple) else (v,)) for v in (gates[k], again[k]))):
-            assert torch.equal(t, u), k
+    assert torch.equal(a, a0) and torch.equal(b, b0)
 
     w = {k: v.astype(np.float64) for k, v in m.state_dict().items()}
     weights = lambda name: {k.partition(".")[2]: v for k, v in w.items() if k.partition(".")[0] == name}  # noqa: E731
