@@ -2,16 +2,19 @@
 through the twin and through torch.nn (cuDNN), one step profiled by torch.profiler after
 warm-up, kernels summed by name (µs a step, largest first).
 
-Usage: python3 benchmarks/backward_profile.py > results/backward-profile-<gpu>-<date>.txt
+Usage: python3 benchmarks/backward_profile.py [cell,dtype,H,B[,S] ...] > results/backward-profile-<gpu>-<date>.txt
+(rows named on the command line instead of the bench's; float32 exact)
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 import rnncc.nn
-from rnncc.bench import training_configs
+from rnncc.bench import Config, training_configs
 
 
 def kernels(step) -> list[tuple[str, float]]:
@@ -42,7 +45,10 @@ def training_case(cfg):
 
 def main() -> None:
     print(__doc__.split("\n\n")[0].replace("\n", " "))
-    for cfg in training_configs():
+    named = [r.split(",") for r in sys.argv[1:]]
+    configs = [Config(cell, dtype, int(H), int(B), *(int(x) for x in S), precision="exact" if dtype == "float32" else None,
+                      passes="forward+backward") for cell, dtype, H, B, *S in named] or training_configs()
+    for cfg in configs:
         module, twin, x, dy = training_case(cfg)
         for name, m in (("rnncc", twin), ("cuDNN", module)):
             rows = kernels(lambda: torch.autograd.grad(m(x)[0], [x, *m.parameters()], dy))
