@@ -8,9 +8,12 @@ replays interleaved in one process. Overlay variants must agree with the planned
 dG before their time counts. Prints µs a step.
 
     python3 benchmarks/backward_split.py lstm float16 512 8 [--parts] [--overlay DIR|git:REV ...]
-        [--tile CLUSTER,M_TILES,K_SPLIT,BATCH ...] [-o DIR]
+        [--tile CLUSTER,M_TILES,K_SPLIT,BATCH ...] [--grid-tile UNITS,ROWS ...] [-o DIR]
 
-``--tile``: the kernel at another cluster tile, beside the planned one (checked the same way).
+``--tile``: the kernel at another cluster tile, beside the planned one (checked the same way);
+``--grid-tile``: the grid form at UNITS units a block (⌈H / UNITS⌉ blocks) and ROWS batch
+rows a pass, W_hh's columns in shared memory where they fit (the float32 form's only choice
+of block today is one an SM: tiles.backward_tile).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def main() -> None:
     parser.add_argument("batch", type=int)
     parser.add_argument("--overlay", dest="overlays", action="append", default=[])
     parser.add_argument("--tile", dest="tiles", action="append", default=[])
+    parser.add_argument("--grid-tile", dest="grid_tiles", action="append", default=[])
     parser.add_argument("--parts", action="store_true", help="time the kernel with each part cut out")
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
@@ -72,6 +76,14 @@ def main() -> None:
     for text in args.tiles:
         other = tiles.ClusterBackwardTile(*map(int, text.split(",")))
         variants[f"tile {text}"] = (other, backward._kernel(cell, H, G, dtype, other))
+    shared_max = tiles.backward_shared_max(backward._device()[0].shared_memory_per_block_optin)
+    for text in args.grid_tiles:
+        units, rows = map(int, text.split(","))
+        other = tiles.BackwardTile(units, -(-H // units), rows, True)
+        if other.shared_bytes(G, H, B) > shared_max:
+            other = replace(other, w_in_shared=False)
+        variants[f"grid {units}u {rows}r{'' if other.w_in_shared else ' L2'}"] = \
+            (other, backward._kernel(cell, H, G, dtype, other))
 
     def run(variant):
         return backward.recurrence(layer, w_hh, pre, pre_h, h_prev, None, dy, None, None,
