@@ -626,9 +626,13 @@ class CompiledModel:
                     f"gates['{name}']: the layer's plan does not save them (backward_gates: "
                     f"{l.backward_gates.value}); expected a layer whose plan saves (compile with "
                     "backward_gates='auto' or 'save')")
-            parts = tuple(given) if l.cell == "gru" else (given,)
-            if l.cell == "gru" and len(parts) != 2:
-                raise RuntimeCheckError(f"gates['{name}']: expected a pair (x part, h part) for a GRU layer")
+            pair = isinstance(given, (tuple, list)) and len(given) == 2
+            if (l.cell == "gru") != pair:  # a tensor is iterable too: its type decides, not len()
+                raise RuntimeCheckError(f"gates['{name}']: got {type(given).__name__}"
+                                        + (f" of {len(given)}" if isinstance(given, (tuple, list)) else "")
+                                        + (", expected a pair (x part, h part) for a GRU layer" if l.cell == "gru"
+                                           else ", expected one array for a non-GRU layer"))
+            parts = tuple(given) if pair else (given,)
             shape = (S, B, l.gates * l.hidden_size)
             ptrs = []
             for i, p in enumerate(parts):

@@ -826,6 +826,64 @@ def test_residual_arguments_are_pure(persistence):
     assert "residual_out" not in plain.source and "residual" not in plain.name
 
 
+@pytest.mark.parametrize("persistence", ["none", "grid", "cluster"])
+def test_saved_gates_arguments_and_the_calls_checks(persistence):
+    """A training forward's kernels (backward_gates="save") take where to write the
+    pre-activations at the launch's first step (a step kernel: at its step), a GRU's x and
+    h parts apart; NO_GATES gives nullptrs; an inference plan's kernels take none. A call's
+    ``gates`` are checked before anything runs: the layer, its plan, a GRU's pair, dtype,
+    shape and contiguity."""
+    from rnncc import arrays, launch
+    from rnncc.errors import RuntimeCheckError
+
+    spec = {"name": "g", "input_size": 6, "layers": [
+        {"name": "l0", "cell": "lstm", "hidden_size": 8},
+        {"name": "l1", "cell": "gru", "hidden_size": 8, "input": "l0"}]}
+    m = rnncc.compile(spec, target="h100", batch=3, seq_len=8, persistence=persistence, gemm="rnncc",
+                      backward_gates="save")
+    plain = rnncc.compile(spec, target="h100", batch=3, seq_len=8, persistence=persistence, gemm="rnncc")
+    assert all(l.backward_gates.value == "save" for l in m.plan.layers)
+    assert not any("gates" in p.name for k in plain.kernels for p in k.params)
+    l0, l1 = m.plan.layers
+    k0, k1 = m.kernel_of("l0", "recurrent"), m.kernel_of("l1", "recurrent")
+    assert [p.name for p in k0.params if p.name.startswith("gates")] == ["gates"]
+    assert [p.name for p in k1.params if p.name.startswith("gates")] == ["gates", "gates_h"]
+    gates = launch.Gates(50000, 90000, 3 * 24)  # GRU: B·G·H = 3·3·8 floats a step
+    assert launch.NO_GATES.arguments(5) == {"gates": 0, "gates_h": 0}
+    assert launch.Gates(50000, 0, 96).arguments(2) == {"gates": 50000 + 2 * 96 * 4, "gates_h": 0}
+    common = dict(S=8, B=3, y=launch.Sequence(5000, 4, 24, 8), h0=None, c0=0, c_out=0, cell=0, xproj=1000,
+                  xproj_strides=(3 * 24, 24, 1), weights={"w_hh_t": 11, "bias_hn": 12}, gates=gates)
+    if persistence == "none":
+        args, at = launch.step_arguments(l1, t=2, j=2, step_product=0, **common), 2
+    else:
+        args, at = launch.persistent_arguments(l1, t0=4, steps=4, barrier=0, status=0, spin_timeout_ns=1,
+                                               **common), 4
+    named = dict(zip((p.name for p in k1.params), launch.arguments(k1, args)))
+    assert (named["gates"], named["gates_h"]) == (50000 + at * 72 * 4, 90000 + at * 72 * 4)
+
+    class OnDevice:  # a device array of another library: its interface alone, no GPU touched
+        def __init__(self, shape, typestr="<f4", strides=None):
+            self.__cuda_array_interface__ = {"typestr": typestr, "shape": shape, "data": (1 << 20, False),
+                                             "strides": strides, "version": 3}
+    good = {"l0": OnDevice((8, 3, 32)), "l1": (OnDevice((8, 3, 24)), OnDevice((8, 3, 24)))}
+    checked = m._gate_arrays(good, 8, 3, host=False, lengths=False)
+    assert checked["l0"] == launch.Gates(1 << 20, 0, 96) and checked["l1"].h_part == 1 << 20
+    for bad, says in ((dict(good, l9=good["l0"]), "unknown layer 'l9'"),
+                      (dict(good, l1=good["l1"][0]), "gates['l1']: got OnDevice, expected a pair"),
+                      (dict(good, l0=good["l1"]), "gates['l0']: got tuple of 2, expected one array"),
+                      (dict(good, l0=OnDevice((8, 3, 32), "<f2")), "gates['l0']: dtype float16"),
+                      (dict(good, l0=OnDevice((8, 3, 31))), "expected a contiguous (8, 3, 32)"),
+                      (dict(good, l0=OnDevice((8, 3, 32), strides=(4 * 3 * 64, 4 * 64, 4))),
+                       "expected a contiguous (8, 3, 32)")):
+        with pytest.raises(RuntimeCheckError, match=re.escape(says)):
+            m._gate_arrays(bad, 8, 3, host=False, lengths=False)
+    with pytest.raises(RuntimeCheckError, match="given with lengths"):
+        m._gate_arrays(good, 8, 3, host=False, lengths=True)
+    with pytest.raises(RuntimeCheckError, match="does not save them"):
+        plain._gate_arrays(good, 8, 3, host=False, lengths=False)
+    assert arrays.kind_of(good["l0"]) == "cai"
+
+
 # ---- schedule: layers one after another, or pipelined ------------------------------------
 
 def stack(L, H, dtype="float16", cell="lstm"):

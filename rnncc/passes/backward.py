@@ -30,11 +30,13 @@ from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 MIB = 2**20
 
 # What saving costs a step beyond its bytes where the forward runs in clusters on tensor
-# cores, per buffer written (a GRU writes two): the exchange's release at the step's end
-# waits for the step's stores. Measured 0.19 and 0.24 µs a step (LSTM fp16 H=512 and H=256,
-# B=8) and 0.39 (GRU fp16 H=512 B=8, two buffers); ~0.01 in the FMA cluster kernels, none
-# measurable in the grid kernels at B=8, where the barrier's wait hides them
-# (benchmarks/saved_gates.py, results/saved-gates-h100-2026-11-27-at-bb32122.jsonl).
+# cores, per buffer written (a GRU writes two). Measured 0.19 and 0.24 µs a step (LSTM fp16
+# H=512 and H=256, B=8) and 0.39 (GRU fp16 H=512 B=8, two buffers); ~0.01 in the FMA
+# cluster kernels, none measurable in the grid kernels at B=8 (benchmarks/saved_gates.py,
+# results/saved-gates-h100-2026-11-27-at-bb32122.jsonl). Nsight Compute finds 4.8% more
+# instructions and more long-scoreboard stalls, at 242 registers: G 4-byte stores an element,
+# whose source registers the next step's code waits for
+# (results/ncu-saved-gates-h100-2026-11-27.txt); not the exchange's barriers.
 SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS = 0.2e-6
 
 
@@ -125,8 +127,8 @@ def plan_backward(model, plan, target):
                    f"cuDNN's reserve space holds them too")
         elif o.backward_gates is not None:
             why = (f"a training forward whose stores would cost more than they save ({saving}; in clusters "
-                   f"on tensor cores each step's exchange waits for them): the backward recomputes the "
-                   f"pre-activations by {recomputing}")
+                   f"on tensor cores a step's stores hold registers its next step's code waits for): the "
+                   f"backward recomputes the pre-activations by {recomputing}")
         else:
             why = (f"compiled for inference (backward_gates not set): a backward recomputes the "
                    f"pre-activations from h by {recomputing}. A training forward (backward_gates='auto', "
