@@ -221,15 +221,15 @@ def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
     h_prev[1:] = h[:-1]
     h_prev2 = h_prev.view(S * B, H)
     if saved is not None:
-        pre, pre_h = (saved[0].view(S * B, -1), saved[1].view(S * B, -1)) if layer.cell == "gru" \
-            else (saved[0].view(S * B, -1), None)
-    elif layer.cell == "gru":  # the h part apart: r multiplies it
-        b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
-        pre, pre_h = _gemm(x2, W_ih.T, b_ih), _gemm(h_prev2, W_hh.T, b_hh)
+        parts = [t.view(S * B, -1) for t in saved]
+        pre, pre_h = parts[0], (parts[1] if len(parts) > 1 else None)
     else:
         b_ih, b_hh = _f32(w.get("bias_ih")), _f32(w.get("bias_hh"))
-        bias = b_ih if b_hh is None else b_ih + b_hh
-        pre, pre_h = _gemm(h_prev2, W_hh.T, _gemm(x2, W_ih.T, bias)), None
+        if layer.cell == "gru":  # the h part apart: r multiplies it
+            pre, pre_h = _gemm(x2, W_ih.T, b_ih), _gemm(h_prev2, W_hh.T, b_hh)
+        else:
+            bias = b_ih if b_hh is None else b_ih + b_hh
+            pre, pre_h = _gemm(h_prev2, W_hh.T, _gemm(x2, W_ih.T, bias)), None
     dg_x, dg_h, dh0, dc0 = recurrence(layer, W_hh, pre, pre_h, h_prev, _f32(c0), _f32(dy),
                                       _f32(dh_n), _f32(dc_n), overwrite=saved is None)
     dg_h = dg_x if dg_h is None else dg_h

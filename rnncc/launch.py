@@ -159,6 +159,10 @@ class Gates:
         at = lambda p: p + t * self.row * 4 if p else 0  # noqa: E731
         return {"gates": at(self.ptr), "gates_h": at(self.h_part)}
 
+    def pointers(self) -> tuple[int, ...]:
+        """The buffers' pointers, the h part's only where there is one (a call's inputs)."""
+        return (self.ptr, self.h_part) if self.h_part else (self.ptr,)
+
 
 NO_GATES = Gates(0, 0, 0)
 

@@ -36,6 +36,7 @@ from .call_graphs import CallGraphs, signature
 from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
+from .passes.backward import saved_gate_buffers
 from .plan import OPTION_CHOICES
 from .reference_autograd import ReferenceFunction
 from .spec import load as load_spec
@@ -328,14 +329,28 @@ def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor])
     return state
 
 
+def _gate_layers(model: IrModel) -> list[str]:
+    """The layer of each of the training forward's buffers for saved pre-activations, in
+    its outputs' order: two for a GRU layer (the x and h parts), one for any other layer the
+    CUDA backward covers (not LSTMP). The op's outputs cannot depend on the plan, which the
+    fake implementation does not make, so a layer whose plan recomputes
+    (``_saving_layers``) still gets its buffers, unwritten."""
+    return [l.name for l in model.layers if not l.proj_size for _ in range(saved_gate_buffers(l.cell))]
+
+
 def _gate_shapes(model: IrModel, S: int, B: int) -> list[tuple[str, tuple[int, int, int]]]:
-    """The training forward's buffers for saved pre-activations, in its outputs' order:
-    (layer, shape) of each float32 buffer, two for a GRU layer (the x and h parts), for
-    every layer the CUDA backward covers (not LSTMP). Shapes of the op's outputs cannot
-    depend on the plan, which the fake implementation does not make, so a layer whose plan
-    recomputes (``_saving_layers``) still gets its buffers, unwritten."""
-    return [(l.name, (S, B, l.gates * l.hidden_size)) for l in model.layers if not l.proj_size
-            for _ in range(2 if l.cell == "gru" else 1)]
+    """(layer, shape) of each buffer of ``_gate_layers``: float32 [S, B, G·H]."""
+    return [(name, (S, B, model.layer(name).gates * model.layer(name).hidden_size)) for name in _gate_layers(model)]
+
+
+def _saved_buffers(model: IrModel, buffers: list[torch.Tensor], saving: set[str]) -> dict[str, tuple]:
+    """The buffers (in ``_gate_layers``' order) of the layers in ``saving``, by layer: one,
+    or a GRU's two."""
+    by_layer: dict[str, tuple] = {}
+    for name, t in zip(_gate_layers(model), buffers):
+        if name in saving:
+            by_layer[name] = (*by_layer.get(name, ()), t)
+    return by_layer
 
 
 def _saving_layers(spec: str, named: dict[str, torch.Tensor], x: torch.Tensor) -> set[str]:
@@ -353,14 +368,9 @@ def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
     gates' pre-activations (``_gate_shapes``), written where the plan saves them."""
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     runner, named = _runner_of(_training_spec(spec)), dict(zip(_weight_names(model), weights))
-    S, B = x.shape[:2]
-    saving = _saving_layers(spec, named, x)
-    buffers = [x.new_empty(shape, dtype=torch.float32) for _, shape in _gate_shapes(model, S, B)]
-    parts: dict[str, list[torch.Tensor]] = {}
-    for (name, _), t in zip(_gate_shapes(model, S, B), buffers):
-        if name in saving:
-            parts.setdefault(name, []).append(t)
-    gates = {name: tuple(p) if len(p) > 1 else p[0] for name, p in parts.items()}
+    buffers = [x.new_empty(shape, dtype=torch.float32) for _, shape in _gate_shapes(model, *x.shape[:2])]
+    gates = {name: p if len(p) > 1 else p[0]
+             for name, p in _saved_buffers(model, buffers, _saving_layers(spec, named, x)).items()}
     outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None)
     flat = list(outs[:len(model.outputs)])
     for l in model.layers:
@@ -380,16 +390,11 @@ def _backward_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor], h0: 
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     tensors = {o.name: t for o, t in zip(train.outputs, sequences) if o.is_layer}
     names = _weight_names(model)
-    saving = _saving_layers(spec, dict(zip(names, weights)), x)
-    saved: dict[str, list[torch.Tensor]] = {}  # the forward's pre-activations, by layer
-    for (name, _), t in zip(_gate_shapes(model, *x.shape[:2]), sequences[len(train.outputs):]):
-        if name in saving:
-            saved.setdefault(name, []).append(t)
+    saved = _saved_buffers(model, sequences[len(train.outputs):], _saving_layers(spec, dict(zip(names, weights)), x))
     n = len(model.outputs)
     final = _finals(grads, n, _layout(model)[1])
     dx, dw, dstate = backward.model_backward(model, dict(zip(names, weights)), x, tensors,
-                                             _given_state(model, h0, c0), grads[:n], final,
-                                             {k: tuple(v) for k, v in saved.items()})
+                                             _given_state(model, h0, c0), grads[:n], final, saved)
     out = [dx.to(x.dtype)] + [dw[name].to(w.dtype) for name, w in zip(names, weights)]
     for l, h in zip(model.layers, h0):
         d = dstate[l.name][0] if l.cell == "lstm" else dstate[l.name]
@@ -503,11 +508,10 @@ def _backward_replayed(spec: str, x: torch.Tensor, weights: list[torch.Tensor], 
     # The buffers of layers that recompute their pre-activations were not written: the
     # graph need not copy them in (16 MiB a replay at LSTM fp16 H=512 B=8).
     model = _model_of(spec)
-    saving, buffers = _saving_layers(spec, dict(zip(_weight_names(model), weights)), x), \
-        _gate_shapes(model, *x.shape[:2])
-    unread, first = x.new_empty(0, dtype=torch.float32), len(sequences) - len(buffers)
+    saving, layers = _saving_layers(spec, dict(zip(_weight_names(model), weights)), x), _gate_layers(model)
+    unread, first = x.new_empty(0, dtype=torch.float32), len(sequences) - len(layers)
     sequences = sequences[:first] + [t if name in saving else unread
-                                     for (name, _), t in zip(buffers, sequences[first:])]
+                                     for name, t in zip(layers, sequences[first:])]
     nh, nc, ns = len(h0), len(c0), len(sequences)
 
     def body(ins: list) -> list[torch.Tensor]:

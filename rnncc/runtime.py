@@ -765,7 +765,7 @@ class CompiledModel:
             for h0, c0 in initial.values():
                 inputs += ([h0[0]] if h0 else []) + ([c0] if c0 else [])
             for g in (gates or {}).values():  # then the pre-activations' buffers, as _forward takes them
-                inputs += [g.ptr] + ([g.h_part] if g.h_part else [])
+                inputs += g.pointers()
             # Whatever changes the call's work: its shapes, the input's strides, which
             # layers start from a given state or save gates, the pointers' alignment
             # (cuBLASLt's algorithm), the debug knobs.
@@ -935,7 +935,7 @@ class CompiledModel:
             runs.append(_LayerRun(l, index, y, residual, h0, c0, c_arr, c_view, lengths,
                                   gates=gates.get(l.name, launch.NO_GATES)))
         for g in gates.values():  # the caller's arrays: a replay's inputs after the states
-            for ptr in (g.ptr, g.h_part)[:2 if g.h_part else 1]:
+            for ptr in g.pointers():
                 ops.allocated(("input",), ptr, S * g.row * 4)
         if pipelined(plan):
             self._run_pipelined(variant, runs, tensors, ws, S, B, stream, barrier_of, spin_ns, stamps, ops)

@@ -164,6 +164,8 @@ def test_training_spec_makes_every_layer_an_output():
     assert rnn._runner_of(spec).backward_gates is None and "backward_gates" not in spec
     gru = rnn.GRU(4, 6, num_layers=2)._specs["float32"]
     assert rnn._gate_shapes(rnn._model_of(gru), 7, 3) == [("l0", (7, 3, 18))] * 2 + [("l1", (7, 3, 18))] * 2
+    # the buffers of the layers that save, by layer (a GRU's two in order)
+    assert rnn._saved_buffers(rnn._model_of(gru), ["a", "b", "c", "d"], {"l1"}) == {"l1": ("c", "d")}
     lstmp = rnn.LSTM(4, 6, proj_size=2)._specs["float32"]
     assert rnn._gate_shapes(rnn._model_of(lstmp), 7, 3) == []  # no CUDA backward for LSTMP
 

@@ -868,6 +868,7 @@ def test_saved_gates_arguments_and_the_calls_checks(persistence):
     good = {"l0": OnDevice((8, 3, 32)), "l1": (OnDevice((8, 3, 24)), OnDevice((8, 3, 24)))}
     checked = m._gate_arrays(good, 8, 3, host=False, lengths=False)
     assert checked["l0"] == launch.Gates(1 << 20, 0, 96) and checked["l1"].h_part == 1 << 20
+    assert checked["l0"].pointers() == (1 << 20,) and checked["l1"].pointers() == (1 << 20, 1 << 20)
     for bad, says in ((dict(good, l9=good["l0"]), "unknown layer 'l9'"),
                       (dict(good, l1=good["l1"][0]), "gates['l1']: got OnDevice, expected a pair"),
                       (dict(good, l0=good["l1"]), "gates['l0']: got tuple of 2, expected one array"),

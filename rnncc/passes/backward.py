@@ -44,23 +44,28 @@ def gate_costs(l, seq_len: int, batch: int, itemsize: int, target) -> dict[str, 
     """Predicted seconds of each way to have a layer's pre-activations in the backward:
     ``recompute``, its two GEMMs over all S·B rows (x·W_ihᵀ and h_{t−1}·W_hhᵀ, float32
     results); ``save``, the forward's extra writes of them (float32) at HBM bandwidth,
-    plus, where the forward runs in clusters on tensor cores, the wait for them at each
-    step's exchange (SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS a buffer)."""
+    plus, where the forward runs in clusters on tensor cores, what the stores cost its
+    step (SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS a buffer)."""
     rows, cols = seq_len * batch, l.gates * l.hidden_size
     precision = l.precision.value
     recompute = library_gemm_seconds(rows, cols, l.input_size, itemsize, precision, target) \
         + library_gemm_seconds(rows, cols, l.hidden_size, itemsize, precision, target)
     persistence = l.persistence.value
-    waits = persistence.mode == "cluster" and persistence.math == "tensor"
+    stalls = persistence.mode == "cluster" and persistence.math == "tensor"
     save = saved_gate_bytes(l, seq_len, batch) / target.memory_bandwidth \
-        + (seq_len * SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS * (2 if l.cell == "gru" else 1) if waits else 0.0)
+        + (seq_len * SAVED_GATES_CLUSTER_TENSOR_STEP_SECONDS * saved_gate_buffers(l.cell) if stalls else 0.0)
     return {"recompute": recompute, "save": save}
 
 
+def saved_gate_buffers(cell: str) -> int:
+    """The float32 [S, B, G·H] buffers a layer's saved pre-activations take: two for a GRU
+    (its h part apart, which r multiplies), else one."""
+    return 2 if cell == "gru" else 1
+
+
 def saved_gate_bytes(l, seq_len: int, batch: int) -> int:
-    """Device memory a training forward's saved pre-activations of a layer take: float32
-    [S, B, G·H], twice for a GRU (its h part apart, which r multiplies)."""
-    return seq_len * batch * l.gates * l.hidden_size * 4 * (2 if l.cell == "gru" else 1)
+    """Device memory a training forward's saved pre-activations of a layer take."""
+    return seq_len * batch * l.gates * l.hidden_size * 4 * saved_gate_buffers(l.cell)
 
 
 def backward_bytes(l, seq_len: int, batch: int, itemsize: int) -> int:

@@ -319,13 +319,15 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
 def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     """The call's predicted time: the timeline's end, or the host's time if longer. A plan
     for calls replayed from a CUDA graph (CompileOptions.launches) has no host time a call."""
-    tasks = timeline(plan, schedule, seq_len, target)
+    end = max(t.end for t in timeline(plan, schedule, seq_len, target))
+    if plan.options.graphed:
+        return end
     host = 0.0
-    for l in plan.layers if not plan.options.graphed else ():
+    for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)
         chunks = -(-seq_len // chunk)
         host += chunks * (pipelined_host_seconds(l) if schedule.pipelined else host_seconds(l, chunk))
-    return max(max(t.end for t in tasks), host)
+    return max(end, host)
 
 
 def pipelined_plan(plan, chunk: int, target, parts: int = 1,
