@@ -9,8 +9,8 @@ states. From those, a layer's backward:
    steps (x·W_ihᵀ + b_ih, and h_{t−1}·W_hhᵀ + b_hh, h_{t−1} being the saved sequence
    shifted by one step);
 2. runs the recurrence in reverse time in one persistent kernel, which writes dG in the
-   layer's type: in clusters with W_hh in registers (``templates/backward_cluster.cu.j2``)
-   where a half layer's W_hh fits their registers, else grid-persistent
+   layer's type: in clusters with W_hh in registers (``templates/backward_cluster.cu.j2``,
+   mma for half layers, FMA for float32) where W_hh fits their registers, else grid-persistent
    (``templates/backward_recurrent.cu.j2``); ``tiles.backward_kernel_tile`` chooses;
 3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
    GEMMs over all steps.
@@ -38,7 +38,8 @@ from .ir import INPUT, Layer, Model
 from .passes.cost import largest_cluster
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
-from .tiles import BackwardTile, ClusterBackwardTile, backward_kernel_tile, backward_shared_max, backward_tile
+from .tiles import (CLUSTER_BACKWARD_TILES, BackwardKernelTile, backward_kernel_tile, backward_shared_max,
+                    backward_tile)
 
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:
@@ -53,7 +54,7 @@ def _device():
 
 
 @lru_cache(maxsize=None)
-def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile | ClusterBackwardTile):
+def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardKernelTile):
     """(the rendered kernel, its loaded function), built once per process and code."""
     target, _ = _device()
     k = codegen.render_backward(cell, hidden, gates, dtype, tile)
@@ -63,13 +64,13 @@ def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardTile |
 
 
 @lru_cache(maxsize=None)
-def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> BackwardTile | ClusterBackwardTile:
+def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> BackwardKernelTile:
     """The tile a backward launch takes (``tiles.backward_kernel_tile``, as the plan says);
     the grid form where the driver cannot hold even one of the cluster form's clusters."""
     target, _ = _device()
     tile = backward_kernel_tile(gates, hidden, batch, DTYPES[dtype].itemsize, target.sm_count,
                                 largest_cluster(target), target.shared_memory_per_block_optin)
-    if isinstance(tile, ClusterBackwardTile):
+    if isinstance(tile, CLUSTER_BACKWARD_TILES):
         k, fn = _kernel(cell, hidden, gates, dtype, tile)
         if fn.max_active_clusters(tile.cluster, k.block, k.dynamic_shared) < 1:
             return backward_tile(gates, hidden, batch, target.sm_count, _dynamic_shared_max(target))
@@ -127,7 +128,7 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
 def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch.Tensor | None,
                h_prev: torch.Tensor, c0: torch.Tensor | None, dy: torch.Tensor,
                dh_n: torch.Tensor | None, dc_n: torch.Tensor | None,
-               tile: BackwardTile | ClusterBackwardTile | None = None, kernel=None,
+               tile: BackwardKernelTile | None = None, kernel=None,
                overwrite: bool = True):
     """Launch the backward recurrence of ``layer`` over contiguous [S, B, ·] tensors in the
     order the layer ran its steps: W_hh and h_prev in the layer's type, the rest float32.
@@ -161,7 +162,7 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
     dh0 = empty((B, H))
     dc0 = empty((B, H)) if lstm else None
     c_seq = empty((S, B, H)) if lstm else None
-    clusters = isinstance(tile, ClusterBackwardTile)  # clusters along y share nothing: no barrier
+    clusters = isinstance(tile, CLUSTER_BACKWARD_TILES)  # clusters along y share nothing: no barrier
     barrier = None if clusters else torch.zeros(launch.BARRIER_WORDS, dtype=torch.int32, device=device)
     spin_ms = float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS))
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .dtypes import max_relative_error, tolerance
-from .tiles import ClusterBackwardTile
+from .tiles import CLUSTER_BACKWARD_TILES
 from .timing import time_interleaved
 
 S = 256
@@ -328,7 +328,7 @@ def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
 
 def backward_form(layer) -> str:
     """"cluster" or "grid": the form of the layer's planned backward recurrence."""
-    return "cluster" if isinstance(layer.backward_tile.value, ClusterBackwardTile) else "grid"
+    return "cluster" if isinstance(layer.backward_tile.value, CLUSTER_BACKWARD_TILES) else "grid"
 
 
 def gnmt_loop(hidden: int, layers: int):

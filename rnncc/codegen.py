@@ -18,8 +18,8 @@ import jinja2
 from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
-from .tiles import (H_PROJECTION_BLOCK, BackwardTile, ClusterBackwardTile, ClusterTile, PersistentTile, StepRows,
-                    StepRowsTensor, StepTile)
+from .tiles import (CLUSTER_BACKWARD_TILES, H_PROJECTION_BLOCK, BackwardKernelTile, ClusterBackwardTile,
+                    ClusterTile, FmaClusterBackwardTile, PersistentTile, StepRows, StepRowsTensor, StepTile)
 
 
 @dataclass(frozen=True)
@@ -670,13 +670,13 @@ def backward_params(cell: str) -> tuple[Param, ...]:
 
 
 def render_backward(cell: str, hidden: int, gates: int, dtype: str,
-                    tile: BackwardTile | ClusterBackwardTile) -> KernelSource:
+                    tile: BackwardKernelTile) -> KernelSource:
     """The backward recurrence of a layer of ``cell`` and ``hidden`` units stored in
     ``dtype``, tiled by ``tile``: the grid kernel for a BackwardTile, the cluster kernel
-    for a ClusterBackwardTile. The code depends on the batch only through the tile (rows a
-    pass; rows a cluster)."""
+    for a ClusterBackwardTile (mma) or an FmaClusterBackwardTile (float32, FMA). The code
+    depends on the batch only through the tile (rows a pass; rows a cluster)."""
     params = backward_params(cell)
-    if isinstance(tile, ClusterBackwardTile):
+    if isinstance(tile, CLUSTER_BACKWARD_TILES):
         return _render_backward_cluster(cell, hidden, gates, dtype, tile, params)
     where = "shared memory" if tile.w_in_shared else "L2"
     decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, {tile.rows} batch rows "
@@ -690,19 +690,28 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str,
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
 
 
-def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str, tile: ClusterBackwardTile,
+def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
+                             tile: ClusterBackwardTile | FmaClusterBackwardTile,
                              params: tuple[Param, ...]) -> KernelSource:
     itemsize = DTYPES[dtype].itemsize
-    decisions = [f"backward tile: clusters of {tile.cluster} blocks, {tile.units} units a block, "
-                 f"{tile.k_split} warps along K ({tile.split_steps(gates)} k-steps of W_hh in each "
-                 f"warp's registers), {tile.batch_per_cluster} batch rows a cluster"]
+    fma = isinstance(tile, FmaClusterBackwardTile)
+    if fma:
+        if dtype != "float32":
+            raise ValueError(f"codegen: the FMA cluster backward is for float32 layers, not {dtype}")
+        product = (f"{tile.units} units a block, {tile.k_split} warps along K ({tile.share(gates)} W_hh values "
+                   f"in each lane's registers), lanes of {tile.lane_units} units × {tile.lane_rows} rows, FMA")
+        variant = f"fma_c{tile.cluster}_u{tile.units}_k{tile.k_split}_r{tile.lane_rows}"
+    else:
+        product = (f"{tile.units} units a block, {tile.k_split} warps along K ({tile.split_steps(gates)} "
+                   f"k-steps of W_hh in each warp's registers), mma")
+        variant = f"c{tile.cluster}_m{tile.m_tiles}_k{tile.k_split}_n{tile.batch_per_cluster}"
+    decisions = [f"backward tile: clusters of {tile.cluster} blocks, {product}, "
+                 f"{tile.batch_per_cluster} batch rows a cluster"]
     source = environment().get_template("backward_cluster.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile,
-        shared_bytes=tile.shared_bytes(gates, itemsize))
-    name, entry, source = _identify(
-        f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_c{tile.cluster}_m{tile.m_tiles}"
-        f"_k{tile.k_split}_n{tile.batch_per_cluster}", source)
+        fma=fma, shared_bytes=tile.shared_bytes(gates, itemsize))
+    name, entry, source = _identify(f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_{variant}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1),
                         dynamic_shared=tile.shared_bytes(gates, itemsize), cluster=tile.cluster)
 

@@ -677,6 +677,121 @@ class ClusterBackwardTile:
         return asdict(self) | {"units": self.units, "threads": self.threads}
 
 
+@dataclass(frozen=True)
+class FmaClusterBackwardTile:
+    """The block of a float32 layer's backward recurrence in thread-block clusters
+    (``templates/backward_cluster.cu.j2``, its FMA product): the same cluster, exchange and
+    cell as ``ClusterBackwardTile``'s, with exact fp32 products on the FMA units (TF32 tensor
+    cores would not be exact).
+
+    Block rank r owns ``units`` units; K (G·cluster·units gate rows, unit-major) is split
+    over ``k_split`` warps. A lane owns one unit (lanes across ``lane_units``, the units
+    rounded up to a power of two) and ``lane_rows`` batch rows: it keeps W_hh of its unit
+    over its warp's K share in registers (``share`` floats) and sums those rows of dG read
+    from shared memory, where the lanes of one row group read the same words (broadcast).
+    dG's buffers hold [k][row], so a block's slice (its units' gate rows, every row) is one
+    contiguous run for the bulk copy to each peer."""
+
+    cluster: int
+    units: int
+    k_split: int
+    lane_rows: int
+
+    @property
+    def lane_units(self) -> int:
+        return 1 << (self.units - 1).bit_length()
+
+    @property
+    def row_groups(self) -> int:
+        return 32 // self.lane_units
+
+    @property
+    def batch_per_cluster(self) -> int:
+        return self.row_groups * self.lane_rows
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.k_split
+
+    def k_rows(self, gates: int) -> int:
+        """K of the product: every gate row of the cluster's units, padding included."""
+        return gates * self.cluster * self.units
+
+    def share(self, gates: int) -> int:
+        """K rows a warp sums, and the W_hh values each of its lanes keeps in registers."""
+        return self.k_rows(gates) // self.k_split
+
+    def partial_bytes(self) -> int:
+        """The warps' partial sums, [k_split][rows][units + 1] float32 (the odd pitch keeps
+        the cells' reads of one unit's rows off a common bank), rounded to 16 bytes."""
+        return -(-4 * self.k_split * self.batch_per_cluster * (self.units + 1) // 16) * 16
+
+    def shared_bytes(self, gates: int, itemsize: int = 4) -> int:
+        """Two dG buffers (K × the cluster's batch rows, float32), the partial sums and the
+        buffers' two mbarriers."""
+        return 2 * self.k_rows(gates) * self.batch_per_cluster * itemsize + self.partial_bytes() + 16
+
+    def clusters(self, batch: int) -> int:
+        return -(-batch // self.batch_per_cluster)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"batch_per_cluster": self.batch_per_cluster, "threads": self.threads}
+
+
+# The cluster forms of the backward recurrence: no grid barrier, clusters along y share nothing.
+CLUSTER_BACKWARD_TILES = (ClusterBackwardTile, FmaClusterBackwardTile)
+BackwardKernelTile = Union[BackwardTile, ClusterBackwardTile, FmaClusterBackwardTile]
+# A lane of the FMA cluster form keeps at most this many W_hh values (its K share).
+FMA_BACKWARD_SHARE = 64
+FMA_BACKWARD_UNITS = 32  # a lane a unit: at most a warp's lanes
+FMA_BACKWARD_WARPS = 16  # past 8 warps only where 8 would hold more than FMA_BACKWARD_SHARE
+
+
+def fma_backward_cluster_tiles(gates: int, hidden: int, batch: int, max_cluster: int,
+                               shared_bytes_max: int) -> list[FmaClusterBackwardTile]:
+    """Every block the FMA cluster backward can take for a float32 layer of ``gates`` ×
+    ``hidden`` at ``batch`` rows (none where W_hh does not fit the registers of
+    ``max_cluster`` blocks: FMA_BACKWARD_SHARE values a lane, up to FMA_BACKWARD_WARPS
+    warps, so G·H up to 1024: LSTM H ≤ 256, GRU H ≤ 341). Each cluster size up to
+    ``max_cluster`` whose blocks each own units below H (at most 32 a block); each lane row
+    count of 1, 2, 4 or 8 whose block slices of dG are whole 16-byte chunks (the bulk
+    copy's unit), up to the first that covers the batch in one cluster (more rows: clusters
+    along y); for each, the most warps along K up to 8 that split it evenly into shares of
+    at most 64 (9 to 16 warps where 8 cannot)."""
+    found = []
+    for cluster in range(max_cluster, 0, -1):
+        units = -(-hidden // cluster)
+        if units > FMA_BACKWARD_UNITS or (cluster - 1) * units >= hidden:
+            continue
+        row_groups = 32 // (1 << (units - 1).bit_length())
+        covering = min(8, 1 << (-(-batch // row_groups) - 1).bit_length())
+        for lane_rows in (1, 2, 4, 8):
+            if gates * units * row_groups * lane_rows % 4:
+                continue
+            for k_split in (*range(8, 0, -1), *range(9, FMA_BACKWARD_WARPS + 1)):
+                tile = FmaClusterBackwardTile(cluster, units, k_split, lane_rows)
+                if tile.k_rows(gates) % k_split == 0 and tile.share(gates) <= FMA_BACKWARD_SHARE \
+                        and tile.shared_bytes(gates) <= shared_bytes_max:
+                    found.append(tile)
+                    break
+            if lane_rows >= covering:
+                break
+    return found
+
+
+def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: int,
+                              shared_bytes_max: int) -> FmaClusterBackwardTile | None:
+    """The FMA cluster backward's block (``fma_backward_cluster_tiles``' candidates) of the
+    least predicted step (``fma_backward_step_seconds``), or None where none applies."""
+    tiles = fma_backward_cluster_tiles(gates, hidden, batch, max_cluster, shared_bytes_max)
+    return min(tiles, key=lambda t: fma_backward_step_seconds(t, gates, batch), default=None)
+
+
+def fma_backward_step_seconds(tile: FmaClusterBackwardTile, gates: int, batch: int) -> float:
+    """Predicted seconds of a step of the FMA cluster backward: PLACEHOLDER."""
+    return -tile.cluster + 0.01 * tile.lane_rows
+
+
 # A warp's A fragments: at most this many k-steps (4 registers each), the forward registers
 # form's most (LSTM fp16 H=512 in a cluster of 16: 32 k-steps, 231 registers, no spill).
 BACKWARD_CLUSTER_STEPS = 32
@@ -713,13 +828,16 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
 
 
 def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_count: int,
-                        max_cluster: int, shared_memory_per_block_optin: int) -> BackwardTile | ClusterBackwardTile:
-    """The backward recurrence's tile: the cluster form (W_hh in registers, the exchange
-    inside a cluster) wherever it applies, else the grid form (a barrier of up to an SM's
-    worth of blocks a step). Measured on the same inputs, the cluster form took 0.10-0.68 of
-    the grid form's time a step at 10 shapes, B=3 to 128, also where its clusters ran in
-    two waves (benchmarks/results/backward-forms-h100-2026-11-25.txt)."""
-    cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin)
+                        max_cluster: int, shared_memory_per_block_optin: int) -> BackwardKernelTile:
+    """The backward recurrence's tile: a cluster form (W_hh in registers, the exchange
+    inside a cluster: mma for half layers, FMA for float32) wherever it applies, else the
+    grid form (a barrier of up to an SM's worth of blocks a step). Measured on the same
+    inputs, the half cluster form took 0.10-0.68 of the grid form's time a step at 10
+    shapes, B=3 to 128, also where its clusters ran in two waves
+    (benchmarks/results/backward-forms-h100-2026-11-25.txt)."""
+    cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
+        if itemsize == 2 else \
+        fma_backward_cluster_tile(gates, hidden, batch, max_cluster, backward_shared_max(shared_memory_per_block_optin))
     if cluster is not None:
         return cluster
     return backward_tile(gates, hidden, batch, sm_count, backward_shared_max(shared_memory_per_block_optin))

@@ -393,6 +393,64 @@ def test_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
 
 
+@pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1)])
+def test_fma_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
+    """The float32 cluster form of the backward recurrence (FMA, W_hh in each lane's
+    registers), at the tiles its shapes take (clusters of 1 to 16, 1 to 32 units a block, 1
+    to 16 warps along K, lanes of 1 to 8 rows), compiles without local memory; its name and
+    code follow the tile; its exchange is the bounded bulk one and its product has no mma."""
+    for hidden, batch in ((1, 1), (33, 5), (128, 16), (256, 64), (100, 3)):
+        tile = tiles.fma_backward_cluster_tile(gates, hidden, batch, 16, 226 * 1024)
+        assert tile is not None, (cell, hidden)
+        k = codegen.render_backward(cell, hidden, gates, "float32", tile)
+        assert k.name.startswith(f"backward_cluster_{cell}_h{hidden}_f32_fma_c{tile.cluster}_u{tile.units}"
+                                 f"_k{tile.k_split}_r{tile.lane_rows}")
+        assert k.cluster == tile.cluster and k.block == (tile.threads, 1, 1)
+        assert k.dynamic_shared == tile.shared_bytes(gates) and "{{" not in k.source
+        assert "cp.async.bulk.shared::cluster" in k.source and "spin_expired" in k.source
+        assert "mma.sync" not in k.source and "float w_reg[SHARE]" in k.source
+        build.compile_cubin(k, "sm_90a")
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, r)
+    with pytest.raises(ValueError, match="FMA cluster backward is for float32"):
+        codegen.render_backward(cell, 128, gates, "float16", tiles.fma_backward_cluster_tile(gates, 128, 8, 16, 10**6))
+
+
+def test_fma_backward_cluster_tile_geometry():
+    """float32: the widest spread (the largest cluster whose blocks each own units below H,
+    at most 32 units a block), the most warps up to 8 that split K into shares of at most
+    64 W_hh values a lane, else 9 to 16; lane rows the fewest power of two up to 8 that
+    covers the batch, more where a block's dG slice would not be whole 16-byte chunks;
+    none past G·H = 1024 or 32 units a block; the chooser takes it for float32 only."""
+    big = 226 * 1024
+    fma = tiles.fma_backward_cluster_tile
+    assert fma(4, 128, 16, 16, big) == tiles.FmaClusterBackwardTile(16, 8, 8, 4)
+    assert fma(4, 256, 64, 16, big) == tiles.FmaClusterBackwardTile(16, 16, 16, 8)  # 8 warps: shares of 128
+    assert fma(3, 256, 8, 16, big) == tiles.FmaClusterBackwardTile(16, 16, 12, 4)
+    assert fma(4, 128, 16, 8, big) == tiles.FmaClusterBackwardTile(8, 16, 8, 8)
+    assert fma(4, 33, 5, 16, big) == tiles.FmaClusterBackwardTile(11, 3, 6, 1)   # 16 blocks: the last owns none
+    assert fma(1, 17, 1, 1, big) == tiles.FmaClusterBackwardTile(1, 17, 1, 4)    # 17·4 bytes: rows to 4
+    assert fma(4, 257, 8, 16, big) is None and fma(1, 513, 8, 16, big) is None and fma(4, 64, 8, 0, big) is None
+    assert fma(4, 256, 64, 16, 100 * 1024) == tiles.FmaClusterBackwardTile(8, 32, 16, 8)  # 16 KiB a K row of 16: a smaller cluster
+    for gates, hidden, batch in itertools.product((1, 3, 4), (1, 7, 33, 100, 256, 341, 512), (1, 5, 8, 64)):
+        t = fma(gates, hidden, batch, 16, big)
+        if t is None:
+            # no cluster's K (padding included) splits evenly into at most 16 shares of 64,
+            # or its blocks own more than 32 units
+            for c in (c for c in range(1, 17) if (c - 1) * -(-hidden // c) < hidden):
+                k_rows = gates * c * -(-hidden // c)
+                assert -(-hidden // c) > 32 or not any(k_rows % w == 0 and k_rows // w <= 64 for w in range(1, 17))
+            continue
+        assert t.cluster * t.units >= hidden > (t.cluster - 1) * t.units and t.units <= 32
+        assert t.k_rows(gates) % t.k_split == 0 and t.share(gates) <= 64 and t.threads <= 512
+        assert (gates * t.units * t.batch_per_cluster) % 4 == 0 and t.shared_bytes(gates) <= big
+        assert t.clusters(batch) * t.batch_per_cluster >= batch
+    optin = 227 * 1024
+    assert isinstance(tiles.backward_kernel_tile(4, 128, 16, 4, 132, 16, optin), tiles.FmaClusterBackwardTile)
+    assert isinstance(tiles.backward_kernel_tile(4, 128, 16, 2, 132, 16, optin), tiles.ClusterBackwardTile)
+    assert isinstance(tiles.backward_kernel_tile(4, 1024, 64, 4, 132, 16, optin), tiles.BackwardTile)
+
+
 def test_backward_cluster_tile_geometry():
     """Half layers only; the widest spread: the largest cluster (any size up to the
     largest) whose blocks each own units below H, each block the fewest 16-unit tiles that

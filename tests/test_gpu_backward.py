@@ -345,16 +345,22 @@ CLUSTER_CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 20, 3
                  ("lstm", "bfloat16", 33, 5, 7), ("rnn_tanh", "float16", 96, 1, 256),
                  ("rnn_relu", "bfloat16", 1, 64, 7), ("lstm", "float16", 256, 3, 1),
                  ("gru", "bfloat16", 100, 8, 64), ("lstm", "float16", 64, 17, 256),
-                 ("rnn_tanh", "float16", 700, 8, 64)]
+                 ("rnn_tanh", "float16", 700, 8, 64),
+                 # float32, the FMA form: clusters of 16, 15, 11 and 1, 1 to 32 units a block,
+                 # 3 to 16 warps along K, lanes of 1 to 8 rows, one cluster and several.
+                 ("lstm", "float32", 128, 16, 33), ("gru", "float32", 256, 64, 7),
+                 ("lstm", "float32", 33, 5, 256), ("rnn_relu", "float32", 1, 3, 7),
+                 ("lstm", "float32", 256, 9, 64), ("gru", "float32", 100, 20, 1),
+                 ("rnn_tanh", "float32", 512, 8, 40)]
 
 
 @pytest.mark.parametrize("case", CLUSTER_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
-    """The backward recurrence in clusters (W_hh in registers, dG exchanged by bulk copies)
-    against the grid form on the same inputs: dG (and a GRU's dG through W_hh), dh0 and dc0
-    agree within the dtype's tolerance of their largest, outputs poisoned first. Both run
-    float32 arithmetic over dG rounded to the layer's type; only the product's order of
-    summation differs."""
+    """The backward recurrence in clusters (W_hh in registers, dG exchanged by bulk copies;
+    mma for half layers, FMA for float32) against the grid form on the same inputs: dG (and
+    a GRU's dG through W_hh), dh0 and dc0 agree within the dtype's tolerance of their
+    largest, outputs poisoned first. Both run float32 arithmetic over dG rounded to the
+    layer's type; only the product's order of summation differs."""
     from rnncc import backward, tiles
     from rnncc.dtypes import tolerance
     from rnncc.ir import Model
@@ -374,12 +380,14 @@ def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
     dc_n = rand(B, H) if cell == "lstm" else None
     optin = 227 * 1024
     grid = tiles.backward_tile(G, H, B, 132, tiles.backward_shared_max(optin))
-    cluster = tiles.backward_cluster_tile(G, H, B, 2, 16, optin)
-    assert cluster is not None
-    want = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=grid)
-    got = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=cluster)
+    cluster = tiles.backward_kernel_tile(G, H, B, tdt.itemsize, 132, 16, optin)
+    assert isinstance(cluster, tiles.FmaClusterBackwardTile if dtype == "float32" else tiles.ClusterBackwardTile)
+    # not over the pre-activations (float32's default), which the second call reads
+    want = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=grid, overwrite=False)
+    got = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=cluster, overwrite=False)
+    assert got[0].data_ptr() != want[0].data_ptr()
     torch.cuda.synchronize()
-    bound = tolerance(dtype, "tensor")
+    bound = tolerance(dtype)
     for name, g, w in zip(("dG", "dG through W_hh", "dh0", "dc0"), got, want):
         if w is None:
             continue

@@ -165,14 +165,16 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
     cost less than the GEMMs (not in these clusters on tensor cores: each step's exchange
     waits for them), "save" and "recompute" forcing either; both ways costed and the memory
     named; the backward block is the one the
-    backward launches at that B (in clusters where a half layer's W_hh fits their registers,
-    else the grid form, saying why); LSTMP and a block too wide get none, with the reason."""
+    backward launches at that B (in clusters where W_hh fits their registers: mma for half
+    layers, FMA for float32; else the grid form, saying why); LSTMP and a block too wide get
+    none, with the reason."""
     from rnncc.passes.backward import backward_bytes, gate_costs, saved_gate_bytes
-    from rnncc.tiles import ClusterBackwardTile, backward_kernel_tile
+    from rnncc.tiles import CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, backward_kernel_tile
 
     target = get("h100")
     for spec, B, form in ((lstm(1024, dtype="float16"), 8, "grid"), (gru(512), 64, "grid"),
-                          (lstm(512, dtype="float16"), 8, "cluster"), (gru(256, dtype="bfloat16"), 300, "cluster")):
+                          (lstm(512, dtype="float16"), 8, "cluster"), (gru(256, dtype="bfloat16"), 300, "cluster"),
+                          (lstm(128), 16, "fma cluster")):
         l = plan_of(spec, batch=B).layers[0]
         d = l.backward_gates
         assert d.value == "recompute" and d.source == "forced"
@@ -189,11 +191,14 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
         assert plan_of(spec, batch=B, backward_gates="recompute").layers[0].backward_gates.value == "recompute"
         assert l.backward_tile.value == backward_kernel_tile(l.gates, l.hidden_size, B, itemsize, target.sm_count,
                                                              16, target.shared_memory_per_block_optin)
-        assert isinstance(l.backward_tile.value, ClusterBackwardTile) == (form == "cluster")
+        assert isinstance(l.backward_tile.value, CLUSTER_BACKWARD_TILES) == (form != "grid")
+        assert isinstance(l.backward_tile.value, FmaClusterBackwardTile) == (form == "fma cluster")
         reason = l.backward_tile.reason
         if form == "grid":
-            assert ("float32" if itemsize == 4 else "does not fit the registers of a cluster of 16") in reason
+            assert "does not fit the registers of a cluster of 16" in reason
+            assert ("FMA form: G·H up to 1024" in reason) == (itemsize == 4)
         else:
+            assert ("exact fp32 products on the FMA units" in reason) == (form == "fma cluster")
             assert "registers" in reason and "no grid barrier" in reason
             assert ("in 3 waves (the GPU holds 7 at once)" in reason) == (B == 300)  # 19 clusters of 16
     # a GRU's backward keeps two float32 pre-activation arrays (r multiplies the h part)

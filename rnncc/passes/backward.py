@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from ..tiles import ClusterBackwardTile, backward_kernel_tile
+from ..tiles import CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, backward_kernel_tile
 from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 
 MIB = 2**20
@@ -81,19 +81,26 @@ def backward_bytes(l, seq_len: int, batch: int, itemsize: int) -> int:
 def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
     """Why the backward recurrence takes ``tile``: what the cluster form keeps where, or
     what the grid form does and why the cluster form does not apply."""
-    if isinstance(tile, ClusterBackwardTile):
+    if isinstance(tile, CLUSTER_BACKWARD_TILES):
         w = l.gates * l.hidden_size * l.hidden_size * itemsize
         clusters, at_once = tile.clusters(batch), clusters_at_once(target, tile.cluster)
+        if isinstance(tile, FmaClusterBackwardTile):
+            held = (f"{tile.share(l.gates)} values of it in each lane's registers, {tile.k_split} warps along K, "
+                    f"exact fp32 products on the FMA units")
+            measured = "measured against the grid form in results/backward-forms-h100-2026-11-27.txt"
+        else:
+            held = f"{tile.split_steps(l.gates)} k-steps a warp"
+            measured = "measured 0.10-0.68 of the grid form's time (results/backward-forms-h100-2026-11-25.txt)"
         return (f"clusters of {tile.cluster} blocks, {tile.units} units a block: W_hh ({w // 1024} KiB) "
-                f"in its warps' registers, {tile.split_steps(l.gates)} k-steps a warp, dG exchanged inside "
+                f"in its warps' registers, {held}, dG exchanged inside "
                 f"the cluster, no grid barrier; {clusters} cluster{'s' if clusters > 1 else ''} of "
                 f"{tile.batch_per_cluster} batch rows"
                 + (f", in {-(-clusters // at_once)} waves (the GPU holds {at_once} at once)"
                    if clusters > at_once else "")
-                + "; measured 0.10-0.68 of the grid form's time (results/backward-forms-h100-2026-11-25.txt)")
-    why = ("float32: the cluster form's product is on fp16/bf16 tensor cores" if itemsize == 4 else
-           "the GPU has no thread-block clusters" if not largest_cluster(target) else
-           f"W_hh does not fit the registers of a cluster of {largest_cluster(target)}")
+                + f"; {measured}")
+    why = ("the GPU has no thread-block clusters" if not largest_cluster(target) else
+           f"W_hh does not fit the registers of a cluster of {largest_cluster(target)}"
+           + (" (FMA form: G·H up to 1024, 32 units a block)" if itemsize == 4 else ""))
     w = tile.w_bytes(l.gates, l.hidden_size)
     return (f"grid: one block an SM, {tile.blocks} blocks of {tile.units} units, {tile.rows} batch "
             f"rows a pass (of the call's B); W_hh's columns "
