@@ -69,7 +69,8 @@ def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> Backwar
     the grid form where the driver cannot hold even one of the cluster form's clusters."""
     target, _ = _device()
     tile = backward_kernel_tile(gates, hidden, batch, DTYPES[dtype].itemsize, target.sm_count,
-                                largest_cluster(target), target.shared_memory_per_block_optin)
+                                largest_cluster(target), target.shared_memory_per_block_optin,
+                                target.clusters_at_once)
     if isinstance(tile, CLUSTER_BACKWARD_TILES):
         k, fn = _kernel(cell, hidden, gates, dtype, tile)
         if fn.max_active_clusters(tile.cluster, k.block, k.dynamic_shared) < 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, Sequence, Union
 
 
 @dataclass(frozen=True)
@@ -779,17 +779,41 @@ def fma_backward_cluster_tiles(gates: int, hidden: int, batch: int, max_cluster:
     return found
 
 
-def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: int,
-                              shared_bytes_max: int) -> FmaClusterBackwardTile | None:
+def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: int, shared_bytes_max: int,
+                              sm_count: int = 132, clusters_at_once: Sequence[int] = ()
+                              ) -> FmaClusterBackwardTile | None:
     """The FMA cluster backward's block (``fma_backward_cluster_tiles``' candidates) of the
-    least predicted step (``fma_backward_step_seconds``), or None where none applies."""
-    tiles = fma_backward_cluster_tiles(gates, hidden, batch, max_cluster, shared_bytes_max)
-    return min(tiles, key=lambda t: fma_backward_step_seconds(t, gates, batch), default=None)
+    least predicted time a step (``fma_backward_step_seconds``), or None where none applies.
+    ``clusters_at_once[c − 1]``: clusters of c blocks the GPU holds at once (else SMs ÷ c)."""
+    def at_once(cluster: int) -> int:
+        return clusters_at_once[cluster - 1] if cluster <= len(clusters_at_once) else max(1, sm_count // cluster)
+
+    candidates = fma_backward_cluster_tiles(gates, hidden, batch, max_cluster, shared_bytes_max)
+    return min(candidates, key=lambda t: fma_backward_step_seconds(t, gates, batch, at_once(t.cluster)),
+               default=None)
 
 
-def fma_backward_step_seconds(tile: FmaClusterBackwardTile, gates: int, batch: int) -> float:
-    """Predicted seconds of a step of the FMA cluster backward: PLACEHOLDER."""
-    return -tile.cluster + 0.01 * tile.lane_rows
+# A step of the FMA cluster backward, fitted (weighted least squares, relative error) to the
+# 90 tiles of 10 float32 shapes in benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl
+# (backward_forms.py --sweep at 58d6554; rms log error 0.16): a fixed part (barriers, the cell,
+# the exchange's latency), each FMA of a lane's product, each KiB a block receives from its
+# peers, all of it once per wave of clusters. The pick it makes is the measured best at 9 of
+# the 10 shapes and 2% from it at the tenth.
+FMA_BACKWARD_STEP_SECONDS = 0.70e-6
+FMA_BACKWARD_LANE_FMA_SECONDS = 2.15e-9
+FMA_BACKWARD_RECEIVED_KIB_SECONDS = 53e-9
+
+
+def fma_backward_step_seconds(tile: FmaClusterBackwardTile, gates: int, batch: int, at_once: int) -> float:
+    """Predicted seconds a step of the FMA cluster backward takes at ``batch`` rows, the GPU
+    holding ``at_once`` of its clusters at once: one row group's sums of a lane (its share
+    × lane rows FMAs), the dG a block receives a step (every peer's slice), and the waves its
+    clusters run in (each runs every step of the sequence)."""
+    received_kib = (tile.cluster - 1) * gates * tile.units * tile.batch_per_cluster * 4 / 1024
+    lane_fmas = tile.share(gates) * tile.lane_rows
+    waves = -(-tile.clusters(batch) // at_once)
+    return waves * (FMA_BACKWARD_STEP_SECONDS + lane_fmas * FMA_BACKWARD_LANE_FMA_SECONDS
+                    + received_kib * FMA_BACKWARD_RECEIVED_KIB_SECONDS)
 
 
 # A warp's A fragments: at most this many k-steps (4 registers each), the forward registers
@@ -828,16 +852,20 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
 
 
 def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_count: int,
-                        max_cluster: int, shared_memory_per_block_optin: int) -> BackwardKernelTile:
+                        max_cluster: int, shared_memory_per_block_optin: int,
+                        clusters_at_once: Sequence[int] = ()) -> BackwardKernelTile:
     """The backward recurrence's tile: a cluster form (W_hh in registers, the exchange
     inside a cluster: mma for half layers, FMA for float32) wherever it applies, else the
     grid form (a barrier of up to an SM's worth of blocks a step). Measured on the same
     inputs, the half cluster form took 0.10-0.68 of the grid form's time a step at 10
     shapes, B=3 to 128, also where its clusters ran in two waves
-    (benchmarks/results/backward-forms-h100-2026-11-25.txt)."""
+    (benchmarks/results/backward-forms-h100-2026-11-25.txt); the float32 form's picks took
+    0.13-0.39 of it at 10 shapes, H=33 to 512, B=5 to 64
+    (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl)."""
     cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
         if itemsize == 2 else \
-        fma_backward_cluster_tile(gates, hidden, batch, max_cluster, backward_shared_max(shared_memory_per_block_optin))
+        fma_backward_cluster_tile(gates, hidden, batch, max_cluster, backward_shared_max(shared_memory_per_block_optin),
+                                  sm_count, clusters_at_once)
     if cluster is not None:
         return cluster
     return backward_tile(gates, hidden, batch, sm_count, backward_shared_max(shared_memory_per_block_optin))

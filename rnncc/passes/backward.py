@@ -123,7 +123,8 @@ def plan_backward(model, plan, target):
                            "float64 reference's")
         try:
             tile = backward_kernel_tile(l.gates, l.hidden_size, o.batch, itemsize, target.sm_count,
-                                        largest_cluster(target), target.shared_memory_per_block_optin)
+                                        largest_cluster(target), target.shared_memory_per_block_optin,
+                                        target.clusters_at_once)
         except ValueError as exc:  # more units a block than the block runs
             return none(l, str(exc))
         costs = gate_costs(l, o.seq_len, o.batch, itemsize, target)
