@@ -793,27 +793,30 @@ def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: 
                default=None)
 
 
-# A step of the FMA cluster backward, fitted (weighted least squares, relative error) to the
-# 90 tiles of 10 float32 shapes in benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl
-# (backward_forms.py --sweep at 58d6554; rms log error 0.16): a fixed part (barriers, the cell,
-# the exchange's latency), each FMA of a lane's product, each KiB a block receives from its
-# peers, all of it once per wave of clusters. The pick it makes is the measured best at 9 of
-# the 10 shapes and 2% from it at the tenth.
-FMA_BACKWARD_STEP_SECONDS = 0.70e-6
-FMA_BACKWARD_LANE_FMA_SECONDS = 2.15e-9
-FMA_BACKWARD_RECEIVED_KIB_SECONDS = 53e-9
+# A step of the FMA cluster backward, fitted (least squares of relative error) to the 117
+# tiles of 10 float32 shapes in benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl
+# (backward_forms.py --sweep at c8a24a4; rms log error 0.16): a fixed part, each warp (the
+# cells sum a partial per warp, and the block's barriers wait for them all), each FMA of a
+# lane's product, each KiB a block receives from its peers, all of it once per wave of
+# clusters. Its pick is the measured best at 9 of the 10 shapes and 1.8% from it at the
+# tenth, and the best at the 5 shapes of that run the fit did not take. Without the warps'
+# term (the fit at 58d6554) it preferred 11 warps of shorter shares, 6-9% slower.
+FMA_BACKWARD_STEP_SECONDS = 0.33e-6
+FMA_BACKWARD_WARP_SECONDS = 46e-9
+FMA_BACKWARD_LANE_FMA_SECONDS = 2.25e-9
+FMA_BACKWARD_RECEIVED_KIB_SECONDS = 47e-9
 
 
 def fma_backward_step_seconds(tile: FmaClusterBackwardTile, gates: int, batch: int, at_once: int) -> float:
     """Predicted seconds a step of the FMA cluster backward takes at ``batch`` rows, the GPU
-    holding ``at_once`` of its clusters at once: one row group's sums of a lane (its share
-    × lane rows FMAs), the dG a block receives a step (every peer's slice), and the waves its
-    clusters run in (each runs every step of the sequence)."""
+    holding ``at_once`` of its clusters at once: its warps, one row group's sums of a lane
+    (its share × lane rows FMAs), the dG a block receives a step (every peer's slice), and
+    the waves its clusters run in (each runs every step of the sequence)."""
     received_kib = (tile.cluster - 1) * gates * tile.units * tile.batch_per_cluster * 4 / 1024
     lane_fmas = tile.share(gates) * tile.lane_rows
     waves = -(-tile.clusters(batch) // at_once)
-    return waves * (FMA_BACKWARD_STEP_SECONDS + lane_fmas * FMA_BACKWARD_LANE_FMA_SECONDS
-                    + received_kib * FMA_BACKWARD_RECEIVED_KIB_SECONDS)
+    return waves * (FMA_BACKWARD_STEP_SECONDS + tile.k_split * FMA_BACKWARD_WARP_SECONDS
+                    + lane_fmas * FMA_BACKWARD_LANE_FMA_SECONDS + received_kib * FMA_BACKWARD_RECEIVED_KIB_SECONDS)
 
 
 # A warp's A fragments: at most this many k-steps (4 registers each), the forward registers
