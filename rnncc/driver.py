@@ -358,6 +358,12 @@ def copy_rows(dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, ro
     _check(_lib().cuMemcpy2DAsync_v2(ctypes.byref(c), ctypes.c_void_p(stream)), "copying h_n")
 
 
+def copy_on_device(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """Device-to-device copy of ``nbytes`` contiguous bytes, queued on ``stream``."""
+    _check(_lib().cuMemcpyDtoDAsync_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes),
+                                       ctypes.c_void_p(stream)), f"copying {nbytes} B on the device")
+
+
 def copy_to_device(dst: int, host, stream: int) -> None:
     """Copy a contiguous NumPy array to device memory ``dst``, ordered on ``stream``. From
     pageable memory the call returns once the array has been staged, so the caller may

@@ -181,7 +181,7 @@ class _Runner:
     """The compiled models (one per dtype and float32 precision) of one spec in this
     process, each with its plans per shape class, planned for ``launches`` (eager calls, or
     calls replayed from a CUDA graph: CompileOptions.launches). Weights are re-sent to the
-    GPU only when a parameter has changed."""
+    GPU only when a parameter has changed, packed there by device copies where they can be."""
 
     def __init__(self, owner: str, launches: str | None = None, backward_gates: str | None = None):
         self.owner, self.launches, self.backward_gates = owner, launches, backward_gates
@@ -204,7 +204,10 @@ class _Runner:
                 model, target="device", weights=weights, precision="tensor" if tf32 else None,
                 launches=self.launches, backward_gates=self.backward_gates), version)
         elif entry[1] != version:
-            entry[0].load_state_dict(weights)
+            # An optimizer's step: packed on the GPU into the kernels' memory where the model
+            # allows (CompiledModel.refresh_weights), else through the host.
+            if not entry[0].refresh_weights(weights, torch.cuda.current_stream(x.device).cuda_stream):
+                entry[0].load_state_dict(weights)
             entry = self.compiled[key] = (entry[0], version)
         return entry[0]
 

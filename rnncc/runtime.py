@@ -268,6 +268,8 @@ class CompiledModel:
         self._with_lengths: dict[tuple[int, int], Variant] = {}  # see variant()
         self._resident: dict[str, int] = {}
         self._device_weights: dict[str, dict[str, int]] | None = None
+        self._device_weight_bytes: dict[int, int] = {}  # pointer → bytes of each packed array
+        self._weights_on_device: dict[str, Any] | None = None  # refresh_weights' tensors, not read back
         self._device_memory: list[Any] = []
         self._library: cublaslt.CublasLt | None = None
         self._status: driver.HostWords | None = None
@@ -397,7 +399,11 @@ class CompiledModel:
     @property
     def _weights(self) -> dict[str, np.ndarray]:
         if self._weights_now is None:
-            self._weights_now = weights_mod.init(self.model, self._seed)
+            if self._weights_on_device is not None:  # refresh_weights' tensors, read back now
+                self._weights_now = weights_mod.check(self.model, self._weights_on_device)
+                self._weights_on_device = None
+            else:
+                self._weights_now = weights_mod.init(self.model, self._seed)
         return self._weights_now
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -412,8 +418,44 @@ class CompiledModel:
         """New weights (PyTorch names per layer), sent to the GPU on the next call. Not to
         be called while another thread's call of this model runs."""
         self._weights_now = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
+        self._weights_on_device = None
         self._device_weights = None
         self._drop_programs()  # their pointers are the old weights'
+
+    def refresh_weights(self, tensors: Mapping[str, Any], stream: int) -> bool:
+        """New weights given as PyTorch CUDA tensors (every parameter, PyTorch names, on
+        this model's GPU), packed there (``weights.pack_tensors``) and copied on ``stream``
+        into the memory the kernels read, so that recorded calls stay valid and nothing
+        passes through the host: what a training step's optimizer changed reaches the next
+        call by device copies. The host's copy is read back only when asked for
+        (state_dict, a plan that reads other forms of the weights). Returns False, having
+        done nothing, where that does not apply (the weights not on the GPU yet, a plan's
+        other forms uploaded, a tensor not on the GPU): then call load_state_dict. ``stream``:
+        the one the tensors were written on (torch's current), which orders the copies like
+        any call: not while another stream's call of this model runs."""
+        expected = weights_mod.expected_keys(self.model)
+        base = {name for name, _ in weights_mod.PACKED_ARRAYS}
+        if self._device_weights is None or set(tensors) != set(expected) \
+                or any(set(names) - base for names in self._device_weights.values()) \
+                or not all(getattr(t, "is_cuda", False) and tuple(t.shape) == expected[k]
+                           for k, t in tensors.items()):
+            return False
+        driver.device_context(0).make_current()
+        with self._lock:
+            for layer in self.model.layers:
+                where = self._device_weights[layer.name]
+                for name, packed in weights_mod.pack_tensors(layer, tensors, self.model.dtype).items():
+                    nbytes = packed.numel() * packed.element_size()
+                    if self._device_weight_bytes[where[name]] != nbytes:
+                        raise RuntimeCheckError(
+                            f"weights: layer '{layer.name}' {name} packs to {nbytes} B on the device, expected "
+                            f"{self._device_weight_bytes[where[name]]}")
+                    # The packed tensor is freed on return; torch reuses its memory only for
+                    # work queued after this copy on the same stream.
+                    driver.copy_on_device(where[name], packed.data_ptr(), nbytes, stream)
+            self._weights_on_device = dict(tensors)
+            self._weights_now = None
+        return True
 
     # ---- device ----------------------------------------------------------------------
     def _load(self, variant: Variant) -> None:
@@ -490,9 +532,8 @@ class CompiledModel:
         out, keep, ranges = {}, [], []
         for layer in self.model.layers:
             packed = weights_mod.pack(layer, self._weights)
-            for name, arr, store in (("w_ih", packed.w_ih, True), ("w_hh_t", packed.w_hh_t, True),
-                                     ("bias", packed.bias, False), ("bias_hn", packed.bias_hn, False),
-                                     ("w_hr", packed.w_hr, True)):
+            for name, store in weights_mod.PACKED_ARRAYS:
+                arr = getattr(packed, name)
                 if arr.size == 0:
                     continue
                 host = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
@@ -501,6 +542,7 @@ class CompiledModel:
                 ranges.append((int(mem), host.nbytes))
                 out.setdefault(layer.name, {})[name] = int(mem)
         self._device_memory = keep
+        self._device_weight_bytes = dict(ranges)
         # What a recorded call's pointers may keep as they are: the weights, status words.
         self._constants = ranges + [(self._status.device_ptr, 4 * len(self._status.words))]
         return out

@@ -768,7 +768,8 @@ def fma_backward_cluster_tiles(gates: int, hidden: int, batch: int, max_cluster:
         for lane_rows in (1, 2, 4, 8):
             if gates * units * row_groups * lane_rows % 4:
                 continue
-            for k_split in (*range(8, 0, -1), *range(9, FMA_BACKWARD_WARPS + 1)):
+            k_rows = gates * cluster * units
+            for k_split in range(8, FMA_BACKWARD_WARPS + 1) if k_rows >= 8 else (k_rows,):
                 tile = FmaClusterBackwardTile(cluster, units, k_split, lane_rows)
                 if tile.k_rows(gates) % k_split == 0 and tile.share(gates) <= FMA_BACKWARD_SHARE \
                         and tile.shared_bytes(gates) <= shared_bytes_max:
@@ -793,18 +794,18 @@ def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: 
                default=None)
 
 
-# A step of the FMA cluster backward, fitted (least squares of relative error) to the 117
-# tiles of 10 float32 shapes in benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl
-# (backward_forms.py --sweep at c8a24a4; rms log error 0.16): a fixed part, each warp (the
-# cells sum a partial per warp, and the block's barriers wait for them all), each FMA of a
-# lane's product, each KiB a block receives from its peers, all of it once per wave of
-# clusters. Its pick is the measured best at 9 of the 10 shapes and 1.8% from it at the
-# tenth, and the best at the 5 shapes of that run the fit did not take. Without the warps'
-# term (the fit at 58d6554) it preferred 11 warps of shorter shares, 6-9% slower.
-FMA_BACKWARD_STEP_SECONDS = 0.33e-6
-FMA_BACKWARD_WARP_SECONDS = 46e-9
-FMA_BACKWARD_LANE_FMA_SECONDS = 2.25e-9
-FMA_BACKWARD_RECEIVED_KIB_SECONDS = 47e-9
+# A step of the FMA cluster backward, fitted (least squares of relative error) to the 181
+# tiles of 8 to 16 warps that backward_forms.py --sweep timed at 10 float32 shapes, at c8a24a4
+# and f9ef567 (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl and -at-f9ef567;
+# rms log error 0.16): a fixed part, each warp (the cells sum a partial per warp, and the
+# block's barriers wait for them all), each FMA of a lane's product, each KiB a block
+# receives from its peers, all of it once per wave of clusters. Its pick is the measured
+# best at 13 of the 15 shapes of those runs (5 of them outside the fit) and within 2.1% at
+# the other two.
+FMA_BACKWARD_STEP_SECONDS = 0.28e-6
+FMA_BACKWARD_WARP_SECONDS = 49e-9
+FMA_BACKWARD_LANE_FMA_SECONDS = 2.32e-9
+FMA_BACKWARD_RECEIVED_KIB_SECONDS = 46e-9
 
 
 def fma_backward_step_seconds(tile: FmaClusterBackwardTile, gates: int, batch: int, at_once: int) -> float:

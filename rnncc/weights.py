@@ -162,6 +162,44 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
     )
 
 
+# The arrays of a PackedLayer the device holds, with whether each is stored in the model's
+# dtype (else float32); the runtime uploads them in this order.
+PACKED_ARRAYS = (("w_ih", True), ("w_hh_t", True), ("bias", False), ("bias_hn", False), ("w_hr", True))
+
+
+def pack_tensors(layer: Layer, weights: Mapping[str, Any], dtype: str) -> dict[str, Any]:
+    """:func:`pack` on torch tensors, on their device: the PACKED_ARRAYS of the layer that
+    are not empty, contiguous, weights in ``dtype`` (rounded to nearest even, as
+    ``dtypes.to_storage``) and biases float32, byte for byte what the runtime uploads from
+    :func:`pack` (tests/test_weights.py compares them). So that new weights on the GPU (an
+    optimizer's step) reach the kernels without a trip through the host."""
+    import torch
+
+    G, H = layer.gates, layer.hidden_size
+    storage = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+
+    def interleaved(rows):  # interleave_gates
+        return rows.reshape(G, H, *rows.shape[1:]).transpose(0, 1).reshape(G * H, *rows.shape[1:])
+
+    def f32(name: str):
+        return weights[f"{layer.name}.{name}"].detach().float()
+
+    w_hh = f32("weight_hh")
+    if layer.bias:
+        b_ih, b_hh = f32("bias_ih"), f32("bias_hh").clone()
+    else:
+        b_ih = b_hh = torch.zeros(G * H, dtype=torch.float32, device=w_hh.device)
+    out = {"w_ih": interleaved(f32("weight_ih")).to(storage).contiguous(),
+           "w_hh_t": interleaved(w_hh).t().to(storage).contiguous()}
+    if layer.cell == "gru":  # b_hn stays apart, multiplied by r
+        out["bias_hn"] = b_hh[2 * H:].clone()
+        b_hh[2 * H:] = 0.0
+    out["bias"] = interleaved((b_ih.double() + b_hh.double()).float()).contiguous()
+    if layer.proj_size:
+        out["w_hr"] = f32("weight_hr").to(storage).contiguous()
+    return {name: out[name] for name, _ in PACKED_ARRAYS if name in out}
+
+
 def padded_rows(matrix: np.ndarray, row_stride: int) -> np.ndarray:
     """[rows, row_stride]: each row's values, then zeros (the rows kernels read whole
     16-byte loads)."""

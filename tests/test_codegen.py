@@ -4,6 +4,7 @@ sm_90a (cubins cached on disk, so a second run compiles nothing)."""
 from __future__ import annotations
 
 import itertools
+import math
 import subprocess
 from pathlib import Path
 
@@ -416,39 +417,74 @@ def test_fma_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
         codegen.render_backward(cell, 128, gates, "float16", tiles.fma_backward_cluster_tile(gates, 128, 8, 16, 10**6))
 
 
-def test_fma_backward_cluster_tile_geometry():
-    """float32: the widest spread (the largest cluster whose blocks each own units below H,
-    at most 32 units a block), the most warps up to 8 that split K into shares of at most
-    64 W_hh values a lane, else 9 to 16; lane rows the fewest power of two up to 8 that
-    covers the batch, more where a block's dG slice would not be whole 16-byte chunks;
-    none past G·H = 1024 or 32 units a block; the chooser takes it for float32 only."""
+def test_fma_backward_cluster_tile_candidates():
+    """float32's candidates: every cluster whose blocks each own units below H (at most 32 a
+    block); lane rows of 1, 2, 4, 8 up to the first that covers the batch in one cluster,
+    more where a block's dG slice would not be whole 16-byte chunks; the fewest warps from 8
+    to 16 that split K into shares of at most 64 (K itself below 8); none past G·H = 1024 or
+    32 units a block. The chooser takes them for float32 only, the least predicted step."""
     big = 226 * 1024
+    at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
     fma = tiles.fma_backward_cluster_tile
-    assert fma(4, 128, 16, 16, big) == tiles.FmaClusterBackwardTile(16, 8, 8, 4)
-    assert fma(4, 256, 64, 16, big) == tiles.FmaClusterBackwardTile(16, 16, 16, 8)  # 8 warps: shares of 128
-    assert fma(3, 256, 8, 16, big) == tiles.FmaClusterBackwardTile(16, 16, 12, 4)
-    assert fma(4, 128, 16, 8, big) == tiles.FmaClusterBackwardTile(8, 16, 8, 8)
-    assert fma(4, 33, 5, 16, big) == tiles.FmaClusterBackwardTile(11, 3, 6, 1)   # 16 blocks: the last owns none
-    assert fma(1, 17, 1, 1, big) == tiles.FmaClusterBackwardTile(1, 17, 1, 4)    # 17·4 bytes: rows to 4
+    assert fma(4, 128, 16, 16, big, 132, at_once) == tiles.FmaClusterBackwardTile(4, 32, 8, 1)
+    assert fma(4, 256, 64, 16, big, 132, at_once) == tiles.FmaClusterBackwardTile(8, 32, 16, 8)
+    assert fma(3, 160, 128, 16, big, 132, at_once) == tiles.FmaClusterBackwardTile(6, 27, 9, 8)
+    assert fma(4, 1, 1, 16, big) == tiles.FmaClusterBackwardTile(1, 1, 4, 1)  # K = 4: a warp a K row
     assert fma(4, 257, 8, 16, big) is None and fma(1, 513, 8, 16, big) is None and fma(4, 64, 8, 0, big) is None
-    assert fma(4, 256, 64, 16, 100 * 1024) == tiles.FmaClusterBackwardTile(8, 32, 16, 8)  # 16 KiB a K row of 16: a smaller cluster
+    assert {t.lane_rows for t in tiles.fma_backward_cluster_tiles(1, 18, 1, 1, big)} == {2}  # 18·4 bytes a row
+    assert {(t.cluster, t.lane_rows) for t in tiles.fma_backward_cluster_tiles(4, 256, 64, 16, big)} == \
+        {(c, r) for c in (16, 8) for r in (1, 2, 4, 8)}
     for gates, hidden, batch in itertools.product((1, 3, 4), (1, 7, 33, 100, 256, 341, 512), (1, 5, 8, 64)):
-        t = fma(gates, hidden, batch, 16, big)
-        if t is None:
-            # no cluster's K (padding included) splits evenly into at most 16 shares of 64,
-            # or its blocks own more than 32 units
+        found = tiles.fma_backward_cluster_tiles(gates, hidden, batch, 16, big)
+        for t in found:
+            assert t.cluster * t.units >= hidden > (t.cluster - 1) * t.units and t.units <= 32
+            assert t.k_rows(gates) % t.k_split == 0 and t.share(gates) <= 64 and t.threads <= 512
+            assert t.k_split >= 8 or t.k_split == t.k_rows(gates)
+            assert (gates * t.units * t.batch_per_cluster) % 4 == 0 and t.shared_bytes(gates) <= big
+        if found:
+            covering = [t for t in found if t.clusters(batch) == 1 or t.lane_rows == 8]
+            assert {t.cluster for t in covering} == {t.cluster for t in found}
+            assert fma(gates, hidden, batch, 16, big, 132, at_once) in found
+        else:  # no cluster's K (padding included) splits into 8-16 shares of 64, or 32 units
             for c in (c for c in range(1, 17) if (c - 1) * -(-hidden // c) < hidden):
                 k_rows = gates * c * -(-hidden // c)
-                assert -(-hidden // c) > 32 or not any(k_rows % w == 0 and k_rows // w <= 64 for w in range(1, 17))
-            continue
-        assert t.cluster * t.units >= hidden > (t.cluster - 1) * t.units and t.units <= 32
-        assert t.k_rows(gates) % t.k_split == 0 and t.share(gates) <= 64 and t.threads <= 512
-        assert (gates * t.units * t.batch_per_cluster) % 4 == 0 and t.shared_bytes(gates) <= big
-        assert t.clusters(batch) * t.batch_per_cluster >= batch
+                assert -(-hidden // c) > 32 or not any(k_rows % w == 0 and k_rows // w <= 64 for w in range(8, 17))
     optin = 227 * 1024
     assert isinstance(tiles.backward_kernel_tile(4, 128, 16, 4, 132, 16, optin), tiles.FmaClusterBackwardTile)
     assert isinstance(tiles.backward_kernel_tile(4, 128, 16, 2, 132, 16, optin), tiles.ClusterBackwardTile)
     assert isinstance(tiles.backward_kernel_tile(4, 1024, 64, 4, 132, 16, optin), tiles.BackwardTile)
+
+
+def test_fma_backward_step_model_picks_what_ran_fastest():
+    """The FMA cluster backward's step model against the sweeps it was fitted to
+    (results/backward-fma-tiles-h100-2026-11-27*.jsonl): at each of their 15 shapes its pick
+    among the candidates was timed and is within 2.5% of the fastest tile timed there; the
+    prediction's rms log error over the tiles it ranks is below 0.2."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
+    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+    timed: dict[tuple, dict] = {}
+    for name in ("backward-fma-tiles-h100-2026-11-27.jsonl", "backward-fma-tiles-h100-2026-11-27-at-f9ef567.jsonl"):
+        for line in (results / name).read_text().splitlines():
+            row = json.loads(line)
+            if row["form"] == "fma cluster":
+                t = row["tile"]
+                tile = tiles.FmaClusterBackwardTile(t["cluster"], t["units"], t["k_split"], t["lane_rows"])
+                timed.setdefault((row["cell"], row["hidden"], row["batch"], row["seq_len"]), {})[tile] = row["us_per_step"]
+    assert len(timed) == 15
+    errors = []
+    for (cell, hidden, batch, _), times in timed.items():
+        g = gates[cell]
+        pick = tiles.fma_backward_cluster_tile(g, hidden, batch, 16, tiles.backward_shared_max(227 * 1024), 132, at_once)
+        assert pick in times and times[pick] <= 1.025 * min(times.values()), (cell, hidden, batch, pick)
+        for tile, us in times.items():
+            if tile.k_split >= min(8, tile.k_rows(g)):
+                predicted = tiles.fma_backward_step_seconds(tile, g, batch, at_once[tile.cluster - 1]) * 1e6
+                errors.append(math.log(predicted / us))
+    assert math.sqrt(sum(e * e for e in errors) / len(errors)) < 0.2
 
 
 def test_backward_cluster_tile_geometry():

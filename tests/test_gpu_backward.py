@@ -313,13 +313,49 @@ def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
         assert torch.allclose(g, e, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("dtype,what", [("float32", "grid barrier"), ("float16", "cluster exchange")])
-def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch, dtype, what):
-    """RNNCC_SPIN_TIMEOUT_MS=0 makes the backward's first wait give up (float32: the grid
-    form's barrier; fp16: the cluster form's exchange): the kernel ends, the next backward
-    raises DeviceTimeout, and the one after is right again."""
+@pytest.mark.parametrize("cell,dtype", [("lstm", "float32"), ("gru", "float16")])
+def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypatch, cell, dtype):
+    """A twin trained by an optimizer: after each step its next call packs the new
+    parameters on the GPU into the memory its kernels read (CompiledModel.refresh_weights;
+    the host path, load_state_dict, is never taken), and its outputs then equal, bit for
+    bit, those of the same compiled model given the trained parameters through the host."""
+    from rnncc import runtime
+
+    torch.manual_seed(21)
+    tdt = getattr(torch, dtype)
+    model = twin(torch, cell, 24, 40, num_layers=2).to("cuda", tdt)
+    x = torch.randn(9, 5, 24, device="cuda", dtype=tdt)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model(x)  # compiled, weights uploaded
+
+    def through_the_host(*args, **kw):
+        raise AssertionError("load_state_dict: the weights went through the host")
+    host_path = runtime.CompiledModel.load_state_dict
+    monkeypatch.setattr(runtime.CompiledModel, "load_state_dict", through_the_host)
+    for _ in range(3):
+        y, _ = model(x)
+        y.float().square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    trained, _ = model(x)
+    monkeypatch.setattr(runtime.CompiledModel, "load_state_dict", host_path)
+    # The same spec's compiled model (runners are per spec), given equal tensors through the host
+    monkeypatch.setattr(runtime.CompiledModel, "refresh_weights", lambda self, tensors, stream: False)
+    fresh = twin(torch, cell, 24, 40, num_layers=2).to("cuda", tdt)
+    fresh.load_state_dict(model.state_dict())
+    again, _ = fresh(x)
+    assert torch.equal(trained, again)
+
+
+@pytest.mark.parametrize("dtype,hidden,what", [("float32", 512, "grid barrier"), ("float32", 256, "cluster exchange"),
+                                               ("float16", 256, "cluster exchange")])
+def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch, dtype, hidden, what):
+    """RNNCC_SPIN_TIMEOUT_MS=0 makes the backward's first wait give up (float32 H=512: the
+    grid form's barrier; float32 H=256, the FMA cluster form, and fp16: the cluster form's
+    exchange): the kernel ends, the next backward raises DeviceTimeout, and the one after is
+    right again."""
     torch.manual_seed(18)
-    model = twin(torch, "gru", 16, 256).to("cuda", getattr(torch, dtype))
+    model = twin(torch, "gru", 16, hidden).to("cuda", getattr(torch, dtype))
     x = torch.randn(40, 4, 16, device="cuda", dtype=getattr(torch, dtype))
 
     def grads(bound_ms: str | None = None):

@@ -149,3 +149,36 @@ def test_folded_lstmp_recurrence_equals_the_reference():
     (want,), state = reference.run(m, w, x, {"l": (h0, c0)})
     np.testing.assert_allclose(np.stack(ys), want, atol=1e-5)
     np.testing.assert_allclose(c, state["l"][1], atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_pack_tensors_is_pack_byte_for_byte(dtype):
+    """weights.pack_tensors (the device-side packing of refresh_weights) gives, for every
+    cell, with and without biases and with proj_size, the bytes the runtime uploads from
+    weights.pack: the same arrays, in the same order, weights rounded to the storage dtype
+    (ties included, where bfloat16 rounds to nearest even), biases float32. (A NaN stays a
+    NaN, of torch's bit pattern.)"""
+    torch = pytest.importorskip("torch")
+    spec = {"name": "p", "input_size": 5, "dtype": dtype, "layers": [
+        {"name": "a", "cell": "lstm", "hidden_size": 6},
+        {"name": "b", "cell": "gru", "hidden_size": 7, "bias": False},
+        {"name": "c", "cell": "gru", "hidden_size": 3},
+        {"name": "d", "cell": "rnn_tanh", "hidden_size": 4},
+        {"name": "e", "cell": "lstm", "hidden_size": 8, "proj_size": 3}]}
+    m = rnncc.load(spec)
+    w = weights.init(m, seed=5)
+    w["a.weight_hh"][0, :3] = [1.00390625, 1.01171875, -1.00390625]  # bf16 ties
+    tensors = {k: torch.from_numpy(v.copy()).to(getattr(torch, dtype)) if k.endswith("weight_ih") else
+               torch.from_numpy(v.copy()) for k, v in w.items()}  # some given in the storage dtype
+    host = {k: t.float().numpy() for k, t in tensors.items()}
+    for layer in m.layers:
+        packed = weights.pack(layer, host)
+        got = weights.pack_tensors(layer, tensors, dtype)
+        want = [(name, store) for name, store in weights.PACKED_ARRAYS if getattr(packed, name).size]
+        assert list(got) == [name for name, _ in want]
+        for name, store in want:
+            arr = getattr(packed, name)
+            expected = to_storage(arr, dtype) if store else np.ascontiguousarray(arr, np.float32)
+            t = got[name]
+            assert t.is_contiguous() and t.dtype == (getattr(torch, dtype) if store else torch.float32)
+            assert t.view(torch.uint8).numpy().tobytes() == expected.tobytes(), (layer.name, name)
