@@ -8,12 +8,12 @@ replays interleaved in one process. Overlay variants must agree with the planned
 dG before their time counts. Prints µs a step.
 
     python3 benchmarks/backward_split.py lstm float16 512 8 [--parts] [--overlay DIR|git:REV ...]
-        [--tile CLUSTER,M_TILES,K_SPLIT,BATCH ...] [--grid-tile UNITS,ROWS ...] [-o DIR]
+        [--tile CLUSTER,M_TILES,K_SPLIT,BATCH ...] [--grid-tile UNITS,ROWS[,THREADS[,K_UNROLL]] ...] [-o DIR]
 
 ``--tile``: the kernel at another cluster tile, beside the planned one (checked the same way);
 ``--grid-tile``: the grid form at UNITS units a block (⌈H / UNITS⌉ blocks) and ROWS batch
-rows a pass, W_hh's columns in shared memory where they fit (the float32 form's only choice
-of block today is one an SM: tiles.backward_tile).
+rows a pass, THREADS threads a block (256) and K_UNROLL iterations of its K loop in flight (4),
+W_hh's columns in shared memory where they fit (tiles.backward_tile's block is one an SM).
 """
 
 from __future__ import annotations
@@ -78,16 +78,16 @@ def main() -> None:
         variants[f"tile {text}"] = (other, backward._kernel(cell, H, G, dtype, other))
     shared_max = tiles.backward_shared_max(backward._device()[0].shared_memory_per_block_optin)
     for text in args.grid_tiles:
-        units, rows = map(int, text.split(","))
-        other = tiles.BackwardTile(units, -(-H // units), rows, True)
+        units, rows, threads, k_unroll = (list(map(int, text.split(","))) + [256, 4])[:4]
+        other = tiles.BackwardTile(units, -(-H // units), rows, True, threads, k_unroll)
         if other.shared_bytes(G, H, B) > shared_max:
             other = replace(other, w_in_shared=False)
-        variants[f"grid {units}u {rows}r{'' if other.w_in_shared else ' L2'}"] = \
+        variants[f"grid {units}u {rows}r {threads}t k{k_unroll}{'' if other.w_in_shared else ' L2'}"] = \
             (other, backward._kernel(cell, H, G, dtype, other))
 
-    def run(variant):
+    def run(variant):  # not over the pre-activations (float32's default), which every variant reads
         return backward.recurrence(layer, w_hh, pre, pre_h, h_prev, None, dy, None, None,
-                                   tile=variant[0], kernel=variant[1])
+                                   tile=variant[0], kernel=variant[1], overwrite=False)
     want = run(variants["planned"])[0].float()
     for label, variant in list(variants.items()):
         if label != "planned" and label not in CUTS:

@@ -686,7 +686,8 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str,
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile)
     name, entry, source = _identify(
         f"backward_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_u{tile.units}_r{tile.rows}"
-        f"{'' if tile.w_in_shared else '_wl2'}", source)
+        f"{'' if tile.w_in_shared else '_wl2'}{'' if tile.threads == 256 else f'_t{tile.threads}'}"
+        f"{'' if tile.k_unroll == 4 else f'_k{tile.k_unroll}'}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
 
 

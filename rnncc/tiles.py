@@ -594,7 +594,8 @@ class BackwardTile:
     blocks: int
     rows: int
     w_in_shared: bool
-    threads: ClassVar[int] = 256
+    threads: int = 256
+    k_unroll: int = 4  # K iterations whose dG loads are in flight together
 
     @property
     def units_padded(self) -> int:
