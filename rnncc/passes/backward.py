@@ -87,14 +87,16 @@ def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
         if isinstance(tile, FmaClusterBackwardTile):
             held = (f"{tile.share(l.gates)} values of it in each lane's registers, {tile.k_split} warps along K, "
                     f"exact fp32 products on the FMA units")
-            measured = "measured against the grid form in results/backward-forms-h100-2026-11-27.txt"
+            measured = ("the block of least predicted step (tiles.fma_backward_step_seconds); the form's picks "
+                        "took 0.13-0.39 of the grid form's time at 10 shapes "
+                        "(results/backward-fma-tiles-h100-2026-11-27.jsonl)")
         else:
             held = f"{tile.split_steps(l.gates)} k-steps a warp"
             measured = "measured 0.10-0.68 of the grid form's time (results/backward-forms-h100-2026-11-25.txt)"
         return (f"clusters of {tile.cluster} blocks, {tile.units} units a block: W_hh ({w // 1024} KiB) "
                 f"in its warps' registers, {held}, dG exchanged inside "
                 f"the cluster, no grid barrier; {clusters} cluster{'s' if clusters > 1 else ''} of "
-                f"{tile.batch_per_cluster} batch rows"
+                f"{tile.batch_per_cluster} batch row{'s' if tile.batch_per_cluster > 1 else ''}"
                 + (f", in {-(-clusters // at_once)} waves (the GPU holds {at_once} at once)"
                    if clusters > at_once else "")
                 + f"; {measured}")
