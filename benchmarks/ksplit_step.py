@@ -1,0 +1,62 @@
+"""Times the K-split backward step prototype (ksplit_step.cu; issue 17): LSTM fp32 H=1024
+at B=64, K = 4096 split over clusters of Q = 2 (64 clusters, 128 blocks) and Q = 4 (30
+clusters, 120 blocks: an H100 holds 30 clusters of 4 at once, so the real kernel would own
+9 units a block there). Prints µs a step (the product, the warps' and the cluster's sums; no
+cell, no grid barrier) and the sums' largest error against a float64 product. Needs nvcc
+and CuPy on a Hopper GPU.
+
+    python3 benchmarks/ksplit_step.py > benchmarks/results/ksplit-step-<gpu>-<date>.txt
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+SOURCE = Path(__file__).with_suffix(".cu")
+GH, B, U, NT, KC = 4096, 64, 8, 256, 128
+STEPS = 500
+
+
+def shared_bytes(q: int) -> int:
+    uc, kq = U * q, GH // q
+    return 4 * (kq * uc + 2 * B * (KC + 4) + B * uc)
+
+
+def main() -> None:
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    print(f"K-split backward step prototype on {props['name'].decode()}: LSTM fp32 H=1024 (K=4096), B=64, "
+          f"{STEPS} steps, µs a step (the grid form's whole step: 30.9, results/backward-grid-unroll-h100-2026-11-27.txt)")
+    rng = np.random.default_rng(0)
+    dg = cp.asarray(rng.standard_normal((B, GH), dtype=np.float32))
+    with tempfile.TemporaryDirectory() as tmp:
+        for q, clusters in ((2, 64), (4, 30)):
+            cubin = Path(tmp) / f"ksplit_{q}.cubin"
+            subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DQ={q}", f"-DCLUSTERS={clusters}",
+                            "-o", str(cubin), str(SOURCE)], check=True)
+            kernel = cp.RawModule(path=str(cubin)).get_function("k_ksplit")
+            kernel.max_dynamic_shared_size_bytes = shared_bytes(q)
+            width = clusters * U * q
+            w = cp.asarray(rng.standard_normal((GH, width), dtype=np.float32) / 64)
+            dh = cp.full((B, width), cp.nan, cp.float32)
+            times = []
+            for steps in (10, STEPS):
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                kernel((clusters * q,), (NT,), (dg, w, dh, np.int32(steps)), shared_mem=shared_bytes(q))
+                end.record()
+                end.synchronize()
+                times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / steps)
+            want = dg.astype(cp.float64) @ w.astype(cp.float64)
+            error = float(cp.abs(dh - want).max() / cp.abs(want).max())
+            print(f"Q={q}: {clusters} clusters of {q}, {U * q} units a cluster, K rows a block {GH // q}, "
+                  f"shared {shared_bytes(q) // 1024} KiB: {times[-1]:6.2f} µs a step, "
+                  f"sums within {error:.1e} of float64", flush=True)
+
+
+if __name__ == "__main__":
+    main()
