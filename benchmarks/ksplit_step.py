@@ -39,7 +39,10 @@ def main() -> None:
             subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DQ={q}", f"-DCLUSTERS={clusters}",
                             "-o", str(cubin), str(SOURCE)], check=True)
             kernel = cp.RawModule(path=str(cubin)).get_function("k_ksplit")
-            kernel.max_dynamic_shared_size_bytes = shared_bytes(q)
+            try:
+                kernel.max_dynamic_shared_size_bytes = shared_bytes(q)
+            except AttributeError:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                cp.cuda.driver.funcSetAttribute(kernel.ptr, 8, shared_bytes(q))
             width = clusters * U * q
             w = cp.asarray(rng.standard_normal((GH, width), dtype=np.float32) / 64)
             dh = cp.full((B, width), cp.nan, cp.float32)
