@@ -62,36 +62,42 @@ CHECK_CASES = [("gru", "float32", 64, 32, 256), ("lstm", "float32", 200, 24, 128
                ("lstm", "float32", 100, 3, 64), ("gru", "float32", 160, 128, 64)]
 
 
-def sweep_tiles(G: int, H: int, B: int, max_cluster: int, shared_max: int, at_once) -> list:
-    """The FMA cluster tiles the sweep times: those of SWEEP_CLUSTERS and the largest
-    cluster, and the planned one (tiles.fma_backward_cluster_tile's pick)."""
+def sweep_tiles(G: int, H: int, B: int, max_cluster: int, shared_max: int, at_once) -> tuple[list, object]:
+    """(the FMA cluster tiles the sweep times: those of SWEEP_CLUSTERS and the largest
+    cluster, and the planned one; the planned one, tiles.fma_backward_cluster_tile's pick)."""
     found = tiles.fma_backward_cluster_tiles(G, H, B, max_cluster, shared_max)
     largest = max((t.cluster for t in found), default=0)
     planned = tiles.fma_backward_cluster_tile(G, H, B, max_cluster, shared_max, 132, at_once)
-    return [t for t in found if t.cluster in SWEEP_CLUSTERS or t.cluster == largest or t == planned]
+    return [t for t in found if t.cluster in SWEEP_CLUSTERS or t.cluster == largest or t == planned], planned
+
+
+def time_forms(inputs, forms: dict) -> dict[str, float]:
+    """Median ms of backward.recurrence at each tile of ``forms`` on ``inputs``
+    (recurrence_inputs'), CUDA-graph replays interleaved; the pre-activations are not
+    overwritten (float32's default), since every form reads them."""
+    layer, w_hh, pre, pre_h, h_prev, dy = inputs
+    return time_graphs_interleaved({
+        k: (lambda tile=tile: backward.recurrence(layer, w_hh, pre, pre_h, h_prev, None, dy, None, None,
+                                                  tile=tile, overwrite=False)) for k, tile in forms.items()})
 
 
 def sweep(args, target, shared_max: int) -> None:
     from rnncc import build, codegen
     rows = []
     at_once = target.clusters_at_once if target is not None else get("h100").clusters_at_once
+    max_cluster = 16 if target is None else largest_cluster(target)
     for cell, dtype, H, B, S in CASES + CHECK_CASES:
         if dtype != "float32":
             continue
         G = {"lstm": 4, "gru": 3}.get(cell, 1)
-        found = sweep_tiles(G, H, B, 16 if target is None else largest_cluster(target), shared_max, at_once)
-        planned = tiles.fma_backward_cluster_tile(G, H, B, 16 if target is None else largest_cluster(target),
-                                                  shared_max, 132, at_once)
+        found, planned = sweep_tiles(G, H, B, max_cluster, shared_max, at_once)
         if args.precompile:
             for t in found:
                 build.compile_cubin(codegen.render_backward(cell, H, G, dtype, t), "sm_90a")
             print(f"{cell} H={H} B={B}: {len(found)} kernels built", flush=True)
             continue
-        layer, w_hh, pre, pre_h, h_prev, dy = recurrence_inputs(cell, dtype, H, B, S)
         forms = {"grid": tiles.backward_tile(G, H, B, target.sm_count, shared_max)} | {str(t): t for t in found}
-        fns = {k: (lambda tile=tile: backward.recurrence(layer, w_hh, pre, pre_h, h_prev, None, dy, None, None,
-                                                         tile=tile, overwrite=False)) for k, tile in forms.items()}
-        times = time_graphs_interleaved(fns)
+        times = time_forms(recurrence_inputs(cell, dtype, H, B, S), forms)
         for k, tile in forms.items():
             row = {"cell": cell, "dtype": dtype, "hidden": H, "batch": B, "seq_len": S,
                    "form": "grid" if k == "grid" else "fma cluster", "tile": tile.to_dict(),
@@ -127,20 +133,19 @@ def main() -> None:
     for cell, dtype, H, B, S in CASES:
         if args.dtype and dtype != args.dtype:
             continue
-        layer, w_hh, pre, pre_h, h_prev, dy = recurrence_inputs(cell, dtype, H, B, S)
-        G = layer.gates
+        inputs = recurrence_inputs(cell, dtype, H, B, S)
+        G = inputs[0].gates
         forms = {"grid": tiles.backward_tile(G, H, B, target.sm_count, shared_max)}
-        if dtype == "float32":
+        if dtype == "float32":  # the planned tile first (as backward._tile picks it), then smaller clusters'
             for most in (largest_cluster(target), 8, 4):
-                tile = tiles.fma_backward_cluster_tile(G, H, B, most, shared_max)
+                tile = tiles.fma_backward_cluster_tile(G, H, B, most, shared_max, target.sm_count,
+                                                       target.clusters_at_once)
                 if tile is not None and tile not in forms.values():
                     forms["cluster" if not forms.keys() - {"grid"} else f"cluster c{tile.cluster}"] = tile
         else:
             forms["cluster"] = tiles.backward_cluster_tile(G, H, B, 2, largest_cluster(target), optin)
         forms = {k: v for k, v in forms.items() if v is not None}
-        fns = {k: (lambda tile=tile: backward.recurrence(layer, w_hh, pre, pre_h, h_prev, None, dy, None, None,
-                                                         tile=tile, overwrite=False)) for k, tile in forms.items()}
-        times = time_graphs_interleaved(fns)
+        times = time_forms(inputs, forms)
         planned = backward._tile(cell, H, G, dtype, B)
         line = (f"{cell} {dtype} H={H} B={B} S={S}: " + ", ".join(f"{k} {times[k] * 1e3 / (S + 1):.2f}"
                                                                   for k in forms)
