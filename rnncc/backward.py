@@ -11,7 +11,8 @@ states. From those, a layer's backward:
 2. runs the recurrence in reverse time in one persistent kernel, which writes dG in the
    layer's type: in clusters with W_hh in registers (``templates/backward_cluster.cu.j2``,
    mma for half layers, FMA for float32) where W_hh fits their registers, else grid-persistent
-   (``templates/backward_recurrent.cu.j2``); ``tiles.backward_kernel_tile`` chooses;
+   (``templates/backward_recurrent.cu.j2``; for large float32 layers with K split across
+   clusters, ``templates/backward_ksplit.cu.j2``); ``tiles.backward_kernel_tile`` chooses;
 3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
    GEMMs over all steps.
 
@@ -38,8 +39,8 @@ from .ir import INPUT, Layer, Model
 from .passes.cost import largest_cluster
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
-from .tiles import (CLUSTER_BACKWARD_TILES, BackwardKernelTile, backward_kernel_tile, backward_shared_max,
-                    backward_tile)
+from .tiles import (CLUSTER_BACKWARD_TILES, BackwardKernelTile, KSplitBackwardTile, backward_kernel_tile,
+                    backward_shared_max, backward_tile)
 
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:
@@ -66,7 +67,8 @@ def _kernel(cell: str, hidden: int, gates: int, dtype: str, tile: BackwardKernel
 @lru_cache(maxsize=None)
 def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> BackwardKernelTile:
     """The tile a backward launch takes (``tiles.backward_kernel_tile``, as the plan says);
-    the grid form where the driver cannot hold even one of the cluster form's clusters."""
+    the grid form where the driver cannot hold even one of the cluster form's clusters, or
+    all of the K-split form's at once (its grid barrier waits for every one)."""
     target, _ = _device()
     tile = backward_kernel_tile(gates, hidden, batch, DTYPES[dtype].itemsize, target.sm_count,
                                 largest_cluster(target), target.shared_memory_per_block_optin,
@@ -74,6 +76,10 @@ def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> Backwar
     if isinstance(tile, CLUSTER_BACKWARD_TILES):
         k, fn = _kernel(cell, hidden, gates, dtype, tile)
         if fn.max_active_clusters(tile.cluster, k.block, k.dynamic_shared) < 1:
+            return backward_tile(gates, hidden, batch, target.sm_count, _dynamic_shared_max(target))
+    elif isinstance(tile, KSplitBackwardTile):  # its grid barrier needs every cluster resident
+        k, fn = _kernel(cell, hidden, gates, dtype, tile)
+        if fn.max_active_clusters(tile.cluster, k.block, tile.shared_bytes(gates, hidden, batch)) < tile.clusters(hidden):
             return backward_tile(gates, hidden, batch, target.sm_count, _dynamic_shared_max(target))
     return tile
 
@@ -176,6 +182,9 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
     if clusters:  # nor co-residency
         fn.launch((tile.cluster, tile.clusters(B)), k.block, launch.arguments(k, values),
                   k.dynamic_shared, stream)
+    elif isinstance(tile, KSplitBackwardTile):  # clusters compiled in, all resident
+        fn.launch((tile.blocks(H), 1), k.block, launch.arguments(k, values),
+                  tile.shared_bytes(G, H, B), stream, cooperative=True)
     else:
         fn.launch((tile.blocks, 1), k.block, launch.arguments(k, values),
                   tile.shared_bytes(G, H, B), stream, cooperative=True)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .dtypes import max_relative_error, tolerance
-from .tiles import CLUSTER_BACKWARD_TILES
+from .tiles import CLUSTER_BACKWARD_TILES, KSplitBackwardTile
 from .timing import time_interleaved
 
 S = 256
@@ -335,8 +335,10 @@ def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
 
 
 def backward_form(layer) -> str:
-    """"cluster" or "grid": the form of the layer's planned backward recurrence."""
-    return "cluster" if isinstance(layer.backward_tile.value, CLUSTER_BACKWARD_TILES) else "grid"
+    """"cluster", "grid, K split" or "grid": the form of the layer's planned backward recurrence."""
+    tile = layer.backward_tile.value
+    return "cluster" if isinstance(tile, CLUSTER_BACKWARD_TILES) else \
+        "grid, K split" if isinstance(tile, KSplitBackwardTile) else "grid"
 
 
 def gnmt_loop(hidden: int, layers: int):

@@ -19,7 +19,8 @@ from . import __version__
 from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
 from .tiles import (CLUSTER_BACKWARD_TILES, H_PROJECTION_BLOCK, BackwardKernelTile, ClusterBackwardTile,
-                    ClusterTile, FmaClusterBackwardTile, PersistentTile, StepRows, StepRowsTensor, StepTile)
+                    ClusterTile, FmaClusterBackwardTile, KSplitBackwardTile, PersistentTile, StepRows,
+                    StepRowsTensor, StepTile)
 
 
 @dataclass(frozen=True)
@@ -673,11 +674,14 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str,
                     tile: BackwardKernelTile) -> KernelSource:
     """The backward recurrence of a layer of ``cell`` and ``hidden`` units stored in
     ``dtype``, tiled by ``tile``: the grid kernel for a BackwardTile, the cluster kernel
-    for a ClusterBackwardTile (mma) or an FmaClusterBackwardTile (float32, FMA). The code
+    for a ClusterBackwardTile (mma) or an FmaClusterBackwardTile (float32, FMA), the grid
+    kernel with K split across clusters for a KSplitBackwardTile (float32). The code
     depends on the batch only through the tile (rows a pass; rows a cluster)."""
     params = backward_params(cell)
     if isinstance(tile, CLUSTER_BACKWARD_TILES):
         return _render_backward_cluster(cell, hidden, gates, dtype, tile, params)
+    if isinstance(tile, KSplitBackwardTile):
+        return _render_backward_ksplit(cell, hidden, gates, dtype, tile, params)
     where = "shared memory" if tile.w_in_shared else "L2"
     decisions = [f"backward tile: {tile.units} units a block, {tile.blocks} blocks, {tile.rows} batch rows "
                  f"a pass, W_hh columns in {where}"]
@@ -689,6 +693,26 @@ def render_backward(cell: str, hidden: int, gates: int, dtype: str,
         f"{'' if tile.w_in_shared else '_wl2'}{'' if tile.threads == 256 else f'_t{tile.threads}'}"
         f"{'' if tile.k_unroll == 4 else f'_k{tile.k_unroll}'}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1))
+
+
+def _render_backward_ksplit(cell: str, hidden: int, gates: int, dtype: str, tile: KSplitBackwardTile,
+                            params: tuple[Param, ...]) -> KernelSource:
+    if dtype != "float32":
+        raise ValueError(f"codegen: the K-split backward is for float32 layers, not {dtype}")
+    decisions = [f"backward tile: K split across clusters of {tile.cluster} blocks "
+                 f"({tile.k_rows_block(gates, hidden)} rows of K a block), {tile.units} units a block, "
+                 f"{tile.cluster_units} a cluster, {tile.clusters(hidden)} clusters; lanes of "
+                 f"{tile.lane_rows} rows × {tile.lane_units} units, {tile.rows_per_pass} rows a pass, "
+                 f"dG staged {tile.k_chunk} K rows at a time into {tile.stages} buffers, {tile.threads // 32} warps "
+                 "along K"]
+    source = environment().get_template("backward_ksplit.cu.j2").render(
+        kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
+        entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile)
+    name, entry, source = _identify(
+        f"backward_ksplit_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_c{tile.cluster}_u{tile.units}"
+        f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}{'' if tile.threads == 256 else f'_t{tile.threads}'}",
+        source)
+    return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1), cluster=tile.cluster)
 
 
 def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,

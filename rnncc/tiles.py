@@ -9,6 +9,7 @@ what a tile costs is in ``passes/cost.py``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Sequence, Union
@@ -739,9 +740,170 @@ class FmaClusterBackwardTile:
         return asdict(self) | {"batch_per_cluster": self.batch_per_cluster, "threads": self.threads}
 
 
+@dataclass(frozen=True)
+class KSplitBackwardTile:
+    """The block of a float32 layer's backward recurrence with K split across a cluster
+    (``templates/backward_ksplit.cu.j2``): grid-persistent like ``BackwardTile`` (one grid
+    barrier a step, every cluster resident at once), but a cluster of ``cluster`` blocks
+    shares cluster × ``units`` units, and block rank q keeps W_hh of those units for its
+    ``k_rows_block`` rows of K (= G·H) and reads only that range of dG a step, where the
+    grid form's blocks each read all of it. The blocks' partial sums meet over DSMEM in
+    the block that owns their unit (rank q owns ``units`` of them and runs their cells).
+
+    The product: dG staged ``k_chunk`` K rows at a time into ``stages`` buffers (stages − 1
+    chunks in flight), each of the ``threads`` / 32 warps summing its share of each chunk; a
+    lane (8 row groups × 4 unit groups) keeps ``lane_rows`` × ``lane_units`` sums. A pass
+    covers 8 × ``lane_rows`` batch rows."""
+
+    cluster: int
+    units: int
+    lane_rows: int
+    k_chunk: int = 128
+    stages: int = 2
+    threads: int = 256  # warps along K: 8 (the candidates'), or 16
+
+    @property
+    def cluster_units(self) -> int:
+        return self.cluster * self.units
+
+    @property
+    def lane_units(self) -> int:
+        """Units a lane sums: the cluster's over 4 unit groups, rounded up."""
+        return -(-self.cluster_units // 4)
+
+    @property
+    def rows_per_pass(self) -> int:
+        return 8 * self.lane_rows
+
+    def clusters(self, hidden: int) -> int:
+        return -(-hidden // self.cluster_units)
+
+    def blocks(self, hidden: int) -> int:
+        return self.cluster * self.clusters(hidden)
+
+    def k_rows_block(self, gates: int, hidden: int) -> int:
+        """K rows a block: a cluster's share of G·H in whole chunks (W_hh's rows past G·H
+        are zeros)."""
+        share = -(-gates * hidden // self.cluster)
+        return -(-share // self.k_chunk) * self.k_chunk
+
+    def shared_bytes(self, gates: int, hidden: int, batch: int) -> int:
+        """W_hh's columns of the cluster's units over the block's K rows; the stage buffers
+        of dG (rows of a pass × k_chunk + 4 floats), which then hold half the warps' sums; two
+        receive buffers (a pass's rows × the cluster's blocks × the block's units) and two
+        float32 carries (dh, dc) per batch row and unit."""
+        pitch = 4 * self.lane_units
+        sums = max(self.stages * self.rows_per_pass * (self.k_chunk + 4), self.threads // 64 * self.rows_per_pass * pitch)
+        return 4 * (self.k_rows_block(gates, hidden) * pitch + sums
+                    + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"lane_units": self.lane_units}
+
+
+# A lane's sums (lane_rows × lane_units registers): at most this many (the prototype's
+# 64, results/ksplit-step-h100-2026-11-27.txt, ran 167 registers a thread without spills).
+KSPLIT_LANE_SUMS = 80
+KSPLIT_CLUSTERS = (2, 4, 8)
+KSPLIT_STAGES = 8
+
+
+def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once: Sequence[int],
+                          shared_bytes_max: int) -> list[KSplitBackwardTile]:
+    """Every block the K-split backward can take for a float32 layer of ``gates`` ×
+    ``hidden`` at ``batch`` rows (G·H a multiple of 4: dG's rows are staged by 16 bytes):
+    for each cluster size of KSPLIT_CLUSTERS that the GPU holds (``clusters_at_once[c −
+    1]``), the fewest units a block whose clusters are all resident at once; lanes of the
+    fewest rows (1, 2, 4 or 8) that cover the batch in a pass, and of half as many (twice the
+    passes), whose sums fit KSPLIT_LANE_SUMS registers; chunks of 64 and of 128 K rows, each
+    in as many stage buffers (2 to KSPLIT_STAGES) as fit shared memory; 8 warps along K
+    (16 ran slower at 12 of 13 shapes: results/backward-ksplit-h100-2026-11-27.jsonl)."""
+    if gates * hidden % 4:
+        return []
+    found = []
+    covering = min(8, 1 << (-(-batch // 8) - 1).bit_length())
+    for cluster in KSPLIT_CLUSTERS:
+        if cluster > len(clusters_at_once) or clusters_at_once[cluster - 1] < 1:
+            continue
+        units = -(-hidden // (cluster * clusters_at_once[cluster - 1]))
+        if (cluster - 1) * units >= hidden:  # a cluster whose last block owns no unit
+            continue
+        for lane_rows, k_chunk in itertools.product(sorted({max(1, covering // 2), covering}), (64, 128)):
+            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages)
+                                   for stages in range(KSPLIT_STAGES, 1, -1))
+                       if t.shared_bytes(gates, hidden, batch) <= shared_bytes_max]
+            if fitting and lane_rows * fitting[0].lane_units <= KSPLIT_LANE_SUMS:
+                found.append(fitting[0])
+    return found
+
+
+def ksplit_backward_terms(tile: KSplitBackwardTile, gates: int, hidden: int, batch: int) -> dict[str, float]:
+    """The counts of one step of the K-split backward that the KSPLIT_BACKWARD_SECONDS
+    price, by name: the step (the grid barrier), each pass of rows (the warps' sums, the
+    cluster barrier, the cells), each chunk of a pass (a block barrier and a wait for its
+    copies), each FMA of a lane's product, each sum a thread sends to its owner (DSMEM
+    stores), and each KiB of dG a block stages from L2 a step."""
+    passes = -(-batch // tile.rows_per_pass)
+    k_rows = tile.k_rows_block(gates, hidden)
+    return {"STEP": 1.0, "PASS": passes, "CHUNK": passes * k_rows // tile.k_chunk,
+            "LANE_FMA": passes * k_rows // (tile.threads // 32) * tile.lane_rows * tile.lane_units,
+            "SEND": passes * tile.rows_per_pass * tile.cluster_units / tile.threads,
+            "STAGED_KIB": passes * tile.rows_per_pass * k_rows * 4 / 1024}
+
+
+# A step of the K-split backward, fitted (non-negative least squares of relative error,
+# `benchmarks/backward_ksplit.py --fit`) to the 76 candidate tiles it timed at 8 float32
+# shapes (benchmarks/results/backward-ksplit-h100-2026-11-27.jsonl; rms log error 0.087).
+# The terms were chosen among subsets of eleven counts (a search run once by hand) by the
+# worst pick over all 13 shapes of that run, 5 of them outside the fit: the pick is the
+# fastest candidate timed at 9 shapes and within 1.042× at the other 4. (With L2 round trips and the GPU's MiB as terms, fitted
+# to the first run's 66 tiles, picks were up to 1.125× off.)
+KSPLIT_BACKWARD_SECONDS = {"STEP": 1.679e-06, "PASS": 1.455e-06, "CHUNK": 1.767e-07, "LANE_FMA": 1.944e-09,
+                           "SEND": 1.65e-07, "STAGED_KIB": 9.89e-09}
+
+
+def ksplit_backward_step_seconds(tile: KSplitBackwardTile, gates: int, hidden: int, batch: int) -> float:
+    terms = ksplit_backward_terms(tile, gates, hidden, batch)
+    return sum(KSPLIT_BACKWARD_SECONDS[name] * count for name, count in terms.items())
+
+
+def grid_backward_terms(tile: BackwardTile, gates: int, hidden: int, batch: int) -> dict[str, float]:
+    """The counts of one step of the grid form that the GRID_BACKWARD_* constants price: the
+    step (the grid barrier, the cells), each pass of rows (its block barriers, the warps'
+    sums), each FMA of a thread's product, each round trip to L2 of its K loop (K_UNROLL
+    iterations' loads in flight at once) and each MiB of dG the GPU's blocks read from L2
+    (every block all of it)."""
+    passes = -(-batch // tile.rows)
+    k_thread = -(-gates * hidden // (tile.threads // 32)) / 32
+    return {"STEP": 1.0, "PASS": passes, "THREAD_FMA": passes * k_thread * tile.rows * tile.units_padded,
+            "ROUND_TRIP": passes * math.ceil(k_thread / tile.k_unroll),
+            "L2_MIB": tile.blocks * batch * gates * hidden * 4 / 2**20}
+
+
+# The grid form's step, fitted the same way to its timings at the same 8 shapes (rms log
+# error 0.033). Beside the K-split's, it chooses the faster form at 12 of the 13 shapes; at
+# GRU H=1000 B=48 S=128 the grid form took 28.7 µs a step against 19.7 predicted, so the
+# models keep it where the K-split took 19.2.
+GRID_BACKWARD_SECONDS = {"STEP": 1.88e-06, "PASS": 5.115e-07, "THREAD_FMA": 1.189e-09, "ROUND_TRIP": 5.037e-07,
+                         "L2_MIB": 4.567e-09}
+
+
+def grid_backward_step_seconds(tile: BackwardTile, gates: int, hidden: int, batch: int) -> float:
+    terms = grid_backward_terms(tile, gates, hidden, batch)
+    return sum(GRID_BACKWARD_SECONDS[name] * count for name, count in terms.items())
+
+
+def ksplit_backward_tile(gates: int, hidden: int, batch: int, clusters_at_once: Sequence[int],
+                         shared_bytes_max: int) -> KSplitBackwardTile | None:
+    """The K-split backward's block (``ksplit_backward_tiles``' candidates) of the least
+    predicted step, or None where none applies."""
+    return min(ksplit_backward_tiles(gates, hidden, batch, clusters_at_once, shared_bytes_max),
+               key=lambda t: ksplit_backward_step_seconds(t, gates, hidden, batch), default=None)
+
+
 # The cluster forms of the backward recurrence: no grid barrier, clusters along y share nothing.
 CLUSTER_BACKWARD_TILES = (ClusterBackwardTile, FmaClusterBackwardTile)
-BackwardKernelTile = Union[BackwardTile, ClusterBackwardTile, FmaClusterBackwardTile]
+BackwardKernelTile = Union[BackwardTile, ClusterBackwardTile, FmaClusterBackwardTile, KSplitBackwardTile]
 # A lane of the FMA cluster form keeps at most this many W_hh values (its K share).
 FMA_BACKWARD_SHARE = 64
 FMA_BACKWARD_UNITS = 32  # a lane a unit: at most a warp's lanes
@@ -861,7 +1023,9 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
                         clusters_at_once: Sequence[int] = ()) -> BackwardKernelTile:
     """The backward recurrence's tile: a cluster form (W_hh in registers, the exchange
     inside a cluster: mma for half layers, FMA for float32) wherever it applies, else the
-    grid form (a barrier of up to an SM's worth of blocks a step). Measured on the same
+    grid form (a barrier of up to an SM's worth of blocks a step): for float32 with W_hh's
+    columns in shared memory, K split across clusters where its step model predicts less
+    than the grid form's (``ksplit_backward_step_seconds``, ``grid_backward_step_seconds``). Measured on the same
     inputs, the half cluster form took 0.10-0.68 of the grid form's time a step at 10
     shapes, B=3 to 128, also where its clusters ran in two waves
     (benchmarks/results/backward-forms-h100-2026-11-25.txt); the float32 form's picks took
@@ -873,7 +1037,14 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
                                   sm_count, clusters_at_once)
     if cluster is not None:
         return cluster
-    return backward_tile(gates, hidden, batch, sm_count, backward_shared_max(shared_memory_per_block_optin))
+    grid = backward_tile(gates, hidden, batch, sm_count, backward_shared_max(shared_memory_per_block_optin))
+    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once,
+                                  backward_shared_max(shared_memory_per_block_optin)) \
+        if itemsize == 4 and grid.w_in_shared else None
+    if ksplit is not None and ksplit_backward_step_seconds(ksplit, gates, hidden, batch) \
+            < grid_backward_step_seconds(grid, gates, hidden, batch):
+        return ksplit
+    return grid
 
 
 # A thread's sums are rows × units_padded registers: at most this many.

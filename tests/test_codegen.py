@@ -4,6 +4,7 @@ sm_90a (cubins cached on disk, so a second run compiles nothing)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 import math
 import subprocess
 from pathlib import Path
@@ -419,6 +420,53 @@ def test_fma_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
         codegen.render_backward(cell, 128, gates, "float16", tiles.fma_backward_cluster_tile(gates, 128, 8, 16, 10**6))
 
 
+@pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1)])
+def test_ksplit_backward_kernels_render_and_compile(nvcc, cell, gates):
+    """The K-split backward (float32 layers past the FMA cluster form): at tiles of clusters
+    of 2, 4 and 8, lanes of 1 to 8 rows, chunks of 64 and 128 K rows in 2 to 8 buffers and
+    lanes of 2 to 18 units (float4, float2 and scalar loads of W_hh), it compiles without local memory; its
+    name follows the tile; it exchanges sums over DSMEM and meets a bounded grid barrier."""
+    at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
+    shared_max = tiles.backward_shared_max(227 * 1024)
+    for hidden, batch in ((1024, 64), (516, 5)):
+        found = tiles.ksplit_backward_tiles(gates, hidden, batch, at_once, shared_max)
+        for tile in (found[0], found[-1]):  # the smallest lane tile of clusters of 2, the largest of 8
+            k = codegen.render_backward(cell, hidden, gates, "float32", tile)
+            assert k.name.startswith(f"backward_ksplit_{cell}_h{hidden}_f32_c{tile.cluster}_u{tile.units}"
+                                     f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}")
+            assert k.cluster == tile.cluster and k.block == (256, 1, 1) and "{{" not in k.source
+            assert "map_shared_rank" in k.source and "spin_expired" in k.source and "mma" not in k.source
+            build.compile_cubin(k, "sm_90a")
+            r = build.resources(k, "sm_90a")
+            assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)
+    with pytest.raises(ValueError, match="K-split backward is for float32"):
+        codegen.render_backward(cell, 1024, gates, "bfloat16", tiles.KSplitBackwardTile(4, 9, 1))
+
+
+def test_ksplit_backward_tile_candidates():
+    """Clusters of 2, 4 and 8, each with the fewest units a block whose clusters the GPU
+    holds at once (the grid barrier needs them all resident); lanes of the fewest rows that
+    cover the batch in a pass and of half as many, within 80 sums a lane; chunks of 64 and
+    128 K rows, each in the most stage buffers (up to 8) that fit shared memory; none where
+    G·H is not a multiple of 4 or W_hh's share does not fit an SM."""
+    at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
+    shared_max = tiles.backward_shared_max(227 * 1024)
+    found = tiles.ksplit_backward_tiles(4, 1024, 64, at_once, shared_max)
+    assert tiles.KSplitBackwardTile(4, 9, 8, 64, 3) in found and tiles.KSplitBackwardTile(2, 8, 8, 128, 2) in found
+    assert {(t.cluster, t.units) for t in found} == {(2, 8), (4, 9), (8, 9)}
+    assert tiles.ksplit_backward_tiles(1, 1023, 8, at_once, shared_max) == []
+    assert tiles.ksplit_backward_tiles(4, 2048, 8, at_once, shared_max) == []  # 32 MiB of W_hh: no SM holds its share
+    for gates, hidden, batch in itertools.product((1, 3, 4), (300, 512, 516, 1000, 1024, 2048), (1, 5, 64, 100)):
+        found = tiles.ksplit_backward_tiles(gates, hidden, batch, at_once, shared_max)
+        covering = min(8, 1 << (-(-batch // 8) - 1).bit_length())
+        for t in found:
+            assert t.clusters(hidden) <= at_once[t.cluster - 1] and t.cluster_units * t.clusters(hidden) >= hidden
+            assert t.lane_rows * t.lane_units <= 80 and t.shared_bytes(gates, hidden, batch) <= shared_max
+            assert t.k_rows_block(gates, hidden) * t.cluster >= gates * hidden and t.k_rows_block(gates, hidden) % t.k_chunk == 0
+            assert t.lane_rows in (covering, max(1, covering // 2)) and 2 <= t.stages <= 8
+            assert t.stages == 8 or replace(t, stages=t.stages + 1).shared_bytes(gates, hidden, batch) > shared_max
+
+
 def test_fma_backward_cluster_tile_candidates():
     """float32's candidates: every cluster whose blocks each own units below H (at most 32 a
     block); lane rows of 1, 2, 4, 8 up to the first that covers the batch in one cluster,
@@ -487,6 +535,41 @@ def test_fma_backward_step_model_picks_what_ran_fastest():
                 predicted = tiles.fma_backward_step_seconds(tile, g, batch, at_once[tile.cluster - 1]) * 1e6
                 errors.append(math.log(predicted / us))
     assert math.sqrt(sum(e * e for e in errors) / len(errors)) < 0.2
+
+
+def test_ksplit_backward_models_pick_what_ran_fastest():
+    """The K-split and grid forms' step models against the sweep they were fitted to
+    (results/backward-ksplit-h100-2026-11-27.jsonl, 13 float32 shapes, 5 outside the fit):
+    the K-split pick among the candidates was timed and is within 1.05× of the fastest
+    candidate timed (1.00 at 9 shapes); the form chosen (``backward_kernel_tile``) is the faster one timed at 12 shapes,
+    and where it is not (GRU H=1000 B=48, whose grid form ran 1.46× its predicted time) it
+    is the grid form, the one that ran before the K-split."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
+    shared_max = tiles.backward_shared_max(227 * 1024)
+    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+    timed: dict[tuple, dict] = {}
+    for line in (results / "backward-ksplit-h100-2026-11-27.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        t = {k: v for k, v in row["tile"].items() if k != "lane_units"}
+        tile = tiles.KSplitBackwardTile(**t) if row["form"] == "ksplit" else tiles.BackwardTile(**t)
+        timed.setdefault((row["cell"], row["hidden"], row["batch"]), {})[tile] = row["us_per_step"]
+    assert len(timed) == 13
+    missed = []
+    for (cell, hidden, batch), times in timed.items():
+        g = gates[cell]
+        pick = tiles.ksplit_backward_tile(g, hidden, batch, at_once, shared_max)
+        ksplit = {t: times[t] for t in tiles.ksplit_backward_tiles(g, hidden, batch, at_once, shared_max)}
+        assert pick in ksplit and ksplit[pick] <= 1.05 * min(ksplit.values()), (cell, hidden, batch, pick)
+        chosen = tiles.backward_kernel_tile(g, hidden, batch, 4, 132, 16, 227 * 1024, at_once)
+        assert chosen in times, (cell, hidden, batch, chosen)
+        if times[chosen] > 1.03 * min(times.values()):
+            missed.append((cell, hidden, batch))
+            assert isinstance(chosen, tiles.BackwardTile)
+    assert missed == [("gru", 1000, 48)]
 
 
 def test_backward_cluster_tile_geometry():

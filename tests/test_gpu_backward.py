@@ -56,11 +56,11 @@ def twin_gradients(torch, module, x, hx, seed: int):
 
 
 # (cell, H, B, S, layers, bidirectional, batch_first): every cell; H ∈ {1, 33, 256, 1024},
-# B ∈ {1, 5, 8, 64}, S ∈ {1, 7, 256}.
+# B ∈ {1, 5, 8, 64}, S ∈ {1, 7, 256}; LSTM H=300 B=40, whose backward takes the K-split form.
 TWIN_CASES = [("lstm", 33, 5, 256, 2, False, False), ("gru", 33, 5, 256, 2, True, True),
               ("rnn_tanh", 256, 1, 7, 1, False, False), ("rnn_relu", 1, 64, 7, 2, False, False),
               ("lstm", 1024, 8, 256, 1, False, False), ("gru", 256, 64, 1, 1, True, False),
-              ("lstm", 256, 8, 7, 3, True, True)]
+              ("lstm", 256, 8, 7, 3, True, True), ("lstm", 300, 40, 33, 2, False, True)]
 
 
 @pytest.mark.parametrize("case", TWIN_CASES, ids=lambda c: "-".join(map(str, c)))
@@ -347,16 +347,22 @@ def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypa
     assert torch.equal(trained, again)
 
 
-@pytest.mark.parametrize("dtype,hidden,what", [("float32", 512, "grid barrier"), ("float32", 256, "cluster exchange"),
-                                               ("float16", 256, "cluster exchange")])
-def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch, dtype, hidden, what):
+@pytest.mark.parametrize("dtype,hidden,batch,what", [("float32", 512, 4, "grid barrier"),
+                                                     ("float32", 512, 32, "grid barrier"),
+                                                     ("float32", 256, 4, "cluster exchange"),
+                                                     ("float16", 256, 4, "cluster exchange")])
+def test_backward_spin_bound_raises_then_recovers(gpu, torch, monkeypatch, dtype, hidden, batch, what):
     """RNNCC_SPIN_TIMEOUT_MS=0 makes the backward's first wait give up (float32 H=512: the
-    grid form's barrier; float32 H=256, the FMA cluster form, and fp16: the cluster form's
-    exchange): the kernel ends, the next backward raises DeviceTimeout, and the one after is
-    right again."""
+    grid form's barrier, at B=32 the K-split grid form's; float32 H=256, the FMA cluster
+    form, and fp16: the cluster form's exchange): the kernel ends, the next backward raises
+    DeviceTimeout, and the one after is right again."""
+    from rnncc import backward, tiles
+
     torch.manual_seed(18)
     model = twin(torch, "gru", 16, hidden).to("cuda", getattr(torch, dtype))
-    x = torch.randn(40, 4, 16, device="cuda", dtype=getattr(torch, dtype))
+    x = torch.randn(40, batch, 16, device="cuda", dtype=getattr(torch, dtype))
+    tile = backward._tile("gru", hidden, 3, dtype, batch)
+    assert isinstance(tile, tiles.KSplitBackwardTile) == (batch == 32)
 
     def grads(bound_ms: str | None = None):
         model.zero_grad()
@@ -430,6 +436,54 @@ def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
         assert torch.isfinite(g).all(), name
         error = max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy())
         assert error <= bound, (name, error)
+
+
+# (cell, H, B, S): float32 layers past the FMA cluster form (G·H > 1024), where the K-split
+# form applies: clusters of 2, 4 and 8, lanes of 1 to 8 rows, chunks of 64 and 128 K rows,
+# a last cluster with units of padding or blocks with none (H=516, 1000), two passes of rows
+# (B=65), one step and one row.
+KSPLIT_CASES = [("lstm", 1024, 64, 7), ("gru", 1000, 65, 33), ("rnn_relu", 1024, 1, 64), ("lstm", 516, 5, 1),
+                ("rnn_tanh", 2048, 9, 7), ("gru", 512, 17, 40)]
+
+
+@pytest.mark.parametrize("case", KSPLIT_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_ksplit_backward_recurrence_matches_the_grid_form(gpu, torch, case):
+    """Every K-split tile of the case (tiles.ksplit_backward_tiles: K split across a cluster,
+    the partial sums exchanged over DSMEM, a grid barrier a step) against the grid form on
+    the same inputs, states given: dG (and a GRU's dG through W_hh), dh0 and dc0 within
+    float32's tolerance of their largest, outputs poisoned first."""
+    from rnncc import backward, tiles
+    from rnncc.dtypes import tolerance
+    from rnncc.ir import Model
+
+    cell, H, B, S = case
+    G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": "float32", "layers": [
+        {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, device="cuda")  # noqa: E731
+    w_hh = rand(G * H, H) / H ** 0.5
+    pre, pre_h = rand(S, B, G * H), (rand(S, B, G * H) if cell == "gru" else None)
+    h_prev = rand(S, B, H).tanh()
+    c0 = rand(B, H) if cell == "lstm" else None
+    dy, dh_n = rand(S, B, H), rand(B, H)
+    dc_n = rand(B, H) if cell == "lstm" else None
+    target = backward._device()[0]
+    shared_max = tiles.backward_shared_max(target.shared_memory_per_block_optin)
+    found = tiles.ksplit_backward_tiles(G, H, B, target.clusters_at_once, shared_max)
+    assert {t.cluster for t in found} == {2, 4, 8}
+    grid = tiles.backward_tile(G, H, B, target.sm_count, shared_max)
+    want = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=grid, overwrite=False)
+    torch.cuda.synchronize()
+    for tile in found:
+        got = backward.recurrence(layer, w_hh, pre, pre_h, h_prev, c0, dy, dh_n, dc_n, tile=tile, overwrite=False)
+        torch.cuda.synchronize()
+        for name, g, w in zip(("dG", "dG through W_hh", "dh0", "dc0"), got, want):
+            if w is None:
+                continue
+            assert torch.isfinite(g).all(), (tile, name)
+            error = max_relative_error(g.cpu().numpy(), w.cpu().numpy())
+            assert error <= tolerance("float32"), (tile, name, error)
 
 
 # (cell, dtype, H, B, S, layers, bidirectional, batch_first, initial states given, what

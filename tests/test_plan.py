@@ -169,10 +169,10 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
     layers, FMA for float32; else the grid form, saying why); LSTMP and a block too wide get
     none, with the reason."""
     from rnncc.passes.backward import backward_bytes, gate_costs, saved_gate_bytes
-    from rnncc.tiles import CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, backward_kernel_tile
+    from rnncc.tiles import CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, KSplitBackwardTile, backward_kernel_tile
 
     target = get("h100")
-    for spec, B, form in ((lstm(1024, dtype="float16"), 8, "grid"), (gru(512), 64, "grid"),
+    for spec, B, form in ((lstm(1024, dtype="float16"), 8, "grid"), (gru(512), 64, "ksplit"), (gru(512), 4, "grid"),
                           (lstm(512, dtype="float16"), 8, "cluster"), (gru(256, dtype="bfloat16"), 300, "cluster"),
                           (lstm(128), 16, "fma cluster")):
         l = plan_of(spec, batch=B).layers[0]
@@ -190,13 +190,18 @@ def test_backward_decisions_cost_saving_and_recomputing_the_gates():
         assert f"{saved_gate_bytes(l, 256, B) / 2**20:.1f} MiB held" in saving.reason
         assert plan_of(spec, batch=B, backward_gates="recompute").layers[0].backward_gates.value == "recompute"
         assert l.backward_tile.value == backward_kernel_tile(l.gates, l.hidden_size, B, itemsize, target.sm_count,
-                                                             16, target.shared_memory_per_block_optin)
-        assert isinstance(l.backward_tile.value, CLUSTER_BACKWARD_TILES) == (form != "grid")
+                                                             16, target.shared_memory_per_block_optin,
+                                                             target.clusters_at_once)
+        assert isinstance(l.backward_tile.value, CLUSTER_BACKWARD_TILES) == (form in ("cluster", "fma cluster"))
         assert isinstance(l.backward_tile.value, FmaClusterBackwardTile) == (form == "fma cluster")
+        assert isinstance(l.backward_tile.value, KSplitBackwardTile) == (form == "ksplit")
         reason = l.backward_tile.reason
-        if form == "grid":
+        if form in ("grid", "ksplit"):
             assert "does not fit the registers of a cluster of 16" in reason
             assert ("FMA form: G·H up to 1024" in reason) == (itemsize == 4)
+            # float32: the K-split form weighed against the grid form, both predicted
+            assert ("K split across clusters" in reason) == (itemsize == 4)
+            assert ("µs a step against" in reason) == (itemsize == 4)
         else:
             assert ("exact fp32 products on the FMA units" in reason) == (form == "fma cluster")
             assert "registers" in reason and "no grid barrier" in reason

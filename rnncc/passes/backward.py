@@ -24,7 +24,9 @@ from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..plan import Decision
-from ..tiles import CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, backward_kernel_tile
+from ..tiles import (CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, KSplitBackwardTile, backward_kernel_tile,
+                     backward_shared_max, backward_tile, grid_backward_step_seconds, ksplit_backward_step_seconds,
+                     ksplit_backward_tile)
 from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 
 MIB = 2**20
@@ -79,8 +81,9 @@ def backward_bytes(l, seq_len: int, batch: int, itemsize: int) -> int:
 
 
 def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
-    """Why the backward recurrence takes ``tile``: what the cluster form keeps where, or
-    what the grid form does and why the cluster form does not apply."""
+    """Why the backward recurrence takes ``tile``: what the cluster form keeps where, what
+    the K-split grid form does and what it beat, or what the grid form does and why neither
+    applies or wins."""
     if isinstance(tile, CLUSTER_BACKWARD_TILES):
         w = l.gates * l.hidden_size * l.hidden_size * itemsize
         clusters, at_once = tile.clusters(batch), clusters_at_once(target, tile.cluster)
@@ -103,12 +106,30 @@ def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
     why = ("the GPU has no thread-block clusters" if not largest_cluster(target) else
            f"W_hh does not fit the registers of a cluster of {largest_cluster(target)}"
            + (" (FMA form: G·H up to 1024, 32 units a block)" if itemsize == 4 else ""))
-    w = tile.w_bytes(l.gates, l.hidden_size)
+    G, H = l.gates, l.hidden_size
+    shared_max = backward_shared_max(target.shared_memory_per_block_optin)
+    grid = backward_tile(G, H, batch, target.sm_count, shared_max) if isinstance(tile, KSplitBackwardTile) else tile
+    grid_us = grid_backward_step_seconds(grid, G, H, batch) * 1e6
+    fitted = "fitted to results/backward-ksplit-h100-2026-11-27.jsonl"
+    if isinstance(tile, KSplitBackwardTile):
+        return (f"grid, K split across clusters of {tile.cluster}: {tile.clusters(H)} clusters (all resident, "
+                f"one grid barrier a step), {tile.units} units a block, {tile.cluster_units} a cluster; block q keeps "
+                f"W_hh's columns of the cluster's units over {tile.k_rows_block(G, H)} rows of K in shared memory and "
+                f"reads only those of dG a step (the grid form's blocks read all {G * H}), the partial sums meeting "
+                f"over DSMEM; lanes of {tile.lane_rows} rows × {tile.lane_units} units, {tile.rows_per_pass} rows a "
+                f"pass, dG staged {tile.k_chunk} rows of K at a time in {tile.stages} buffers. Predicted "
+                f"{ksplit_backward_step_seconds(tile, G, H, batch) * 1e6:.1f} µs a step against the grid form's "
+                f"{grid_us:.1f} ({fitted}); not in registers: {why}")
+    w = tile.w_bytes(G, H)
+    ksplit = ksplit_backward_tile(G, H, batch, target.clusters_at_once, shared_max) if itemsize == 4 else None
     return (f"grid: one block an SM, {tile.blocks} blocks of {tile.units} units, {tile.rows} batch "
             f"rows a pass (of the call's B); W_hh's columns "
             + (f"in shared memory ({w // 1024} KiB)" if tile.w_in_shared else
                f"read from L2 every step ({w // 1024} KiB do not fit in shared memory)")
-            + f"; not in clusters: {why}")
+            + f"; not in clusters: {why}"
+            + (f"; K split across clusters of {ksplit.cluster} predicted "
+               f"{ksplit_backward_step_seconds(ksplit, G, H, batch) * 1e6:.1f} µs a step against {grid_us:.1f} "
+               f"({fitted})" if ksplit is not None and tile.w_in_shared else ""))
 
 
 def plan_backward(model, plan, target):
