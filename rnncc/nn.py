@@ -37,7 +37,7 @@ from .compiler import compile as compile_model
 from .errors import SpecError
 from .ir import Model as IrModel
 from .passes.backward import saved_gate_buffers
-from .plan import OPTION_CHOICES
+from .plan import check_choice
 from .reference_autograd import ReferenceFunction
 from .spec import load as load_spec
 
@@ -562,10 +562,7 @@ def _permute_rows(state, order: torch.Tensor | None):
 
 def _check_launches(owner: str, launches: str) -> str:
     """``launches`` if one of CompileOptions.launches' values, else a SpecError naming the owner."""
-    if launches not in OPTION_CHOICES["launches"]:
-        raise SpecError(f"{owner}: launches={launches!r}, expected "
-                        + " or ".join(f"'{k}' ({v})" for k, v in OPTION_CHOICES["launches"].items()))
-    return launches
+    return check_choice(owner, "launches", launches)
 
 
 class _RecurrentTwin(torch.nn.Module):

@@ -71,6 +71,17 @@ OPTION_CHOICES: dict[str, dict[str, str]] = {
 }
 
 
+def check_choice(owner: str, name: str, value):
+    """``value`` if one of OPTION_CHOICES[name], else a SpecError naming ``owner``'s option
+    ``name``, the value and the choices with what each means."""
+    from .errors import SpecError
+
+    if value not in OPTION_CHOICES[name]:
+        listed = ", ".join(f"'{k}' ({v})" for k, v in OPTION_CHOICES[name].items())
+        raise SpecError(f"{owner} option '{name}': got {value!r}, expected {listed}")
+    return value
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Shape hints the plan is tuned for (any S and B still run) and overrides. Checked
@@ -100,11 +111,9 @@ class CompileOptions:
     def __post_init__(self) -> None:
         from .errors import SpecError
 
-        for name, choices in OPTION_CHOICES.items():
-            value = getattr(self, name)
-            if value is not None and value not in choices:
-                listed = ", ".join(f"'{k}' ({v})" for k, v in choices.items())
-                raise SpecError(f"compile option '{name}': got {value!r}, expected {listed}")
+        for name in OPTION_CHOICES:
+            if getattr(self, name) is not None:
+                check_choice("compile", name, getattr(self, name))
         for name in ("seq_len", "batch", "workspace_budget") + (("unroll",) if self.unroll is not None else ()):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

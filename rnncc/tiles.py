@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Sequence, Union
 
 
@@ -724,8 +724,9 @@ class FmaClusterBackwardTile:
         return self.k_rows(gates) // self.k_split
 
     def partial_bytes(self) -> int:
-        """The warps' partial sums, [k_split][rows][units + 1] float32 (the odd pitch keeps
-        the cells' reads of one unit's rows off a common bank), rounded to 16 bytes."""
+        """The warps' partial sums, [k_split][rows][units + 1] float32 (a pitch one past the
+        units, so that the cells' reads of one unit's rows do not all fall on one bank where
+        units is a power of two), rounded to 16 bytes."""
         return -(-4 * self.k_split * self.batch_per_cluster * (self.units + 1) // 16) * 16
 
     def shared_bytes(self, gates: int, itemsize: int = 4) -> int:
@@ -926,15 +927,15 @@ def fma_backward_cluster_tiles(gates: int, hidden: int, batch: int, max_cluster:
         units = -(-hidden // cluster)
         if units > FMA_BACKWARD_UNITS or (cluster - 1) * units >= hidden:
             continue
-        row_groups = 32 // (1 << (units - 1).bit_length())
-        covering = min(8, 1 << (-(-batch // row_groups) - 1).bit_length())
+        shape = FmaClusterBackwardTile(cluster, units, 1, 1)  # what the warps and lane rows leave alone
+        covering = min(8, 1 << (-(-batch // shape.row_groups) - 1).bit_length())
+        k_rows = shape.k_rows(gates)
         for lane_rows in (1, 2, 4, 8):
-            if gates * units * row_groups * lane_rows % 4:
+            if gates * units * replace(shape, lane_rows=lane_rows).batch_per_cluster % 4:
                 continue
-            k_rows = gates * cluster * units
             for k_split in range(8, FMA_BACKWARD_WARPS + 1) if k_rows >= 8 else (k_rows,):
                 tile = FmaClusterBackwardTile(cluster, units, k_split, lane_rows)
-                if tile.k_rows(gates) % k_split == 0 and tile.share(gates) <= FMA_BACKWARD_SHARE \
+                if k_rows % k_split == 0 and tile.share(gates) <= FMA_BACKWARD_SHARE \
                         and tile.shared_bytes(gates) <= shared_bytes_max:
                     found.append(tile)
                     break

@@ -401,9 +401,9 @@ def test_modules_for_graphed_calls_carry_launches_in_their_specs():
         assert torch.equal(graph(x)[0], eager(x)[0])
     graph.launches = "eager"
     assert graph._specs == eager._specs
-    with pytest.raises(rnncc.SpecError, match="launches='captured', expected 'eager'"):
+    with pytest.raises(rnncc.SpecError, match="rnncc.nn.GRU option 'launches': got 'captured', expected 'eager'"):
         rnn.GRU(4, 4, launches="captured")
-    with pytest.raises(rnncc.SpecError, match="rnncc.optimize: launches='cudagraph'"):
+    with pytest.raises(rnncc.SpecError, match="rnncc.optimize option 'launches': got 'cudagraph'"):
         rnncc.optimize(torch.nn.GRU(4, 4), launches="cudagraph")
     model = torch.nn.Sequential(torch.nn.GRU(4, 4))
     rnncc.optimize(model, verbose=False, launches="graph")
