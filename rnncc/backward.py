@@ -79,7 +79,8 @@ def _tile(cell: str, hidden: int, gates: int, dtype: str, batch: int) -> Backwar
             return backward_tile(gates, hidden, batch, target.sm_count, _dynamic_shared_max(target))
     elif isinstance(tile, KSplitBackwardTile):  # its grid barrier needs every cluster resident
         k, fn = _kernel(cell, hidden, gates, dtype, tile)
-        if fn.max_active_clusters(tile.cluster, k.block, tile.shared_bytes(gates, hidden, batch)) < tile.clusters(hidden):
+        resident = fn.max_active_clusters(tile.cluster, k.block, tile.shared_bytes(gates, hidden, batch))
+        if resident < tile.clusters(hidden):
             return backward_tile(gates, hidden, batch, target.sm_count, _dynamic_shared_max(target))
     return tile
 

@@ -794,7 +794,8 @@ class KSplitBackwardTile:
         receive buffers (a pass's rows × the cluster's blocks × the block's units) and two
         float32 carries (dh, dc) per batch row and unit."""
         pitch = 4 * self.lane_units
-        sums = max(self.stages * self.rows_per_pass * (self.k_chunk + 4), self.threads // 64 * self.rows_per_pass * pitch)
+        sums = max(self.stages * self.rows_per_pass * (self.k_chunk + 4),
+                   self.threads // 64 * self.rows_per_pass * pitch)
         return 4 * (self.k_rows_block(gates, hidden) * pitch + sums
                     + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units)
 
@@ -802,8 +803,9 @@ class KSplitBackwardTile:
         return asdict(self) | {"lane_units": self.lane_units}
 
 
-# A lane's sums (lane_rows × lane_units registers): at most this many (the prototype's
-# 64, results/ksplit-step-h100-2026-11-27.txt, ran 167 registers a thread without spills).
+# A lane's sums (lane_rows × lane_units registers): at most this many. At 80 (LSTM H=512 in
+# clusters of 8, lanes of 8 × 10: 255 registers) and 72 (H=1024 in clusters of 4, 8 × 9:
+# 254) the kernels compile without spills.
 KSPLIT_LANE_SUMS = 80
 KSPLIT_CLUSTERS = (2, 4, 8)
 KSPLIT_STAGES = 8
@@ -818,7 +820,8 @@ def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once:
     fewest rows (1, 2, 4 or 8) that cover the batch in a pass, and of half as many (twice the
     passes), whose sums fit KSPLIT_LANE_SUMS registers; chunks of 64 and of 128 K rows, each
     in as many stage buffers (2 to KSPLIT_STAGES) as fit shared memory; 8 warps along K
-    (16 ran slower at 12 of 13 shapes: results/backward-ksplit-h100-2026-11-27.jsonl)."""
+    (16 ran slower at 12 of 13 shapes, results/backward-ksplit-h100-2026-11-27.jsonl; at 128
+    registers a thread most of them spilled 8-88 bytes, where no 8-warp tile spills)."""
     if gates * hidden % 4:
         return []
     found = []
