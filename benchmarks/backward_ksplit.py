@@ -7,6 +7,7 @@ writes backward-ksplit-<gpu>.jsonl: the measurements the K-split's step model is
     python3 benchmarks/backward_ksplit.py [-o DIR] [--cases fit|check|all]
     python3 benchmarks/backward_ksplit.py --precompile   # no GPU: build the kernels into RNNCC_CACHE_DIR
     python3 benchmarks/backward_ksplit.py --fit FILE.jsonl ...   # no GPU: fit both forms' step models
+    python3 benchmarks/backward_ksplit.py --select FILE.jsonl ...   # no GPU: rank the K-split model's terms
 
 --fit: non-negative least squares of each form's µs a step over its model's counts
 (tiles.ksplit_backward_terms, tiles.grid_backward_terms), weighted by 1/measured (relative
@@ -92,6 +93,54 @@ def fit(files: list[str], every_case: bool) -> None:
               + f"; fastest {best['us_per_step']:.2f}; the models choose {chosen}: {took / best['us_per_step']:.3f}× the fastest")
 
 
+# Counts of a K-split step that --select weighs as model terms (tiles.ksplit_backward_terms'
+# are the subset it chose): those and five more.
+def candidate_terms(tile, gates: int, hidden: int, batch: int) -> dict[str, float]:
+    terms = tiles.ksplit_backward_terms(tile, gates, hidden, batch)
+    passes, k_rows = terms["PASS"], tile.k_rows_block(gates, hidden)
+    width = 4 if tile.lane_units % 4 == 0 else 2 if tile.lane_units % 2 == 0 else 1
+    lane_k = passes * k_rows // (tile.threads // 32)
+    return terms | {"WARP_SUMS": passes * tile.threads // 32,
+                    "CELL": passes * -(-tile.rows_per_pass * tile.units // tile.threads),
+                    "LANE_LOAD": lane_k / 4 * (tile.lane_rows + 4 * tile.lane_units // width),
+                    "L2_MIB": tile.blocks(hidden) * terms["STAGED_KIB"] / 1024,
+                    "LANE_FMA_SCALAR": terms["LANE_FMA"] if tile.lane_units % 2 else 0.0}
+
+
+def select(files: list[str]) -> None:
+    """Every subset of candidate_terms holding STEP and LANE_FMA, fitted to the fitted
+    cases' candidate tiles; prints the best eight by the worst pick over every case (then
+    the rms log error): how tiles.ksplit_backward_terms' set was chosen."""
+    import itertools
+
+    import numpy as np
+    from scipy.optimize import nnls
+
+    target = get("h100")
+    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines()]
+    rows = [r for r in rows if r["form"] == "ksplit"
+            and tile_of(r) in candidates(r["cell"], r["hidden"], r["batch"], target)]
+    counts = [candidate_terms(tile_of(r), GATES.get(r["cell"], 1), r["hidden"], r["batch"]) for r in rows]
+    cases: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        cases.setdefault((r["cell"], r["hidden"], r["batch"]), []).append(i)
+    fitted = [i for i, r in enumerate(rows) if r["fitted"]]
+    base, extra = ["STEP", "LANE_FMA"], [n for n in counts[0] if n not in ("STEP", "LANE_FMA")]
+    ranked = []
+    for k in range(len(extra) + 1):
+        for chosen in itertools.combinations(extra, k):
+            names = base + list(chosen)
+            a = np.array([[counts[i][n] / rows[i]["us_per_step"] for n in names] for i in fitted])
+            x, _ = nnls(a, np.ones(len(fitted)))
+            pred = [sum(c * counts[i][n] for c, n in zip(x, names)) for i in range(len(rows))]
+            worst = max(rows[min(ix, key=lambda i: pred[i])]["us_per_step"] / min(rows[i]["us_per_step"] for i in ix)
+                        for ix in cases.values())
+            rms = math.sqrt(sum(math.log(pred[i] / rows[i]["us_per_step"]) ** 2 for i in range(len(rows))) / len(rows))
+            ranked.append((worst, rms, names))
+    for worst, rms, names in sorted(ranked, key=lambda t: t[:2])[:8]:
+        print(f"worst pick {worst:.3f}×, rms log error {rms:.3f}: {' '.join(names)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output", default=".")
@@ -99,9 +148,12 @@ def main() -> None:
     parser.add_argument("--precompile", action="store_true", help="build the kernels only (no GPU)")
     parser.add_argument("--fit", nargs="+", metavar="FILE", help="fit the step models to these sweeps (no GPU)")
     parser.add_argument("--every-case", action="store_true", help="with --fit: the check cases' rows too")
+    parser.add_argument("--select", nargs="+", metavar="FILE", help="rank the K-split model's term sets (no GPU)")
     args = parser.parse_args()
     if args.fit:
         return fit(args.fit, args.every_case)
+    if args.select:
+        return select(args.select)
     cases = {"fit": FIT_CASES, "check": CHECK_CASES, "all": FIT_CASES + CHECK_CASES}[args.cases]
     if args.precompile:
         target = get("h100")
