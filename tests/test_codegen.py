@@ -238,6 +238,8 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
     ("step_floor.cu", ["-DH=33", "-DKS=16", "-DLANES=16"]),
     ("ksplit_step.cu", ["-DQ=2", "-DCLUSTERS=64"]),
     ("ksplit_step.cu", ["-DQ=4", "-DCLUSTERS=30"]),
+    ("forward_step.cu", ["-DKC=128", "-DSTAGES=2"]),
+    ("forward_step.cu", ["-DKC=32", "-DSTAGES=6"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device

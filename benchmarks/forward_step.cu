@@ -1,0 +1,179 @@
+// A prototype of a grid-persistent float32 LSTM forward at large batch (issue 17's fp32 row,
+// docs/design-notes.md, "The float32 backward with K split across clusters", Next): the
+// shape of the K-split backward's product turned to the forward. At H=1024 B=64 the plan
+// takes a launch a step (cuBLASLt's h·W_hhᵀ and rnncc's cell, 35.4 µs a step with the
+// projection), because rnncc's FMA grid kernel, which stages all of h per batch tile, runs
+// 53.9 (results/forward-persistence-lstm1024-b64-h100-2026-11-27.txt). Not rnncc's kernel:
+// no bias, no lengths, h0 = c0 = 0, one layer shape.
+//
+// Block x owns units [x·U, x·U + U): W_hhᵀ's 4·U gate columns (torch's gate order, gate g of
+// unit u at column g·U + u) over all K = H rows stay in shared memory. Each step it
+//   1. stages h_{t−1} [B rows][K] a chunk of KC rows of K at a time (cp.async.cg, STAGES
+//      buffers), warp w summing KC/8 rows of each chunk; lane (row group rg, column group
+//      cg) keeps rows rg + 8r (r < R) × columns cg·C .. cg·C + C, C = 4·U / 4;
+//   2. adds the warps' tiles in shared memory (the upper half's into the lower's);
+//   3. runs the cells of its B × U elements (the projection xp, read before the product),
+//      writes h_t into the buffer of the step's parity;
+//   4. meets the other blocks at a grid barrier (the blocks are all resident: 128 of them,
+//      one an SM).
+// benchmarks/forward_step.py times it and checks h against a float64 recurrence.
+#ifndef H
+#define H 1024
+#endif
+#ifndef B
+#define B 64
+#endif
+#ifndef U
+#define U 8                 // units a block
+#endif
+#ifndef KC
+#define KC 128              // K rows staged a time
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#define G 4
+#define COLS (G * U)        // a block's gate columns
+#define C (COLS / 4)        // columns a lane (4 column groups)
+#define R (B / 8)           // rows a lane (8 row groups)
+#define NT 256
+#define WARPS (NT / 32)
+#define HALF (WARPS / 2)
+#define KW (KC / WARPS)
+#define CHUNKS (H / KC)
+#define PITCH (KC + 4)
+#define STAGE (B * PITCH)
+#define TILE (B * COLS)
+#define SUMS (STAGES * STAGE > HALF * TILE ? STAGES * STAGE : HALF * TILE)
+
+static_assert(H % KC == 0 && KW % 4 == 0 && C % 4 == 0 && B % 8 == 0, "tile shape");
+
+__device__ __forceinline__ void stage16(float* dst, const float* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
+
+// The arrival scheme of rnncc's grid barrier (templates/common.cuh.j2), unbounded.
+__device__ __forceinline__ void grid_barrier(unsigned* barrier) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        unsigned before, now;
+        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(before) : "l"(barrier), "r"(add) : "memory");
+        do {
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
+        } while (((before ^ now) & 0x80000000u) == 0);
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    }
+    __syncthreads();
+}
+
+// w: [H][4·H] W_hhᵀ (column g·H + j: gate g of unit j); xp: [S][B][4·H] the input projection
+// (biases in); h: [2][B][H] h of the steps by parity (zeros before the first); barrier: one
+// word, zero before the launch.
+extern "C" __global__ void __launch_bounds__(NT, 1)
+k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, unsigned* barrier, int steps) {
+    extern __shared__ __align__(16) float smem[];
+    float* w_s = smem;                 // [H][COLS]
+    float* sums = w_s + H * COLS;      // [STAGES][STAGE]; after the product [HALF][TILE]
+    float* c_s = sums + SUMS;          // [B][U] the cells' c
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, rg = lane / 4, cg = lane % 4;
+    const int u0 = blockIdx.x * U;
+    for (int i = tid; i < H * COLS; i += NT) {
+        const int k = i / COLS, col = i % COLS, g = col / U, u = col % U;
+        w_s[i] = w[(long long)k * G * H + g * H + u0 + u];
+    }
+    for (int i = tid; i < B * U; i += NT) c_s[i] = 0.0f;
+    __syncthreads();
+    constexpr int CELLS = (B * U + NT - 1) / NT;
+    for (int t = 0; t < steps; ++t) {
+        const float* h_prev = h + (t & 1 ^ 1) * B * H;
+        float* h_out = h + (t & 1) * B * H;
+        float xv[CELLS][G];  // this thread's cells' projections, loaded ahead of the product
+#pragma unroll
+        for (int n = 0; n < CELLS; ++n) {
+            const int i = tid + n * NT, b = i / U, j = u0 + i % U;
+#pragma unroll
+            for (int g = 0; g < G; ++g) xv[n][g] = i < B * U ? xp[((long long)t * B + b) * G * H + g * H + j] : 0.0f;
+        }
+        float acc[R][C];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
+        if (t > 0) {
+            auto stage_chunk = [&](int chunk, int buffer) {
+                for (int i = chunk < CHUNKS ? tid : B * KC / 4; i < B * KC / 4; i += NT) {
+                    const int row = i / (KC / 4), col = i % (KC / 4) * 4;
+                    stage16(sums + buffer * STAGE + row * PITCH + col, h_prev + (long long)row * H + chunk * KC + col);
+                }
+                asm volatile("cp.async.commit_group;" ::: "memory");
+            };
+#pragma unroll
+            for (int c = 0; c < STAGES - 1; ++c) stage_chunk(c, c);
+            for (int chunk = 0; chunk < CHUNKS; ++chunk) {
+                asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");
+                __syncthreads();
+                stage_chunk(chunk + STAGES - 1, (chunk + STAGES - 1) % STAGES);
+                const float* dk = sums + (chunk % STAGES) * STAGE + warp * KW;
+                const float* wk = w_s + (chunk * KC + warp * KW) * COLS + cg * C;
+#pragma unroll
+                for (int kk = 0; kk < KW; kk += 4) {
+                    float4 hv[R];
+#pragma unroll
+                    for (int r = 0; r < R; ++r) hv[r] = *reinterpret_cast<const float4*>(dk + (rg + 8 * r) * PITCH + kk);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        float wv[C];
+#pragma unroll
+                        for (int c = 0; c < C; c += 4) {
+                            const float4 v = *reinterpret_cast<const float4*>(wk + (kk + j) * COLS + c);
+                            wv[c] = v.x; wv[c + 1] = v.y; wv[c + 2] = v.z; wv[c + 3] = v.w;
+                        }
+#pragma unroll
+                        for (int r = 0; r < R; ++r) {
+                            const float x = j == 0 ? hv[r].x : j == 1 ? hv[r].y : j == 2 ? hv[r].z : hv[r].w;
+#pragma unroll
+                            for (int c = 0; c < C; ++c) acc[r][c] += x * wv[c];
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        // The warps' sums (zeros at t = 0, where h_{-1} = 0).
+        if (warp >= HALF) {
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int c = 0; c < C; ++c) sums[(warp - HALF) * TILE + (rg + 8 * r) * COLS + cg * C + c] = acc[r][c];
+        }
+        __syncthreads();
+        if (warp < HALF) {
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int c = 0; c < C; ++c) sums[warp * TILE + (rg + 8 * r) * COLS + cg * C + c] += acc[r][c];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int n = 0; n < CELLS; ++n) {
+            const int i = tid + n * NT, b = i / U, u = i % U;
+            if (i >= B * U) continue;
+            float gate[G];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                float v = xv[n][g];
+#pragma unroll
+                for (int p = 0; p < HALF; ++p) v += sums[p * TILE + b * COLS + g * U + u];
+                gate[g] = v;
+            }
+            const float c = sigmoid(gate[1]) * c_s[i] + sigmoid(gate[0]) * tanhf(gate[2]);
+            c_s[i] = c;
+            h_out[(long long)b * H + u0 + u] = sigmoid(gate[3]) * tanhf(c);
+        }
+        if (t + 1 < steps) grid_barrier(barrier);
+    }
+}

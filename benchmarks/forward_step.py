@@ -1,0 +1,84 @@
+"""Times the grid-persistent float32 LSTM forward prototype (forward_step.cu; issue 17's fp32
+row) at H=1024 B=64: 128 blocks of 8 units, W_hhᵀ's gate columns in shared memory, h staged
+by chunks, a lane's 8 rows × 8 gate columns, a grid barrier a step. Prints µs a step for
+each variant (chunk of K staged, stage buffers) and how far h after 16 steps is from a
+float64 recurrence. Against: rnncc's plan there, a launch a step (cuBLASLt and the cell
+kernel), 35.4 µs a step with the projection; its FMA grid kernel 53.9
+(results/forward-persistence-lstm1024-b64-h100-2026-11-27.txt). Needs nvcc and CuPy on a
+Hopper GPU.
+
+    python3 benchmarks/forward_step.py > benchmarks/results/forward-step-<gpu>-<date>.txt
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+SOURCE = Path(__file__).with_suffix(".cu")
+H, B, U, NT = 1024, 64, 8, 256
+STEPS, CHECKED = 256, 16
+VARIANTS = [(128, 2), (64, 2), (64, 4), (32, 6)]  # (KC, STAGES): each fits 227 KiB
+
+
+def shared_bytes(kc: int, stages: int) -> int:
+    cols = 4 * U
+    return 4 * (H * cols + max(stages * B * (kc + 4), 4 * B * cols) + B * U)
+
+
+def reference(w: np.ndarray, xp: np.ndarray, steps: int) -> np.ndarray:
+    """h after ``steps`` steps of the LSTM from zeros, float64: gates = xp_t + h·w."""
+    sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
+    h, c = np.zeros((B, H)), np.zeros((B, H))
+    for t in range(steps):
+        g = xp[t] + h @ w
+        c = sig(g[:, H:2 * H]) * c + sig(g[:, :H]) * np.tanh(g[:, 2 * H:3 * H])
+        h = sig(g[:, 3 * H:]) * np.tanh(c)
+    return h
+
+
+def main() -> None:
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    print(f"float32 LSTM forward prototype on {props['name'].decode()}: H={H} B={B}, {H // U} blocks of {U} units, "
+          f"{STEPS} steps, µs a step (rnncc's launch a step: 35.4 with the projection; its FMA grid kernel 53.9)")
+    rng = np.random.default_rng(0)
+    w64 = rng.standard_normal((H, 4 * H)) / H ** 0.5
+    xp64 = rng.standard_normal((STEPS, B, 4 * H))
+    w, xp = cp.asarray(w64, cp.float32), cp.asarray(xp64, cp.float32)
+    want = reference(w64.astype(np.float32).astype(np.float64), xp64.astype(np.float32).astype(np.float64), CHECKED)
+    with tempfile.TemporaryDirectory() as tmp:
+        for kc, stages in VARIANTS:
+            cubin = Path(tmp) / f"forward_{kc}_{stages}.cubin"
+            subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DKC={kc}", f"-DSTAGES={stages}",
+                            "-o", str(cubin), str(SOURCE)], check=True)
+            kernel = cp.RawModule(path=str(cubin)).get_function("k_forward")
+            size = shared_bytes(kc, stages)
+            try:
+                kernel.max_dynamic_shared_size_bytes = size
+            except AttributeError:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                cp.cuda.driver.funcSetAttribute(kernel.ptr, 8, size)
+
+            def run(steps: int):
+                h = cp.zeros((2, B, H), cp.float32)
+                barrier = cp.zeros(1, cp.uint32)
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                kernel((H // U,), (NT,), (w, xp, h, barrier, np.int32(steps)), shared_mem=size)
+                end.record()
+                end.synchronize()
+                return h[(steps - 1) % 2], cp.cuda.get_elapsed_time(start, end) * 1e3 / steps
+
+            got, _ = run(CHECKED)
+            error = float(np.abs(cp.asnumpy(got) - want).max() / np.abs(want).max())
+            times = sorted(run(STEPS)[1] for _ in range(5))
+            print(f"KC={kc} STAGES={stages}, shared {size // 1024} KiB: {times[2]:6.2f} µs a step "
+                  f"(of 5 runs {times[0]:.2f}-{times[-1]:.2f}), h after {CHECKED} steps within {error:.1e} of float64",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
