@@ -16,7 +16,10 @@
 //      writes h_t into the buffer of the step's parity;
 //   4. meets the other blocks at a grid barrier (the blocks are all resident: 128 of them,
 //      one an SM).
-// benchmarks/forward_step.py times it and checks h against a float64 recurrence.
+// benchmarks/forward_step.py times it and checks h against a float64 recurrence. For the
+// split of a step, -DNO_STAGE leaves out the staging (the product reads whatever the buffers
+// hold), -DNO_PRODUCT the product's FMAs, -DNO_BARRIER the grid barrier (each variant's h is
+// wrong; only its time counts).
 #ifndef H
 #define H 1024
 #endif
@@ -111,12 +114,19 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
                 }
                 asm volatile("cp.async.commit_group;" ::: "memory");
             };
+#ifndef NO_STAGE
 #pragma unroll
             for (int c = 0; c < STAGES - 1; ++c) stage_chunk(c, c);
+#endif
             for (int chunk = 0; chunk < CHUNKS; ++chunk) {
                 asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");
                 __syncthreads();
+#ifndef NO_STAGE
                 stage_chunk(chunk + STAGES - 1, (chunk + STAGES - 1) % STAGES);
+#endif
+#ifdef NO_PRODUCT
+                continue;
+#endif
                 const float* dk = sums + (chunk % STAGES) * STAGE + warp * KW;
                 const float* wk = w_s + (chunk * KC + warp * KW) * COLS + cg * C;
 #pragma unroll
@@ -174,6 +184,10 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
             c_s[i] = c;
             h_out[(long long)b * H + u0 + u] = sigmoid(gate[3]) * tanhf(c);
         }
+#ifndef NO_BARRIER
         if (t + 1 < steps) grid_barrier(barrier);
+#else
+        __syncthreads();
+#endif
     }
 }

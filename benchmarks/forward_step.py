@@ -23,6 +23,10 @@ SOURCE = Path(__file__).with_suffix(".cu")
 H, B, U, NT = 1024, 64, 8, 256
 STEPS, CHECKED = 256, 16
 VARIANTS = [(128, 2), (64, 2), (64, 4), (32, 6)]  # (KC, STAGES): each fits 227 KiB
+# parts left out of the first variant's step (forward_step.cu's -D flags): where its time goes
+SPLITS = {"without the staging": ("NO_STAGE",), "without the product": ("NO_PRODUCT",),
+          "without the grid barrier": ("NO_BARRIER",), "the cells and warp sums alone":
+          ("NO_STAGE", "NO_PRODUCT", "NO_BARRIER")}
 
 
 def shared_bytes(kc: int, stages: int) -> int:
@@ -50,11 +54,13 @@ def main() -> None:
     xp64 = rng.standard_normal((STEPS, B, 4 * H))
     w, xp = cp.asarray(w64, cp.float32), cp.asarray(xp64, cp.float32)
     want = reference(w64.astype(np.float32).astype(np.float64), xp64.astype(np.float32).astype(np.float64), CHECKED)
+    runs = [((kc, stages), "", ()) for kc, stages in VARIANTS] + \
+        [(VARIANTS[0], what, flags) for what, flags in SPLITS.items()]
     with tempfile.TemporaryDirectory() as tmp:
-        for kc, stages in VARIANTS:
-            cubin = Path(tmp) / f"forward_{kc}_{stages}.cubin"
+        for (kc, stages), what, flags in runs:
+            cubin = Path(tmp) / f"forward_{kc}_{stages}{''.join('_' + f for f in flags)}.cubin"
             subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DKC={kc}", f"-DSTAGES={stages}",
-                            "-o", str(cubin), str(SOURCE)], check=True)
+                            *(f"-D{f}" for f in flags), "-o", str(cubin), str(SOURCE)], check=True)
             kernel = cp.RawModule(path=str(cubin)).get_function("k_forward")
             size = shared_bytes(kc, stages)
             try:
@@ -72,12 +78,14 @@ def main() -> None:
                 end.synchronize()
                 return h[(steps - 1) % 2], cp.cuda.get_elapsed_time(start, end) * 1e3 / steps
 
-            got, _ = run(CHECKED)
-            error = float(np.abs(cp.asnumpy(got) - want).max() / np.abs(want).max())
+            check = "parts left out, not checked"
+            if not flags:
+                got, _ = run(CHECKED)
+                check = f"h after {CHECKED} steps within " \
+                    f"{float(np.abs(cp.asnumpy(got) - want).max() / np.abs(want).max()):.1e} of float64"
             times = sorted(run(STEPS)[1] for _ in range(5))
-            print(f"KC={kc} STAGES={stages}, shared {size // 1024} KiB: {times[2]:6.2f} µs a step "
-                  f"(of 5 runs {times[0]:.2f}-{times[-1]:.2f}), h after {CHECKED} steps within {error:.1e} of float64",
-                  flush=True)
+            print(f"KC={kc} STAGES={stages}{', ' + what if what else ''}, shared {size // 1024} KiB: "
+                  f"{times[2]:6.2f} µs a step (of 5 runs {times[0]:.2f}-{times[-1]:.2f}), {check}", flush=True)
 
 
 if __name__ == "__main__":
