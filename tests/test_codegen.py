@@ -427,7 +427,8 @@ def test_ksplit_backward_kernels_render_and_compile(nvcc, cell, gates):
     """The K-split backward (float32 layers past the FMA cluster form): at tiles of clusters
     of 2, 4 and 8, lanes of 1 to 8 rows, chunks of 64 and 128 K rows in 2 to 8 buffers and
     lanes of 2 to 18 units (float4, float2 and scalar loads of W_hh), it compiles without local memory; its
-    name follows the tile; it exchanges sums over DSMEM and meets a bounded grid barrier."""
+    name follows the tile; it exchanges sums over DSMEM and meets a bounded grid barrier,
+    whose verdict its cluster shares before any block leaves."""
     at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
     shared_max = tiles.backward_shared_max(227 * 1024)
     for hidden, batch in ((1024, 64), (516, 5)):
@@ -438,6 +439,8 @@ def test_ksplit_backward_kernels_render_and_compile(nvcc, cell, gates):
                                      f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}")
             assert k.cluster == tile.cluster and k.block == (256, 1, 1) and "{{" not in k.source
             assert "map_shared_rank" in k.source and "spin_expired" in k.source and "mma" not in k.source
+            # a cluster leaves together: each block's verdict at the grid barrier goes to every peer
+            assert "cluster.map_shared_rank(gave_up, tid)[q]" in k.source and "if (stop) return;" in k.source
             build.compile_cubin(k, "sm_90a")
             r = build.resources(k, "sm_90a")
             assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)
