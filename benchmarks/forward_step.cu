@@ -20,6 +20,8 @@
 // split of a step, -DNO_STAGE leaves out the staging (the product reads whatever the buffers
 // hold), -DNO_PRODUCT the product's FMAs, -DNO_BARRIER the grid barrier (each variant's h is
 // wrong; only its time counts).
+#include "lane_product.cuh"
+
 #ifndef H
 #define H 1024
 #endif
@@ -129,27 +131,7 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
 #endif
                 const float* dk = sums + (chunk % STAGES) * STAGE + warp * KW;
                 const float* wk = w_s + (chunk * KC + warp * KW) * COLS + cg * C;
-#pragma unroll
-                for (int kk = 0; kk < KW; kk += 4) {
-                    float4 hv[R];
-#pragma unroll
-                    for (int r = 0; r < R; ++r) hv[r] = *reinterpret_cast<const float4*>(dk + (rg + 8 * r) * PITCH + kk);
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        float wv[C];
-#pragma unroll
-                        for (int c = 0; c < C; c += 4) {
-                            const float4 v = *reinterpret_cast<const float4*>(wk + (kk + j) * COLS + c);
-                            wv[c] = v.x; wv[c + 1] = v.y; wv[c + 2] = v.z; wv[c + 3] = v.w;
-                        }
-#pragma unroll
-                        for (int r = 0; r < R; ++r) {
-                            const float x = j == 0 ? hv[r].x : j == 1 ? hv[r].y : j == 2 ? hv[r].z : hv[r].w;
-#pragma unroll
-                            for (int c = 0; c < C; ++c) acc[r][c] += x * wv[c];
-                        }
-                    }
-                }
+                lane_product<R, C, KW, PITCH, COLS>(acc, dk, wk, rg);
             }
             __syncthreads();
         }

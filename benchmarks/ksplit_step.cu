@@ -15,6 +15,8 @@
 //      and writes them (dh of its units: what its cells would take), then a second barrier.
 // benchmarks/ksplit_step.py times it and checks its sums against a float64 product.
 #include <cooperative_groups.h>
+
+#include "lane_product.cuh"
 namespace cg = cooperative_groups;
 
 #ifndef Q
@@ -86,27 +88,7 @@ k_ksplit(const float* __restrict__ dg, const float* __restrict__ w, float* __res
             __syncthreads();
             const float* d = stage + (chunk & 1) * STAGE + warp * KW;
             const float* wk = w_s + (chunk * KC + warp * KW) * UC + ug * C;
-#pragma unroll
-            for (int kk = 0; kk < KW; kk += 4) {
-                float4 dv[R];
-#pragma unroll
-                for (int r = 0; r < R; ++r) dv[r] = *reinterpret_cast<const float4*>(d + (rg + 8 * r) * PITCH + kk);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    float wv[C];
-#pragma unroll
-                    for (int c = 0; c < C; c += 4) {
-                        const float4 v = *reinterpret_cast<const float4*>(wk + (kk + j) * UC + c);
-                        wv[c] = v.x; wv[c + 1] = v.y; wv[c + 2] = v.z; wv[c + 3] = v.w;
-                    }
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const float x = j == 0 ? dv[r].x : j == 1 ? dv[r].y : j == 2 ? dv[r].z : dv[r].w;
-#pragma unroll
-                        for (int c = 0; c < C; ++c) acc[r][c] += x * wv[c];
-                    }
-                }
-            }
+            lane_product<R, C, KW, PITCH, UC>(acc, d, wk, rg);
             __syncthreads();  // the buffer is staged again two chunks on
         }
         // The warps' tiles, then their sum: mine[row][unit].
