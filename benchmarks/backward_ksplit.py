@@ -49,15 +49,20 @@ def tile_of(row: dict):
     return (tiles.KSplitBackwardTile if row["form"] == "ksplit" else tiles.BackwardTile)(**t)
 
 
+def planned_rows(files: list[str]) -> list[dict]:
+    """The sweeps' rows of the grid form and of the K-split tiles the planner weighs (others
+    timed once, as 16 warps, are left out)."""
+    target = get("h100")
+    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines()]
+    return [r for r in rows if r["form"] == "grid"
+            or tile_of(r) in candidates(r["cell"], r["hidden"], r["batch"], target)]
+
+
 def fit(files: list[str], every_case: bool) -> None:
     import numpy as np
     from scipy.optimize import nnls
 
-    target = get("h100")
-    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines()]
-    # the K-split tiles the planner weighs (others timed once, as 16 warps, are left out)
-    rows = [r for r in rows if r["form"] == "grid"
-            or tile_of(r) in candidates(r["cell"], r["hidden"], r["batch"], target)]
+    rows = planned_rows(files)
     models = {"ksplit": (tiles.ksplit_backward_terms, "KSPLIT_BACKWARD_SECONDS"),
               "grid": (tiles.grid_backward_terms, "GRID_BACKWARD_SECONDS")}
     fitted = {}
@@ -116,10 +121,7 @@ def select(files: list[str]) -> None:
     import numpy as np
     from scipy.optimize import nnls
 
-    target = get("h100")
-    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines()]
-    rows = [r for r in rows if r["form"] == "ksplit"
-            and tile_of(r) in candidates(r["cell"], r["hidden"], r["batch"], target)]
+    rows = [r for r in planned_rows(files) if r["form"] == "ksplit"]
     counts = [candidate_terms(tile_of(r), GATES.get(r["cell"], 1), r["hidden"], r["batch"]) for r in rows]
     cases: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
