@@ -436,13 +436,14 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         # The same family (launch and arguments) on FMA or on tensor cores.
         persistent = l.persistence.value
         family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
-        tensor, lanes = persistent.math == "tensor", persistent.lanes
+        tensor, lanes, staged = persistent.math == "tensor", persistent.lanes, persistent.staged
         if tensor:
             form = "_tensor_registers" if persistent.tile.weights_in_registers else "_tensor"
         else:
-            form = "_lanes" if lanes else ""
+            form = "_lanes" if lanes else "_staged" if staged else ""
         template = f"{family}{form}.cu.j2"
-        what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''})"
+        what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''}" \
+               f"{', h staged by chunks' if staged else ''})"
         keys = PERSISTENT_DECISIONS
         params = persistent_params(l, barrier=mode == "grid", lengths=lengths)
         source = env.get_template(template).render(
@@ -451,8 +452,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False),
             lengths_step=_lengths_step(lengths, per_step=False),
             gates_step=_gates_step(l, False, lengths), **common)
-        # The lanes form lays its threads out itself (the K split's lanes adjacent).
-        block = (persistent.threads, 1, 1) if tensor or lanes else _fma_block(persistent.tile)
+        # The lanes and staged forms lay their threads out themselves (warps along K).
+        block = (persistent.threads, 1, 1) if tensor or lanes or staged else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
     elif l.persistence.value.math == "cublas":
         family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \
@@ -490,7 +491,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             lengths_step=_lengths_step(lengths, per_step=True),
             gates_step=_gates_step(l, True, lengths), **common)
         block, shared = _fma_block(tile), 0
-    name, entry, source = _identify(f"{family}_{readable}", source)
+    name, entry, source = _identify(f"{family}{'_staged' if mode == 'grid' and l.persistence.value.staged else ''}"
+                                    f"_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
     return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,
                         header=_model_header(plan, _layers_what(l, users) + what + what_lengths,

@@ -224,6 +224,49 @@ class PersistentTile(FmaThreads):
         return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
+@dataclass(frozen=True)
+class StagedPersistentTile:
+    """Tile of the grid-persistent float32 step with h staged by chunks
+    (``templates/recurrent_persistent_staged.cu.j2``), for batches too large for the FMA grid
+    kernel's whole-h staging: block x owns ``units_per_block`` units (W_hhᵀ's gate columns
+    over all K in shared memory, as ``PersistentTile``), and each step stages h of its batch
+    tile ``k_chunk`` rows of K at a time into ``stages`` buffers by cp.async (stages − 1
+    chunks in flight), the ``threads`` / 32 warps each summing a share of every chunk. A
+    lane (8 row groups × 4 column groups) keeps ``lane_rows`` × ``lane_columns`` sums; the
+    warps' sums meet in shared memory, where the cells read them. The product is the one the
+    K-split backward runs (``KSplitBackwardTile``), turned to the forward."""
+
+    units_per_block: int
+    batch_per_block: int       # 8 row groups × lane_rows
+    batch_blocks: int          # blocks along y sharing the batch tiles
+    k_chunk: int = 128
+    stages: int = 2
+    threads: int = 256
+
+    @property
+    def lane_rows(self) -> int:
+        return self.batch_per_block // 8
+
+    def lane_columns(self, gates: int) -> int:
+        """Gate columns a lane sums: the block's over 4 column groups, rounded up (the
+        resident W_hhᵀ's rows padded with zero columns to 4 × this)."""
+        return -(-self.units_per_block * gates // 4)
+
+    def k_rows(self, hidden: int) -> int:
+        """K rows of the resident W_hhᵀ: H in whole chunks (zero rows past H)."""
+        return -(-hidden // self.k_chunk) * self.k_chunk
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in recurrent_persistent_staged.cu.j2 (a static_assert
+        checks): W_hhᵀ's padded columns over the K rows, the stage buffers of h (rows ×
+        k_chunk + 4 floats), which then hold half the warps' sums, and the LSTM cell state
+        of the batch tile (kept for every cell, a batch tile × units floats)."""
+        pitch = 4 * self.lane_columns(gates)
+        sums = max(self.stages * self.batch_per_block * (self.k_chunk + 4),
+                   self.threads // 64 * self.batch_per_block * pitch)
+        return 4 * (self.k_rows(hidden) * pitch + sums + self.batch_per_block * self.units_per_block)
+
+
 def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -> int:
     """Batch tiles of `batch_per_block` rows each block of a grid-persistent kernel runs a
     step when `batch_blocks` blocks along y share the batch."""
@@ -535,7 +578,7 @@ class Persistent:
 
     mode: str                    # "grid" | "cluster"
     math: str                    # "fma" | "tensor"
-    tile: Union[PersistentTile, ClusterTile, TensorTile]
+    tile: Union[PersistentTile, StagedPersistentTile, ClusterTile, TensorTile]
     shared_bytes: int            # dynamic shared memory of a block
     blocks: int | None = None    # grid: the blocks launched (units × batch blocks)
 
@@ -554,6 +597,11 @@ class Persistent:
     def lanes(self) -> bool:
         """The lanes form of the FMA cluster kernel (recurrent_cluster_lanes.cu.j2)."""
         return isinstance(self.tile, ClusterTile) and self.tile.k_lanes
+
+    @property
+    def staged(self) -> bool:
+        """The FMA grid kernel with h staged by chunks (recurrent_persistent_staged.cu.j2)."""
+        return isinstance(self.tile, StagedPersistentTile)
 
     def to_dict(self) -> dict[str, Any]:
         tile = asdict(self.tile)

@@ -19,7 +19,7 @@ def test_compile_writes_cuda_and_plan(tmp_path, capsys):
     assert main(["compile", str(ROOT / "examples/gnmt_encoder.yaml"), "--target", "h100",
                  "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert "plan.json" in files and any(f.startswith("recurrent_step_cell_lstm_h1024_f32_") for f in files)
+    assert "plan.json" in files and any(f.startswith("recurrent_persistent_staged_lstm_h1024_f32_") for f in files)
     # The 8 layers are LSTMs of one size: one recurrent kernel serves l1 and l2, another
     # (which also writes h + input) the residual layers l3–l8. The projections are
     # cuBLASLt calls, and there is no merge: each layer reads one tensor.
@@ -28,7 +28,7 @@ def test_compile_writes_cuda_and_plan(tmp_path, capsys):
     assert sorted(files) == sorted(["plan.json"] + [k.filename for k in kernels])
     assert [k.users for k in kernels] == [("l1", "l2"), ("l3", "l4", "l5", "l6", "l7", "l8")]
     assert all(l.projection_tile.value.math == "cublas" for l in compiled.plan.layers)
-    recurrent = next(f for f in files if f.startswith("recurrent_step_cell_lstm_h1024_residual"))
+    recurrent = next(f for f in files if f.startswith("recurrent_persistent_staged_lstm_h1024_residual"))
     header = (tmp_path / recurrent).read_text().split("\n", 3)[:3]
     assert "model gnmt_encoder: layers l3, l4, l5, l6, l7, l8" in "".join(header)
     plan = json.loads((tmp_path / "plan.json").read_text())
@@ -149,7 +149,8 @@ def test_compile_timing_cold_then_warm_and_kernel_resources(nvcc, tmp_path, monk
     kernels = json.loads(capsys.readouterr().out)["kernels"]
     assert len(kernels) == 2 and all(k["resources"]["registers"] > 0 for k in kernels)
     assert [k["users"] for k in kernels] == [["l1", "l2"], [f"l{i}" for i in range(3, 9)]]
-    assert all(k["family"] == "recurrent_step" and k["block"] == [128, 1, 1] for k in kernels)
+    # float32 at B=64: the FMA grid kernel with h staged by chunks, 256 threads a block
+    assert all(k["family"] == "recurrent_persistent" and k["block"] == [256, 1, 1] for k in kernels)
     assert main(["explain", gnmt]) == 0
     assert "registers/thread" in capsys.readouterr().out
 

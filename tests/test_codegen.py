@@ -13,6 +13,7 @@ import pytest
 
 import rnncc
 from rnncc import build, codegen, tiles
+from rnncc.passes import cost
 from rnncc.codegen import environment
 from rnncc.dtypes import DTYPES
 
@@ -657,3 +658,36 @@ def test_rows_kernels_on_tensor_cores_compile_without_spills(nvcc, dtype, cell, 
     for k in kernels:
         r = build.resources(k, "sm_90a")
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (k.name, r)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_staged_grid_kernels_render_and_compile(nvcc, cell):
+    """The FMA grid kernel with h staged by chunks (float32): forced on the matrix's stack
+    (concat, sum and residual inputs) at H=1024 (16-byte copies, float4 or float2 weights)
+    and H=33 (h loaded a float at a time, K padded to the chunk), for a training forward
+    (the gates stored) and for sequences of different lengths, each of its tiles' extremes
+    compiles without local memory, launches 256 threads in x and meets a bounded barrier."""
+    for hidden, batch in ((1024, 64), (33, 5)):
+        case = dict(cell=cell, layout="xw", H=hidden, unroll=None, dtype="float32", bias=True, batch=batch)
+        m = compile_case(case, backward_gates="save")
+        G = m.plan.layers[0].gates
+        found = cost.staged_tiles(hidden, G, batch, m.target)
+        if hidden % 4:  # no candidates (the model does not price loads a float at a time): forced
+            assert not found
+            found = [tiles.StagedPersistentTile(1, 8, 1), tiles.StagedPersistentTile(2, 64, 1, 64, 3)]
+        assert all(t.lane_rows * t.lane_columns(G) <= cost.STAGED_LANE_SUMS for t in found)
+        for tile in (found[0], found[-1]):
+            value = tiles.Persistent.of("grid", "fma", tile, hidden, G, 4)
+            forced = m
+            for l in m.plan.layers:
+                forced = forced.with_persistence(l.name, value, "forced by the test")
+            for variant in (forced, forced.variant(16, batch, lengths=True)):
+                ks = [k for k in variant.kernels if k.family == "recurrent_persistent"]
+                assert sorted(u for k in ks for u in k.users) == ["a", "b", "c", "d"]
+                assert all(k.name.startswith(f"recurrent_persistent_staged_{cell}") for k in ks)
+                for k in ks:
+                    assert k.block == (256, 1, 1) and k.dynamic_shared == value.shared_bytes
+                    assert "cp.async.cg" in k.source and "spin_expired" in k.source and "{{" not in k.source
+                    build.compile_cubin(k, "sm_90a")
+                    r = build.resources(k, "sm_90a")
+                    assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)

@@ -17,7 +17,7 @@ import pytest
 import rnncc
 from rnncc import reference
 from rnncc.dtypes import max_relative_error, round_to, tolerance
-from rnncc.tiles import LibraryProjection, Persistent, PerStep, TensorTile
+from rnncc.tiles import LibraryProjection, Persistent, PerStep, StagedPersistentTile, TensorTile
 
 pytestmark = pytest.mark.gpu
 
@@ -296,6 +296,57 @@ def test_fma_grid_tiles(gpu, cell, hidden, batch, seq, units, rows, rows_a_threa
     m = run_forced_tile(cell, "float32", hidden, batch, seq, tile, "fma", mode="grid")
     v = m.plan.layers[0].persistence.value
     assert v.tile == tile and v.blocks == -(-hidden // units) * batch_blocks
+
+
+# The FMA grid kernel with h staged by chunks (float32): (cell, H, B, S, planned batch).
+# H=1024 B=64 is the shape it was built for; H=33 and 513 copy h a float at a time (rows
+# not whole 16-byte words) and pad K to the chunk; B=37 planned as 37 runs batch tiles
+# that do not divide it; planned for 8, B=37 and 64 take the path past the planned batch
+# (more batch tiles than blocks along y); S=1 runs no product past h0.
+STAGED_SIZES = [("lstm", 1024, 64, 256, 64), ("gru", 1024, 64, 7, 64), ("rnn_tanh", 513, 37, 33, 37),
+                ("rnn_relu", 33, 5, 256, 5), ("lstm", 516, 37, 64, 8), ("gru", 256, 64, 1, 8)]
+
+
+@pytest.mark.parametrize("cell,hidden,batch,seq,planned", STAGED_SIZES)
+@pytest.mark.parametrize("pick", ["model", "first", "last"])
+def test_fma_grid_staged(gpu, cell, hidden, batch, seq, planned, pick):
+    """The staged FMA grid kernel on the tile the model ranks first among its candidates,
+    and on the first and last candidate (the narrowest and widest blocks, batch tiles and
+    chunks), forced, against the reference, with initial states on odd batches."""
+    from rnncc.passes.cost import persistent_seconds, staged_tiles
+    from rnncc.target import get
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    target = get("device")
+    # H % 4 ≠ 0 has no candidates (the model does not price h loaded a float at a time):
+    # tiles forced, one a chunk of 64 in 3 buffers
+    found = [t for t in staged_tiles(hidden, gates, planned, target)
+             if t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin] or \
+        [StagedPersistentTile(4, 8, 1), StagedPersistentTile(8, 32, 2, 64, 3), StagedPersistentTile(5, 16, 1)]
+    tile = {"first": found[0], "last": found[-1],
+            "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
+    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3), seq, batch, seed=hidden + batch + seq,
+                              with_state=batch % 2 == 1, persistence="grid", precision="exact", gemm="rnncc",
+                              seq_len=seq, batch=planned,
+                              force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    assert m.plan.layers[0].persistence.value.staged
+    assert any(k.name.startswith("recurrent_persistent_staged_") for k in m.kernels)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_fma_grid_staged_with_lengths(gpu, cell):
+    """The staged FMA grid kernel for sequences of different lengths: an ended row keeps its
+    state, its outputs are zero past its length."""
+    hidden, batch, seq = 516, 37, 40
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    from rnncc.passes.cost import staged_tiles
+    from rnncc.target import get
+    tile = staged_tiles(hidden, gates, batch, get("device"))[0]
+    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
+    lengths = [seq - (7 * b) % seq for b in range(batch)]
+    run_and_compare(single(cell, hidden, 20), seq, batch, seed=11, with_state=True, persistence="grid",
+                    precision="exact", gemm="rnncc", seq_len=seq, batch=batch, lengths=lengths,
+                    force=lambda m: m.with_persistence("l0", value, "forced by the test"))
 
 
 # Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not

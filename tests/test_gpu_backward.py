@@ -692,6 +692,36 @@ def test_training_forward_saves_the_pre_activations(gpu, torch, case):
             assert max_relative_error(numpy64(g), ref) <= tolerance, (name, part)
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
+def test_staged_grid_forward_saves_the_pre_activations(gpu, torch, cell):
+    """The FMA grid kernel with h staged by chunks (forced; float32 B ≥ 32 plans pick it) in a
+    training forward: the pre-activations it writes into NaN-poisoned buffers equal float64
+    ones rebuilt from its weights, input and h sequence, with an odd H and a batch that is
+    not a multiple of its tile."""
+    from rnncc.passes.cost import persistent_seconds, staged_tiles
+    from rnncc.tiles import Persistent
+
+    H, S, B, I = 516, 9, 37, 20
+    spec = {"name": "staged_gates", "dtype": "float32", "input_size": I,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+    m = rnncc.compile(spec, target="device", backward_gates="save", seq_len=S, batch=B, precision="exact",
+                      persistence="grid", gemm="rnncc")
+    G = m.plan.layers[0].gates
+    tile = min(staged_tiles(H, G, B, m.target), key=lambda t: persistent_seconds(B, H, G, t, m.target, 4))
+    m = m.with_persistence("l0", Persistent.of("grid", "fma", tile, H, G, 4), "forced by the test")
+    assert m.plan.layers[0].persistence.value.staged
+    torch.manual_seed(5)
+    x = torch.randn(S, B, I, device="cuda")
+    parts = tuple(torch.full((S, B, G * H), float("nan"), device="cuda") for _ in range(2 if cell == "gru" else 1))
+    y, _ = m(x, gates={"l0": parts if cell == "gru" else parts[0]})
+    torch.cuda.synchronize()
+    w = {k.partition(".")[2]: v.astype(np.float64) for k, v in m.state_dict().items()}
+    want = reference_pre_activations(cell, w, numpy64(x), numpy64(y), False)
+    for part, (g, ref) in enumerate(zip(parts, want)):
+        assert not torch.isnan(g).any(), f"part {part}: unwritten elements"
+        assert max_relative_error(numpy64(g), ref) <= 1e-5, part
+
+
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_saved_and_recomputed_pre_activations_give_the_same_gradients(gpu, torch, cell):
     """The backward from the forward's saved pre-activations equals the backward that

@@ -11,7 +11,7 @@ import math
 from dataclasses import replace
 
 from ..target import Target
-from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile,
+from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      lanes_k_tile, mma_k)
 
@@ -364,11 +364,97 @@ def grid_fma_terms(batch: int, hidden: int, gates: int, tile: PersistentTile,
             "GRID_FMA_LOOP_SECONDS": tiles if looped else 0.0}
 
 
-def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile,
+def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile | StagedPersistentTile,
                        target: Target, itemsize: int) -> float:
-    """One step of the FMA grid kernel: the GRID_FMA_* prices of `grid_fma_terms`."""
+    """One step of the FMA grid kernel: the GRID_FMA_* prices of `grid_fma_terms`, or for
+    the staged form the STAGED_* prices of `staged_terms`."""
+    if isinstance(tile, StagedPersistentTile):
+        return sum(STAGED_PRICES[name] * count for name, count in staged_terms(batch, hidden, gates, tile).items())
     return sum(GRID_FMA_PRICES[name] * count
                for name, count in grid_fma_terms(batch, hidden, gates, tile, itemsize).items())
+
+
+# The FMA grid kernel with h staged by chunks (recurrent_persistent_staged.cu.j2): a step is
+# a grid barrier and a fixed part, then per batch tile a block runs: its chunks (a cp.async
+# wait and a block barrier each), a thread's 16-byte copies of h, a lane's shared loads and
+# multiply-adds (its R × C sums over K / warps rows), and the cells a thread runs. Fitted by
+# benchmarks/staged_sweep.py --fit (non-negative least squares, relative error) to the
+# persistent kernel's GPU time (torch.profiler) at the 99 staged tiles of
+# benchmarks/results/staged-sweep-h100-2026-11-27.jsonl (12 float32 cases, H 300–1024, B
+# 8–64; rnncc/ at 5530e26 plus this kernel). Median error 6.8%; at 9 of the 11 cases with
+# H % 4 = 0 the pick is the fastest staged tile timed, at the other two within 5%. The
+# copies were fitted at zero (the cp.async copies overlap the product).
+STAGED_STEP_SECONDS = 2.5021e-6   # the grid barrier and the fixed part of a step
+STAGED_CHUNK_SECONDS = 0.3410e-6  # a chunk: its cp.async wait and block barrier
+STAGED_COPY_SECONDS = 0.0         # a thread's 16-byte copy of h
+STAGED_LOAD_SECONDS = 1.6022e-9   # a lane's shared load of the product (h's float4s, W's vectors)
+STAGED_FMA_SECONDS = 1.7515e-9    # a lane's multiply-add
+STAGED_CELL_SECONDS = 0.1709e-6   # a cell a thread runs (its sums read, h stored)
+STAGED_LOOP_SECONDS = 0.4650e-6   # a batch tile on the path past the planned batch
+STAGED_PRICES = {name: value for name, value in dict(globals()).items()
+                 if name.startswith("STAGED_") and name.endswith("_SECONDS")}
+
+
+def staged_terms(batch: int, hidden: int, gates: int, tile: StagedPersistentTile) -> dict[str, float]:
+    """The counts of one step of the staged FMA grid kernel that the STAGED_* constants
+    price, by constant name."""
+    tiles = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
+    looped = math.ceil(batch / tile.batch_per_block) > tile.batch_blocks
+    chunks = tile.k_rows(hidden) // tile.k_chunk
+    copies = chunks * math.ceil(tile.batch_per_block * tile.k_chunk / 4 / tile.threads)
+    k_lane = tile.k_rows(hidden) // (tile.threads // 32)  # K rows a warp sums
+    columns = tile.lane_columns(gates)
+    vector = 4 if columns % 4 == 0 else 2 if columns % 2 == 0 else 1  # W's loads (lane_product.cuh.j2)
+    loads = k_lane // 4 * (tile.lane_rows + 4 * columns // vector)
+    fmas = k_lane * tile.lane_rows * columns
+    cells = math.ceil(tile.batch_per_block * tile.units_per_block / tile.threads)
+    return {"STAGED_STEP_SECONDS": 1.0,
+            "STAGED_CHUNK_SECONDS": tiles * chunks,
+            "STAGED_COPY_SECONDS": tiles * copies,
+            "STAGED_LOAD_SECONDS": tiles * loads,
+            "STAGED_FMA_SECONDS": tiles * fmas,
+            "STAGED_CELL_SECONDS": tiles * cells,
+            "STAGED_LOOP_SECONDS": tiles if looped else 0.0}
+
+
+# A lane's sums (R × C) at most: more and the staged kernel's registers spill.
+STAGED_LANE_SUMS = 64
+# The staged kernel's own __shared__ bytes (the grid barrier's flag), which the opt-in limit
+# counts beside its dynamic shared memory: GRU H=1024 on 16 units a block asked for exactly
+# the limit and the driver refused it (staged-sweep-h100-2026-11-27).
+STAGED_STATIC_SHARED = 1024
+
+
+def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
+                 units: int | None = None) -> list[StagedPersistentTile]:
+    """Candidates of the staged FMA grid kernel (float32): units a block from the fewest
+    that fit the SMs to twice that (or `units` alone), batch tiles of 8–64 rows (powers of
+    two and the batch rounded up to 8), one or as many blocks along y as the SMs allow,
+    chunks of 128 rows in 2 buffers or of 64 in 3; at most STAGED_LANE_SUMS sums a lane, and
+    shared memory beside the kernel's own __shared__ bytes.
+
+    None where H % 4 ≠ 0: h's rows are then not whole 16-byte words, and the kernel loads
+    them a float at a time, which the model does not price; at LSTM H=650 B=20 that ran 11.3
+    µs a step against 9.6 for the FMA grid kernel (staged-sweep-h100-2026-11-27)."""
+    if hidden % 4:
+        return []
+    fewest = math.ceil(hidden / target.sm_count)
+    widths = {units} if units else {fewest, 2 * fewest, *(w for w in (2, 4, 8, 16) if fewest <= w <= 2 * fewest)}
+    out = []
+    for u in sorted(widths):
+        unit_tiles = math.ceil(hidden / u)
+        if unit_tiles > target.sm_count:
+            continue
+        rows = {8, 16, 32, 64} | ({-(-batch // 8) * 8} if batch <= 64 else set())
+        for bpb in sorted(r for r in rows if r <= max(8, -(-batch // 8) * 8)):
+            batch_tiles = math.ceil(batch / bpb)
+            for bb in sorted({1, max(1, min(batch_tiles, target.sm_count // unit_tiles))}):
+                for kc, stages in ((128, 2), (64, 3)):
+                    t = StagedPersistentTile(u, bpb, bb, kc, stages)
+                    if t.lane_rows * t.lane_columns(gates) <= STAGED_LANE_SUMS and \
+                            t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - STAGED_STATIC_SHARED:
+                        out.append(t)
+    return out
 
 
 def grid_units(hidden: int, target: Target, largest: int) -> list[int]:
