@@ -417,6 +417,13 @@ def staged_terms(batch: int, hidden: int, gates: int, tile: StagedPersistentTile
             "STAGED_LOOP_SECONDS": tiles if looped else 0.0}
 
 
+# The staged kernel's candidates start at this batch. Below it, the FMA grid kernel
+# stages all of h at once and ran faster: at B=8, LSTM H=1024 7.9 µs a step against 9.7
+# (staged-sweep-h100-2026-11-27), GRU H=1024 7.5 against 9.2, and 4 × LSTM H=512 pipelined
+# on 32-block partitions 4.84 ms against 2.76 (bench-h100-2026-11-27 at faa528f, where the
+# two models, fitted apart, put the staged kernel ahead at B=8). At B=16 it ran 12.2
+# against 14.4 (LSTM H=1024).
+STAGED_MIN_BATCH = 16
 # A lane's sums (R × C) at most: more and the staged kernel's registers spill.
 STAGED_LANE_SUMS = 64
 # The staged kernel's own __shared__ bytes (the grid barrier's flag), which the opt-in limit
@@ -435,8 +442,9 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
 
     None where H % 4 ≠ 0: h's rows are then not whole 16-byte words, and the kernel loads
     them a float at a time, which the model does not price; at LSTM H=650 B=20 that ran 11.3
-    µs a step against 9.6 for the FMA grid kernel (staged-sweep-h100-2026-11-27)."""
-    if hidden % 4:
+    µs a step against 9.6 for the FMA grid kernel (staged-sweep-h100-2026-11-27). None below
+    STAGED_MIN_BATCH rows, where the FMA grid kernel's whole-h staging fits and ran faster."""
+    if hidden % 4 or batch < STAGED_MIN_BATCH:
         return []
     fewest = math.ceil(hidden / target.sm_count)
     widths = {units} if units else {fewest, 2 * fewest, *(w for w in (2, 4, 8, 16) if fewest <= w <= 2 * fewest)}
