@@ -34,14 +34,15 @@ def shared_bytes(kc: int, stages: int) -> int:
     return 4 * (H * cols + max(stages * B * (kc + 4), 4 * B * cols) + B * U)
 
 
-def reference(w: np.ndarray, xp: np.ndarray, steps: int) -> np.ndarray:
+def reference(w: np.ndarray, xp: np.ndarray, steps: int, batch: int = B, hidden: int = H) -> np.ndarray:
     """h after ``steps`` steps of the LSTM from zeros, float64: gates = xp_t + h·w."""
     sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
-    h, c = np.zeros((B, H)), np.zeros((B, H))
+    n = hidden
+    h, c = np.zeros((batch, n)), np.zeros((batch, n))
     for t in range(steps):
         g = xp[t] + h @ w
-        c = sig(g[:, H:2 * H]) * c + sig(g[:, :H]) * np.tanh(g[:, 2 * H:3 * H])
-        h = sig(g[:, 3 * H:]) * np.tanh(c)
+        c = sig(g[:, n:2 * n]) * c + sig(g[:, :n]) * np.tanh(g[:, 2 * n:3 * n])
+        h = sig(g[:, 3 * n:]) * np.tanh(c)
     return h
 
 
