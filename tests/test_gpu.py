@@ -317,8 +317,9 @@ def test_fma_grid_staged(gpu, cell, hidden, batch, seq, planned, pick):
     from rnncc.target import get
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     target = get("device")
-    # H % 4 ≠ 0 has no candidates (the model does not price h loaded a float at a time):
-    # tiles forced, one a chunk of 64 in 3 buffers
+    # H % 4 ≠ 0 and B < 16 have no candidates (the model does not price h loaded a float at a
+    # time; below 16 rows the whole-h FMA grid kernel wins): tiles forced, one a chunk of 64 in
+    # 3 buffers, two of them on fewer batch rows than the call's (the path past the plan)
     found = [t for t in staged_tiles(hidden, gates, planned, target)
              if t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin] or \
         [StagedPersistentTile(4, 8, 1), StagedPersistentTile(8, 32, 2, 64, 3), StagedPersistentTile(5, 16, 1)]

@@ -694,10 +694,10 @@ def test_training_forward_saves_the_pre_activations(gpu, torch, case):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
 def test_staged_grid_forward_saves_the_pre_activations(gpu, torch, cell):
-    """The FMA grid kernel with h staged by chunks (forced; float32 B ≥ 32 plans pick it) in a
-    training forward: the pre-activations it writes into NaN-poisoned buffers equal float64
-    ones rebuilt from its weights, input and h sequence, with an odd H and a batch that is
-    not a multiple of its tile."""
+    """The FMA grid kernel with h staged by chunks (forced; float32 plans pick it from B=16
+    where it is predicted faster) in a training forward: the pre-activations it writes into
+    NaN-poisoned buffers equal float64 ones rebuilt from its weights, input and h sequence,
+    at H=516 (K padded to whole chunks) and a batch that is not a multiple of its tile."""
     from rnncc.passes.cost import persistent_seconds, staged_tiles
     from rnncc.tiles import Persistent
 
