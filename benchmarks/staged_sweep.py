@@ -6,7 +6,7 @@ planned). Each forward (S=256 unless the case says) is timed by CUDA-graph repla
 persistent kernel alone by torch.profiler (its GPU time over the steps: what the STAGED_*
 step model prices). Writes staged-sweep-<gpu>.jsonl; prints a line a variant.
 
-    python3 benchmarks/staged_sweep.py [-o DIR]
+    python3 benchmarks/staged_sweep.py [-o DIR] [--per-group N]
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/staged_sweep.py --precompile   # no GPU: nvcc only
     python3 benchmarks/staged_sweep.py --fit FILE.jsonl   # no GPU: fit the STAGED_* constants
 
@@ -35,7 +35,7 @@ from rnncc.tiles import Persistent, PersistentTile, StagedPersistentTile
 CASES = [("lstm", 1024, 64, 256), ("lstm", 1024, 32, 256), ("lstm", 512, 64, 256), ("gru", 1024, 64, 256),
          ("lstm", 768, 32, 256), ("rnn_tanh", 1024, 64, 256), ("lstm", 650, 20, 128), ("gru", 768, 48, 128),
          ("lstm", 1024, 16, 256), ("lstm", 1024, 8, 256), ("lstm", 300, 64, 256), ("gru", 512, 32, 256)]
-PER_GROUP = 1  # the staged model's best tiles of each (units, batch tile, blocks along y)
+PER_GROUP = 1  # the staged model's best tiles of each (units, batch tile, blocks along y); --per-group
 
 
 def spec_of(cell: str, H: int) -> dict:
@@ -43,8 +43,10 @@ def spec_of(cell: str, H: int) -> dict:
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
 
 
-def variants(cell: str, H: int, B: int, S: int, target: str):
-    """[(form, tile or None, predicted s a step or None, model, the planner's pick?)]."""
+def variants(cell: str, H: int, B: int, S: int, target: str, per_group: int = PER_GROUP):
+    """[(form, tile or None, predicted s a step or None, model, the planner's pick?)]: the
+    staged model's best ``per_group`` tiles of each group (2 or more reach the chunks of 64
+    in 3 buffers, which the model ranks below those of 128)."""
     spec = spec_of(cell, H)
     planned = rnncc.compile(spec, target=target, batch=B, seq_len=S, precision="exact")
     t = planned.target
@@ -57,7 +59,7 @@ def variants(cell: str, H: int, B: int, S: int, target: str):
     groups: dict[tuple, list] = {}
     for x in sorted(fits(cost.staged_tiles(H, G, B, t)), key=price):
         groups.setdefault((x.units_per_block, x.batch_per_block, x.batch_blocks), []).append(x)
-    staged = [x for xs in groups.values() for x in xs[:PER_GROUP]]
+    staged = [x for xs in groups.values() for x in xs[:per_group]]
     if isinstance(pick, Persistent) and pick.staged and pick.tile not in staged:
         staged.append(pick.tile)
     whole = fits(cost.persistent_tiles(H, G, B, t))
@@ -100,7 +102,7 @@ def persistent_kernel_us(fn) -> float | None:
     return sum(times) if times else None
 
 
-def measure(out_dir: Path) -> None:
+def measure(out_dir: Path, per_group: int) -> None:
     import torch
     from rnncc.timing import time_graph
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -110,7 +112,7 @@ def measure(out_dir: Path) -> None:
         for cell, H, B, S in CASES:
             torch.manual_seed(0)
             x = torch.randn(S, B, H, device="cuda")
-            for form, tile, predicted, m, chosen in variants(cell, H, B, S, "device"):
+            for form, tile, predicted, m, chosen in variants(cell, H, B, S, "device", per_group):
                 try:
                     ms = time_graph(lambda: m(x), 2, 7).median_ms
                     for _ in range(2):
@@ -131,11 +133,11 @@ def measure(out_dir: Path) -> None:
     print(f"wrote {path}")
 
 
-def precompile() -> None:
+def precompile(per_group: int) -> None:
     from rnncc.build import compile_all
     kernels = {}
     for cell, H, B, S in CASES:
-        for *_, m, _ in variants(cell, H, B, S, "h100"):
+        for *_, m, _ in variants(cell, H, B, S, "h100", per_group):
             kernels |= {k.name: k for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), "sm_90a")
@@ -176,10 +178,11 @@ if __name__ == "__main__":
     p.add_argument("-o", "--out", type=Path, default=Path("."))
     p.add_argument("--precompile", action="store_true")
     p.add_argument("--fit", nargs="+")
+    p.add_argument("--per-group", type=int, default=PER_GROUP)
     a = p.parse_args()
     if a.fit:
         fit(a.fit)
     elif a.precompile:
-        precompile()
+        precompile(a.per_group)
     else:
-        measure(a.out)
+        measure(a.out, a.per_group)
