@@ -224,6 +224,14 @@ class PersistentTile(FmaThreads):
         return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
+def stage_buffer_floats(stages: int, rows: int, k_chunk: int, threads: int, pitch: int) -> int:
+    """Floats of the stage buffers of the kernels that stage one operand by chunks of K
+    (``lane_product.cuh.j2``'s: the K-split backward, the staged grid forward; their SUMS):
+    ``stages`` buffers of ``rows`` × ``k_chunk`` + 4 floats, which after the product hold
+    half the ``threads`` / 32 warps' sums, rows × ``pitch`` floats each; the larger."""
+    return max(stages * rows * (k_chunk + 4), threads // 64 * rows * pitch)
+
+
 @dataclass(frozen=True)
 class StagedPersistentTile:
     """Tile of the grid-persistent float32 step with h staged by chunks
@@ -262,8 +270,7 @@ class StagedPersistentTile:
         k_chunk + 4 floats), which then hold half the warps' sums, and the LSTM cell state
         of the batch tile (kept for every cell, a batch tile × units floats)."""
         pitch = 4 * self.lane_columns(gates)
-        sums = max(self.stages * self.batch_per_block * (self.k_chunk + 4),
-                   self.threads // 64 * self.batch_per_block * pitch)
+        sums = stage_buffer_floats(self.stages, self.batch_per_block, self.k_chunk, self.threads, pitch)
         return 4 * (self.k_rows(hidden) * pitch + sums + self.batch_per_block * self.units_per_block)
 
 
@@ -842,8 +849,7 @@ class KSplitBackwardTile:
         receive buffers (a pass's rows × the cluster's blocks × the block's units) and two
         float32 carries (dh, dc) per batch row and unit."""
         pitch = 4 * self.lane_units
-        sums = max(self.stages * self.rows_per_pass * (self.k_chunk + 4),
-                   self.threads // 64 * self.rows_per_pass * pitch)
+        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch)
         return 4 * (self.k_rows_block(gates, hidden) * pitch + sums
                     + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units)
 
@@ -1083,15 +1089,14 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     (benchmarks/results/backward-forms-h100-2026-11-25.txt); the float32 form's picks took
     0.13-0.39 of it at 10 shapes, H=33 to 512, B=5 to 64
     (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl)."""
+    shared_max = backward_shared_max(shared_memory_per_block_optin)
     cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
         if itemsize == 2 else \
-        fma_backward_cluster_tile(gates, hidden, batch, max_cluster, backward_shared_max(shared_memory_per_block_optin),
-                                  sm_count, clusters_at_once)
+        fma_backward_cluster_tile(gates, hidden, batch, max_cluster, shared_max, sm_count, clusters_at_once)
     if cluster is not None:
         return cluster
-    grid = backward_tile(gates, hidden, batch, sm_count, backward_shared_max(shared_memory_per_block_optin))
-    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once,
-                                  backward_shared_max(shared_memory_per_block_optin)) \
+    grid = backward_tile(gates, hidden, batch, sm_count, shared_max)
+    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once, shared_max) \
         if itemsize == 4 and grid.w_in_shared else None
     if ksplit is not None and ksplit_backward_step_seconds(ksplit, gates, hidden, batch) \
             < grid_backward_step_seconds(grid, gates, hidden, batch):
@@ -1101,14 +1106,16 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
 
 # A thread's sums are rows × units_padded registers: at most this many.
 BACKWARD_SUMS = 64
-# The backward kernel's own __shared__ bytes (the grid barrier's flag), which the opt-in
-# limit counts beside a launch's dynamic shared memory.
-BACKWARD_STATIC_SHARED = 1024
+# A grid-barrier kernel's own __shared__ bytes (the barrier's flag; the backward kernels and
+# the staged grid forward), which the opt-in limit counts beside a launch's dynamic shared
+# memory: GRU fp32 H=1024 on the staged forward's 16 units a block asked for exactly the
+# limit and the driver refused it (results/staged-sweep-h100-2026-11-27.txt).
+GRID_BARRIER_STATIC_SHARED = 1024
 
 
 def backward_shared_max(shared_memory_per_block_optin: int) -> int:
     """What a backward launch may ask beyond the kernel's static shared memory."""
-    return shared_memory_per_block_optin - BACKWARD_STATIC_SHARED
+    return shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED
 
 
 def backward_tile(gates: int, hidden: int, batch: int, sm_count: int,

@@ -11,7 +11,8 @@ import math
 from dataclasses import replace
 
 from ..target import Target
-from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, ProjectionTile, StagedPersistentTile,
+from ..tiles import (GRID_BARRIER_STATIC_SHARED, H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile,
+                     ProjectionTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      lanes_k_tile, mma_k)
 
@@ -426,10 +427,6 @@ def staged_terms(batch: int, hidden: int, gates: int, tile: StagedPersistentTile
 STAGED_MIN_BATCH = 16
 # A lane's sums (R × C) at most: more and the staged kernel's registers spill.
 STAGED_LANE_SUMS = 64
-# The staged kernel's own __shared__ bytes (the grid barrier's flag), which the opt-in limit
-# counts beside its dynamic shared memory: GRU H=1024 on 16 units a block asked for exactly
-# the limit and the driver refused it (staged-sweep-h100-2026-11-27).
-STAGED_STATIC_SHARED = 1024
 
 
 def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
@@ -438,7 +435,7 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
     that fit the SMs to twice that (or `units` alone), batch tiles of 8–64 rows (powers of
     two and the batch rounded up to 8), one or as many blocks along y as the SMs allow,
     chunks of 128 rows in 2 buffers or of 64 in 3; at most STAGED_LANE_SUMS sums a lane, and
-    shared memory beside the kernel's own __shared__ bytes.
+    shared memory beside the kernel's own __shared__ bytes (GRID_BARRIER_STATIC_SHARED).
 
     None where H % 4 ≠ 0: h's rows are then not whole 16-byte words, and the kernel loads
     them a float at a time, which the model does not price; at LSTM H=650 B=20 that ran 11.3
@@ -460,7 +457,7 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
                 for kc, stages in ((128, 2), (64, 3)):
                     t = StagedPersistentTile(u, bpb, bb, kc, stages)
                     if t.lane_rows * t.lane_columns(gates) <= STAGED_LANE_SUMS and \
-                            t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - STAGED_STATIC_SHARED:
+                            t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED:
                         out.append(t)
     return out
 
