@@ -436,14 +436,15 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         # The same family (launch and arguments) on FMA or on tensor cores.
         persistent = l.persistence.value
         family = {"grid": "recurrent_persistent", "cluster": "recurrent_cluster"}[mode]
-        tensor, lanes, staged = persistent.math == "tensor", persistent.lanes, persistent.staged
+        tensor, lanes, registers = persistent.math == "tensor", persistent.lanes, persistent.registers
+        staged = persistent.staged or registers  # the registers form is a form of the staged template
         if tensor:
             form = "_tensor_registers" if persistent.tile.weights_in_registers else "_tensor"
         else:
             form = "_lanes" if lanes else "_staged" if staged else ""
         template = f"{family}{form}.cu.j2"
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''}" \
-               f"{', h staged by chunks' if staged else ''})"
+               f"{', h staged by chunks' if persistent.staged else ''}{', W_hh in registers' if registers else ''})"
         keys = PERSISTENT_DECISIONS
         params = persistent_params(l, barrier=mode == "grid", lengths=lengths)
         source = env.get_template(template).render(
@@ -451,7 +452,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
             shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False),
             lengths_step=_lengths_step(lengths, per_step=False),
-            gates_step=_gates_step(l, False, lengths), **common)
+            gates_step=_gates_step(l, False, lengths), registers=registers, **common)
         # The lanes and staged forms lay their threads out themselves (warps along K).
         block = (persistent.threads, 1, 1) if tensor or lanes or staged else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
@@ -491,7 +492,9 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             lengths_step=_lengths_step(lengths, per_step=True),
             gates_step=_gates_step(l, True, lengths), **common)
         block, shared = _fma_block(tile), 0
-    name, entry, source = _identify(f"{family}{'_staged' if mode == 'grid' and l.persistence.value.staged else ''}"
+    grid_form = "" if mode != "grid" else "_staged" if l.persistence.value.staged else \
+        "_registers" if l.persistence.value.registers else ""
+    name, entry, source = _identify(f"{family}{grid_form}"
                                     f"_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
     return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,

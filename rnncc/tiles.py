@@ -274,6 +274,69 @@ class StagedPersistentTile:
         return 4 * (self.k_rows(hidden) * pitch + sums + self.batch_per_block * self.units_per_block)
 
 
+@dataclass(frozen=True)
+class RegisterPersistentTile:
+    """Tile of the grid-persistent float32 step with W_hhᵀ in registers, for small batches
+    (``templates/recurrent_persistent_staged.cu.j2``, its registers form): block x owns
+    ``units_per_block`` units, and warp w of its ``threads`` / 32 owns ``warp_k_rows`` rows
+    of K. Lane (phase p, column group g) keeps W_hhᵀ of its ``lane_columns`` gate columns
+    over every ``k_phases``-th float4 of its warp's K rows in registers for the whole
+    sequence; each step the warp stages h of its own K rows of the batch tile (no block
+    barrier), a lane's h values are float4 broadcasts from shared memory, the phases' sums
+    meet by shuffles and the warps' sums in shared memory, where the cells read them.
+    Measured against the FMA grid kernel, whose product reads both operands from shared
+    memory: LSTM H=1024 B=8 4.76 µs a step against 6.29, B=1 2.35 against 3.00
+    (``benchmarks/forward_registers.cu``, results/forward-registers-h100-2026-11-27.txt)."""
+
+    units_per_block: int
+    batch_per_block: int       # rows of h a block stages and sums (any count)
+    batch_blocks: int          # blocks along y sharing the batch tiles
+    threads: int = 256
+    k_phases: int = 1          # lanes sharing a column group, each a phase of K (1, 2, 4, 8)
+
+    @property
+    def lane_groups(self) -> int:
+        """Column groups of a warp (lanes of one phase)."""
+        return 32 // self.k_phases
+
+    def lane_columns(self, gates: int) -> int:
+        """Gate columns a lane sums: the block's over the column groups, rounded up (zero
+        weights past the block's columns)."""
+        return -(-self.units_per_block * gates // self.lane_groups)
+
+    def warp_k_rows(self, hidden: int) -> int:
+        """K rows a warp owns: H over the warps, in whole float4s of every phase."""
+        step = 4 * self.k_phases
+        return -(-hidden // (self.threads // 32 * step)) * step
+
+    def k_rows(self, hidden: int) -> int:
+        """K rows of the staged h: the warps' rows (zeros past H)."""
+        return self.threads // 32 * self.warp_k_rows(hidden)
+
+    def weight_registers(self, hidden: int, gates: int) -> int:
+        """Floats of W_hhᵀ a thread keeps in registers."""
+        return self.warp_k_rows(hidden) // self.k_phases * self.lane_columns(gates)
+
+    def registers_fit(self, hidden: int, gates: int) -> bool:
+        """Whether a thread's registers hold its W_hhᵀ, its sums (columns × rows) and a
+        float4 of h a row without spilling: at 256 threads (255 registers) weights + sums +
+        4 a row ≤ 232, a rule read off ptxas at 54 tiles (LSTM/GRU, H 512/650/1024, B 1/8/16,
+        1/2/4 phases; a CPU test compiles the extremes in a training forward of sequences of
+        different lengths over a stack). Not at 512 threads: at 128 registers a thread
+        tiles of 44–64 weights spilled 8–48 bytes (GRU H=1024 B=8, RNN H=650 B=8, LSTM
+        H=1024 B=8), and in the prototype 512 threads ran no faster than 256
+        (results/forward-registers-h100-2026-11-27.txt)."""
+        demand = self.weight_registers(hidden, gates) + (self.lane_columns(gates) + 4) * self.batch_per_block
+        return self.threads == 256 and demand <= 232
+
+    def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
+        """Must equal SHARED_BYTES in recurrent_persistent_staged.cu.j2 (a static_assert
+        checks): h of the batch tile over the K rows, the warps' sums (rows × the padded
+        columns a warp), and the LSTM cell state of the batch tile."""
+        columns = self.lane_groups * self.lane_columns(gates)
+        return 4 * self.batch_per_block * (self.k_rows(hidden) + self.threads // 32 * columns + self.units_per_block)
+
+
 def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -> int:
     """Batch tiles of `batch_per_block` rows each block of a grid-persistent kernel runs a
     step when `batch_blocks` blocks along y share the batch."""
@@ -585,7 +648,7 @@ class Persistent:
 
     mode: str                    # "grid" | "cluster"
     math: str                    # "fma" | "tensor"
-    tile: Union[PersistentTile, StagedPersistentTile, ClusterTile, TensorTile]
+    tile: Union[PersistentTile, StagedPersistentTile, RegisterPersistentTile, ClusterTile, TensorTile]
     shared_bytes: int            # dynamic shared memory of a block
     blocks: int | None = None    # grid: the blocks launched (units × batch blocks)
 
@@ -609,6 +672,12 @@ class Persistent:
     def staged(self) -> bool:
         """The FMA grid kernel with h staged by chunks (recurrent_persistent_staged.cu.j2)."""
         return isinstance(self.tile, StagedPersistentTile)
+
+    @property
+    def registers(self) -> bool:
+        """The FMA grid kernel with W_hhᵀ in registers (recurrent_persistent_staged.cu.j2's
+        registers form)."""
+        return isinstance(self.tile, RegisterPersistentTile)
 
     def to_dict(self) -> dict[str, Any]:
         tile = asdict(self.tile)

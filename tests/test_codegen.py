@@ -693,3 +693,40 @@ def test_staged_grid_kernels_render_and_compile(nvcc, cell):
                     build.compile_cubin(k, "sm_90a")
                     r = build.resources(k, "sm_90a")
                     assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_register_grid_kernels_render_and_compile(nvcc, cell):
+    """The registers form of the FMA grid kernel (float32, W_hhᵀ in registers): on the
+    matrix's stack (concat, sum and residual inputs), at H=1024 B=8 (16-byte copies), H=650
+    B=16 and H=33 B=5 (h loaded a float at a time), for a training forward (the gates
+    stored) of sequences of different lengths, the candidate that asks the most registers
+    and the last (4 phases of K, the widest block) compile without local memory and launch
+    256 threads in x."""
+    kernels = []
+    for hidden, batch in ((1024, 8), (650, 16), (33, 5)):
+        case = dict(cell=cell, layout="xw", H=hidden, unroll=None, dtype="float32", bias=True, batch=batch)
+        m = compile_case(case, backward_gates="save")
+        G = m.plan.layers[0].gates
+        found = cost.register_tiles(hidden, G, batch, m.target)
+        assert found and all(t.batch_per_block <= cost.REGISTERS_MAX_BATCH for t in found)
+        demand = lambda t: t.weight_registers(hidden, G) + (t.lane_columns(G) + 4) * t.batch_per_block  # noqa: E731
+        for tile in (max(found, key=demand), found[-1]):
+            value = tiles.Persistent.of("grid", "fma", tile, hidden, G, 4)
+            forced = m
+            for l in m.plan.layers:
+                forced = forced.with_persistence(l.name, value, "forced by the test")
+            variant = forced.variant(16, batch, lengths=True)
+            ks = [k for k in variant.kernels if k.family == "recurrent_persistent"]
+            assert ks and all(k.name.startswith(f"recurrent_persistent_registers_{cell}") for k in ks)
+            for k in ks:
+                assert k.block == (256, 1, 1) and k.dynamic_shared == value.shared_bytes
+                assert "spin_expired" in k.source and "{{" not in k.source
+                assert ("cp.async.wait_group 0" in k.source) == (hidden % 4 == 0)  # 16-byte copies
+            kernels += [(k, tile, hidden) for k in ks]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda kth: build.compile_cubin(kth[0], "sm_90a"), kernels))
+    for k, tile, hidden in kernels:
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)

@@ -350,6 +350,54 @@ def test_fma_grid_staged_with_lengths(gpu, cell):
                     force=lambda m: m.with_persistence("l0", value, "forced by the test"))
 
 
+# The FMA grid kernel with W_hhᵀ in registers (float32, small batches): (cell, H, B, S,
+# planned batch). LSTM H=1024 B=8 is the bench row; H=513, 650 and 33 load h a float at a
+# time (rows not whole 16-byte words) and pad K to the warps' float4s of every phase;
+# planned for 8, B=13 takes the path past the planned batch; S=1 runs no product past h0;
+# H=1 is one unit on one block.
+REGISTER_SIZES = [("lstm", 1024, 8, 256, 8), ("gru", 1024, 1, 7, 1), ("rnn_tanh", 513, 5, 33, 5),
+                  ("rnn_relu", 33, 3, 256, 3), ("lstm", 650, 13, 64, 8), ("gru", 256, 16, 1, 16), ("lstm", 1, 1, 7, 1)]
+
+
+@pytest.mark.parametrize("cell,hidden,batch,seq,planned", REGISTER_SIZES)
+@pytest.mark.parametrize("pick", ["model", "first", "last"])
+def test_fma_grid_registers(gpu, cell, hidden, batch, seq, planned, pick):
+    """The registers form of the FMA grid kernel on the tile the model ranks first among
+    its candidates, and on the first and last candidate (the narrowest and widest blocks,
+    one or two blocks along y, 256 or 512 threads, 1 to 4 phases of K), forced, against
+    the reference, with initial states on odd batches."""
+    from rnncc.passes.cost import persistent_seconds, register_tiles
+    from rnncc.target import get
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    target = get("device")
+    found = register_tiles(hidden, gates, planned, target)
+    tile = {"first": found[0], "last": found[-1],
+            "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
+    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3), seq, batch, seed=hidden + batch + seq + 1,
+                              with_state=batch % 2 == 1, persistence="grid", precision="exact", gemm="rnncc",
+                              seq_len=seq, batch=planned,
+                              force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    assert m.plan.layers[0].persistence.value.registers
+    assert any(k.name.startswith("recurrent_persistent_registers_") for k in m.kernels)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_fma_grid_registers_with_lengths(gpu, cell):
+    """The registers form for sequences of different lengths: an ended row keeps its
+    state, its outputs are zero past its length."""
+    hidden, batch, seq = 516, 13, 40
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    from rnncc.passes.cost import register_tiles
+    from rnncc.target import get
+    tile = register_tiles(hidden, gates, batch, get("device"))[-1]
+    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
+    lengths = [seq - (7 * b) % seq for b in range(batch)]
+    run_and_compare(single(cell, hidden, 20), seq, batch, seed=12, with_state=True, persistence="grid",
+                    precision="exact", gemm="rnncc", seq_len=seq, batch=batch, lengths=lengths,
+                    force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+
+
 # Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not
 # powers of two, both forms, the largest cluster the model considers at each: (form, H, B,
 # S). H=130 runs 9 blocks, H=250 16 (B=64: several clusters at once), H=100 13 with S=1

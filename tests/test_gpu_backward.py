@@ -693,23 +693,27 @@ def test_training_forward_saves_the_pre_activations(gpu, torch, case):
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
-def test_staged_grid_forward_saves_the_pre_activations(gpu, torch, cell):
-    """The FMA grid kernel with h staged by chunks (forced; float32 plans pick it from B=16
-    where it is predicted faster) in a training forward: the pre-activations it writes into
-    NaN-poisoned buffers equal float64 ones rebuilt from its weights, input and h sequence,
-    at H=516 (K padded to whole chunks) and a batch that is not a multiple of its tile."""
-    from rnncc.passes.cost import persistent_seconds, staged_tiles
+@pytest.mark.parametrize("form", ["staged", "registers"])
+def test_staged_grid_forward_saves_the_pre_activations(gpu, torch, cell, form):
+    """The FMA grid kernel with h staged by chunks, and its registers form (forced; float32
+    plans pick them where they are predicted faster) in a training forward: the
+    pre-activations it writes into NaN-poisoned buffers equal float64 ones rebuilt from its
+    weights, input and h sequence, at H=516 (K padded to whole chunks, or to the warps'
+    float4s) and a batch that is not a multiple of its tile."""
+    from rnncc.passes.cost import persistent_seconds, register_tiles, staged_tiles
     from rnncc.tiles import Persistent
 
-    H, S, B, I = 516, 9, 37, 20
+    H, S, I = 516, 9, 20
+    B = 37 if form == "staged" else 13
     spec = {"name": "staged_gates", "dtype": "float32", "input_size": I,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
     m = rnncc.compile(spec, target="device", backward_gates="save", seq_len=S, batch=B, precision="exact",
                       persistence="grid", gemm="rnncc")
     G = m.plan.layers[0].gates
-    tile = min(staged_tiles(H, G, B, m.target), key=lambda t: persistent_seconds(B, H, G, t, m.target, 4))
+    candidates = {"staged": staged_tiles, "registers": register_tiles}[form](H, G, B, m.target)
+    tile = min(candidates, key=lambda t: persistent_seconds(B, H, G, t, m.target, 4))
     m = m.with_persistence("l0", Persistent.of("grid", "fma", tile, H, G, 4), "forced by the test")
-    assert m.plan.layers[0].persistence.value.staged
+    assert getattr(m.plan.layers[0].persistence.value, form)
     torch.manual_seed(5)
     x = torch.randn(S, B, I, device="cuda")
     parts = tuple(torch.full((S, B, G * H), float("nan"), device="cuda") for _ in range(2 if cell == "gru" else 1))

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..target import Target
 from ..tiles import (GRID_BARRIER_STATIC_SHARED, H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile,
-                     ProjectionTile, StagedPersistentTile,
+                     ProjectionTile, RegisterPersistentTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      lanes_k_tile, mma_k)
 
@@ -365,12 +365,16 @@ def grid_fma_terms(batch: int, hidden: int, gates: int, tile: PersistentTile,
             "GRID_FMA_LOOP_SECONDS": tiles if looped else 0.0}
 
 
-def persistent_seconds(batch: int, hidden: int, gates: int, tile: PersistentTile | StagedPersistentTile,
+def persistent_seconds(batch: int, hidden: int, gates: int,
+                       tile: PersistentTile | StagedPersistentTile | RegisterPersistentTile,
                        target: Target, itemsize: int) -> float:
-    """One step of the FMA grid kernel: the GRID_FMA_* prices of `grid_fma_terms`, or for
-    the staged form the STAGED_* prices of `staged_terms`."""
+    """One step of the FMA grid kernel: the GRID_FMA_* prices of `grid_fma_terms`, for the
+    staged form the STAGED_* prices of `staged_terms`, for the registers form the
+    REGISTERS_* prices of `register_terms`."""
     if isinstance(tile, StagedPersistentTile):
         return sum(STAGED_PRICES[name] * count for name, count in staged_terms(batch, hidden, gates, tile).items())
+    if isinstance(tile, RegisterPersistentTile):
+        return sum(REGISTERS_PRICES[name] * count for name, count in register_terms(batch, hidden, gates, tile).items())
     return sum(GRID_FMA_PRICES[name] * count
                for name, count in grid_fma_terms(batch, hidden, gates, tile, itemsize).items())
 
@@ -459,6 +463,80 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
                     if t.lane_rows * t.lane_columns(gates) <= STAGED_LANE_SUMS and \
                             t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED:
                         out.append(t)
+    return out
+
+
+# One step of the FMA grid kernel with W_hhᵀ in registers (RegisterPersistentTile), priced
+# by the counts of `register_terms`. Provisional values from the prototype's split of LSTM
+# H=1024 B=8 (results/forward-registers-h100-2026-11-27.txt: 4.76 µs a step, the product 2.2,
+# the barrier 1.3, the sums and cells 1.0), until a sweep of the kernel refits them.
+REGISTERS_STEP_SECONDS = 2.3e-6      # the grid barrier and the fixed part of a step
+REGISTERS_COPY_SECONDS = 0.05e-6     # a lane's 16-byte copy of h (its warp waits for all)
+REGISTERS_FLOAT_SECONDS = 0.05e-6    # a lane's round of 8 float loads of h (H % 4 ≠ 0)
+REGISTERS_LOAD_SECONDS = 0.5e-9      # a float4 of h a warp reads, over the SM's warps
+REGISTERS_FMA_SECONDS = 0.15e-9      # a warp's multiply-add, over the SM's warps
+REGISTERS_SHUFFLE_SECONDS = 0.5e-9   # a warp's shuffle of the phases' sums, over the SM's warps
+REGISTERS_SUM_SECONDS = 0.01e-6      # a warp's sums a thread adds
+REGISTERS_CELL_SECONDS = 0.17e-6     # a cell a thread runs
+REGISTERS_LOOP_SECONDS = 0.47e-6     # a batch tile on the path past the planned batch
+REGISTERS_PRICES = {name: value for name, value in dict(globals()).items()
+                    if name.startswith("REGISTERS_") and name.endswith("_SECONDS")}
+
+
+def register_terms(batch: int, hidden: int, gates: int, tile: RegisterPersistentTile) -> dict[str, float]:
+    """The counts of one step of the registers form of the FMA grid kernel that the
+    REGISTERS_* constants price, by constant name: per batch tile a block runs, a lane's
+    staging (16-byte copies, or rounds of float loads where H % 4 ≠ 0), the SM's warp
+    instructions of the product (float4 loads of h, multiply-adds, shuffles), the warps'
+    sums a thread adds, the cells a thread runs."""
+    tiles = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
+    looped = math.ceil(batch / tile.batch_per_block) > tile.batch_blocks
+    warps, rows, kw = tile.threads // 32, tile.batch_per_block, tile.warp_k_rows(hidden)
+    columns = tile.lane_columns(gates)
+    copies = math.ceil(rows * kw / 4 / 32) if hidden % 4 == 0 else 0
+    floats = 0 if hidden % 4 == 0 else math.ceil(rows * kw / 32 / 8)
+    sums = math.ceil(rows * tile.lane_groups * columns / tile.threads) * warps
+    return {"REGISTERS_STEP_SECONDS": 1.0,
+            "REGISTERS_COPY_SECONDS": tiles * copies,
+            "REGISTERS_FLOAT_SECONDS": tiles * floats,
+            "REGISTERS_LOAD_SECONDS": tiles * warps * kw // (4 * tile.k_phases) * rows,
+            "REGISTERS_FMA_SECONDS": tiles * warps * kw // tile.k_phases * columns * rows,
+            "REGISTERS_SHUFFLE_SECONDS": tiles * warps * int(math.log2(tile.k_phases)) * columns * rows,
+            "REGISTERS_SUM_SECONDS": tiles * sums,
+            "REGISTERS_CELL_SECONDS": tiles * math.ceil(rows * tile.units_per_block / tile.threads),
+            "REGISTERS_LOOP_SECONDS": tiles if looped else 0.0}
+
+
+# The registers form's candidates end at this batch (its sums and h's float4s take a
+# lane's registers beside W_hhᵀ; the staged kernel takes larger batches).
+REGISTERS_MAX_BATCH = 16
+
+
+def register_tiles(hidden: int, gates: int, batch: int, target: Target,
+                   units: int | None = None) -> list[RegisterPersistentTile]:
+    """Candidates of the FMA grid kernel with W_hhᵀ in registers (float32, batches up to
+    REGISTERS_MAX_BATCH): units a block from the fewest that fit the SMs to twice that (or
+    `units` alone), the batch in one tile or split over 2 blocks along y where the SMs
+    allow, 256 threads, 1, 2 or 4 phases of K; those whose registers fit
+    (`RegisterPersistentTile.registers_fit`) and whose shared memory leaves the kernel's own
+    __shared__ bytes (GRID_BARRIER_STATIC_SHARED)."""
+    if batch > REGISTERS_MAX_BATCH:
+        return []
+    fewest = math.ceil(hidden / target.sm_count)
+    widths = {units} if units else {fewest, 2 * fewest, *(w for w in (2, 4, 8, 16) if fewest <= w <= 2 * fewest)}
+    out = []
+    for u in sorted(widths):
+        unit_tiles = math.ceil(hidden / u)
+        if unit_tiles > target.sm_count:
+            continue
+        splits = {1} | ({2} if batch > 1 and 2 * unit_tiles <= target.sm_count else set())
+        for bb in sorted(splits):
+            rows = math.ceil(batch / bb)
+            for phases in (1, 2, 4):
+                t = RegisterPersistentTile(u, rows, bb, 256, phases)
+                if t.registers_fit(hidden, gates) and \
+                        t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED:
+                    out.append(t)
     return out
 
 

@@ -36,7 +36,7 @@ from ..plan import Decision
 from ..tiles import Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
-                   persistent_seconds, persistent_start_seconds, persistent_tiles, staged_tiles, step_kernel_seconds,
+                   persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles, step_kernel_seconds,
                    tensor_seconds, tensor_tiles)
 
 
@@ -220,15 +220,21 @@ def grid_family(l, batch: int, target, itemsize: int,
     if l.precision.value == "tensor":
         tiles, price, math_ = tensor_tiles(H, G, batch, target, "grid", itemsize, units), tensor_seconds, "tensor"
     else:
-        # float32: the FMA grid kernel staging all of h of its batch tile, or by chunks.
-        staged = staged_tiles(H, G, batch, target, units) if itemsize == 4 else []
-        tiles, price, math_ = persistent_tiles(H, G, batch, target, units) + staged, persistent_seconds, "fma"
+        # float32: the FMA grid kernel staging all of h of its batch tile, or by chunks, or
+        # with W_hhᵀ in registers.
+        forms = staged_tiles(H, G, batch, target, units) + register_tiles(H, G, batch, target, units) \
+            if itemsize == 4 else []
+        tiles, price, math_ = persistent_tiles(H, G, batch, target, units) + forms, persistent_seconds, "fma"
     return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= target.shared_memory_per_block_optin], price, math_
 
 
 def grid_description(value: Persistent) -> str:
     product = "wgmma" if getattr(value.tile, "wgmma", False) else GRID_PRODUCT[value.math]
-    staged = f", h staged by chunks of {value.tile.k_chunk}" if value.staged else ""
+    staged = f", h staged by chunks of {value.tile.k_chunk}" if value.staged else \
+        f" ({value.tile.threads} threads, {value.tile.k_phases} phases of K)" if value.registers else ""
+    if value.registers:
+        return (f"W_hh resident in the registers of {value.blocks} blocks ({value.shared_bytes // 1024} KiB of shared "
+                f"memory for h and the sums), {product}{staged}, grid barrier")
     return (f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, "
             f"{product}{staged}, grid barrier")
 
