@@ -33,7 +33,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile
+from ..tiles import GRID_BARRIER_STATIC_SHARED, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles, step_kernel_seconds,
@@ -213,9 +213,10 @@ GRID_PRODUCT = {"tensor": "mma.sync", "fma": "FMA"}
 
 def grid_family(l, batch: int, target, itemsize: int,
                 units: int | None = None) -> tuple[list, object, str]:
-    """Layer l's grid-persistent tiles that fit a block's shared memory (of `units` units a
-    block alone, where given), their price (seconds a step) and math: tensor cores in
-    precision tensor, else FMA."""
+    """Layer l's grid-persistent tiles that fit a block's shared memory beside the grid
+    barrier's own __shared__ bytes (GRID_BARRIER_STATIC_SHARED; of `units` units a block
+    alone, where given), their price (seconds a step) and math: tensor cores in precision
+    tensor, else FMA."""
     H, G = l.hidden_size, l.gates
     if l.precision.value == "tensor":
         tiles, price, math_ = tensor_tiles(H, G, batch, target, "grid", itemsize, units), tensor_seconds, "tensor"
@@ -225,7 +226,8 @@ def grid_family(l, batch: int, target, itemsize: int,
         forms = staged_tiles(H, G, batch, target, units) + register_tiles(H, G, batch, target, units) \
             if itemsize == 4 else []
         tiles, price, math_ = persistent_tiles(H, G, batch, target, units) + forms, persistent_seconds, "fma"
-    return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= target.shared_memory_per_block_optin], price, math_
+    budget = target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED
+    return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget], price, math_
 
 
 def grid_description(value: Persistent) -> str:

@@ -125,36 +125,34 @@ constexpr int H = 1024;                 // hidden units (= K of the product)
 constexpr int G = 4;                 // gates per unit
 constexpr int GH = G * H;
 constexpr int UNITS = 8;             // units a block
-constexpr int BATCH = 64;             // rows of a batch tile (8 row groups)
+constexpr int COLS = UNITS * G;             // the block's gate columns (unit j's gate g at j·G + g)
 constexpr int THREADS = 256, WARPS = THREADS / 32;
+constexpr int BATCH = 64;             // rows of a batch tile (8 row groups)
 constexpr int HALF = WARPS / 2;             // warps whose sums the other half adds in
 constexpr int KC = 128;                // K rows staged a time
 constexpr int STAGES = 2;              // chunk buffers
 constexpr int KW = KC / WARPS;              // K rows of a chunk a warp sums
 constexpr int K_ROWS = 1024;            // H in whole chunks (W_hhᵀ's rows past H are zeros)
 constexpr int CHUNKS = K_ROWS / KC;
-constexpr int COLS = UNITS * G;             // the block's gate columns (unit j's gate g at j·G + g)
 constexpr int C = 8;                   // columns a lane sums (4 column groups)
 constexpr int COLSP = 4 * C;                // a row of the resident W_hhᵀ: COLS, padded with zeros
 constexpr int R = BATCH / 8;                // rows a lane sums
 constexpr int PITCH = KC + 4;               // a staged row: the row groups' float4s on distinct banks
-constexpr int STAGE = BATCH * PITCH;        // floats of a stage buffer
-constexpr int TILE = BATCH * COLSP;         // floats of a warp's sums
+constexpr int STAGE = BATCH * PITCH;   // floats of a stage buffer
+constexpr int TILE = BATCH * COLSP;  // floats of a warp's sums
 constexpr int SUMS = STAGES * STAGE > HALF * TILE ? STAGES * STAGE : HALF * TILE;  // the stage buffers, then half the warps' sums
-constexpr int CELLS = (BATCH * UNITS + THREADS - 1) / THREADS;  // cells a thread runs a tile
 constexpr int SHARED_BYTES = 4 * (K_ROWS * COLSP + SUMS + BATCH * UNITS);
 static_assert(SHARED_BYTES == 200704, "the runtime launches with the planned size");
 static_assert(KW % 4 == 0 && BATCH % 8 == 0 && COLSP >= COLS && STAGES >= 2, "tile shape");
+constexpr int CELLS = (BATCH * UNITS + THREADS - 1) / THREADS;  // cells a thread runs a tile
 
 __device__ __forceinline__ void stage16(float* dst, const float* src, bool valid) {
-    // 16 bytes from L2 (cp.async.cg skips L1: other blocks wrote h this launch; the grid
-    // barrier's asm orders these after it), or zeros where the source is past h.
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_f32_46abd9f5a9(
+rnncc_recurrent_persistent_staged_lstm_h1024_f32_25965d525b(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -176,11 +174,12 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_46abd9f5a9(
     long long spin_timeout_ns)                  // bound of every spin-wait in ns (0: give up at once, a debug knob); unused where the kernel has no spin-wait
 {
     extern __shared__ __align__(16) float smem[];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int u0 = blockIdx.x * UNITS;
     float* w_s = smem;                      // [K_ROWS][COLSP] W_hhᵀ of the block's units
     float* sums = w_s + K_ROWS * COLSP;     // [STAGES][STAGE] h staged; after the product [HALF][TILE] sums
     float* c_s = sums + SUMS;               // [BATCH][UNITS] the LSTM cell state (the planned case)
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, rg = lane / 4, cg = lane % 4;
-    const int u0 = blockIdx.x * UNITS;
+    const int rg = lane / 4, cg = lane % 4;
 
     // This block's W_hhᵀ columns, once; they stay for the whole sequence.
     for (int e = tid; e < K_ROWS * COLSP; e += THREADS) {
