@@ -18,7 +18,7 @@
 //   4. stores each of the cluster's B × G·UC partial sums into the receive buffer of the
 //      block that owns its unit (DSMEM), then a cluster barrier;
 //   5. runs the cells of its B × U elements from the Q partial sums, writes h_t;
-//   6. meets the other blocks at a grid barrier (bounded: see grid_barrier).
+//   6. meets the other blocks at a grid barrier (bounded: forward_common.cuh).
 // One receive buffer is enough: a peer's sends of step t+1 come after the grid barrier of
 // step t, which this block reaches only after its cells of step t read the buffer.
 // benchmarks/forward_ksplit.py times it and checks h against a float64 recurrence. For the
@@ -27,6 +27,7 @@
 // (each variant's h is wrong; only its time counts).
 #include <cooperative_groups.h>
 
+#include "forward_common.cuh"
 #include "lane_product.cuh"
 namespace cg = cooperative_groups;
 
@@ -70,37 +71,6 @@ namespace cg = cooperative_groups;
 
 static_assert(H % Q == 0 && KQ % KC == 0 && KW % 4 == 0 && COLS % (4 * C) == 0, "tile shape");
 static_assert(WARPS % WC == 0 && WK >= 2 && WK % 2 == 0, "warps along K: an even number, at least 2");
-
-__device__ __forceinline__ void stage16(float* dst, const float* src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
-
-// rnncc's grid barrier's arrival scheme (templates/common.cuh.j2), bounded: a block that
-// waits past ~0.5 s (not all blocks resident: the launch is not cooperative here) sets
-// status[0] and stops waiting, so that the run ends and the script reports it.
-__device__ __forceinline__ void grid_barrier(unsigned* barrier, unsigned* status) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        unsigned before, now;
-        unsigned long long start, clock;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(before) : "l"(barrier), "r"(add) : "memory");
-        do {  // once a barrier gave up, the others do not wait: the run ends, its h wrong
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(clock));
-            if (*reinterpret_cast<volatile unsigned*>(status) != 0 || clock - start > 500000000ull) {
-                atomicExch(status, 1u);
-                break;
-            }
-        } while (((before ^ now) & 0x80000000u) == 0);
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    }
-    __syncthreads();
-}
 
 // w: [H][4·H] W_hhᵀ (column g·H + j: gate g of unit j); xp: [S][B][4·H] the input projection
 // (biases in); h: [2][B][H] h of the steps by parity; barrier: one word, zero before the

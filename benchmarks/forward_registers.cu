@@ -19,6 +19,8 @@
 //   6. grid barrier (bounded, as forward_ksplit.cu's).
 // benchmarks/forward_registers.py times it and checks h against a float64 recurrence.
 // -DNO_STAGE, -DNO_PRODUCT, -DNO_BARRIER leave a part out (h then wrong; only time counts).
+#include "forward_common.cuh"
+
 #ifndef H
 #define H 1024
 #endif
@@ -38,34 +40,6 @@
 static_assert(G * U == 32, "a lane a gate column");
 static_assert(H % WARPS == 0 && KW % 4 == 0, "whole float4s of K a warp");
 static_assert(CELL_THREADS <= NT, "a thread a (row, column) sum");
-
-__device__ __forceinline__ void stage16(float* dst, const float* src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
-
-__device__ __forceinline__ void grid_barrier(unsigned* barrier, unsigned* status) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        unsigned before, now;
-        unsigned long long start, clock;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(before) : "l"(barrier), "r"(add) : "memory");
-        do {
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(clock));
-            if (*reinterpret_cast<volatile unsigned*>(status) != 0 || clock - start > 500000000ull) {
-                atomicExch(status, 1u);
-                break;
-            }
-        } while (((before ^ now) & 0x80000000u) == 0);
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    }
-    __syncthreads();
-}
 
 // w: [H][4·H] W_hhᵀ (column g·H + j: gate g of unit j); xp: [S][B][4·H]; h: [2][B][H] by the
 // step's parity; barrier, status: one word each, zero before the launch.
