@@ -677,6 +677,45 @@ def test_grid_fma_model_picks_near_the_measured_fastest_tiles():
         assert min(rows)[3] in persistent_tiles(H, {"lstm": 4, "gru": 3}[cell], B, target)
 
 
+def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
+    """The registers form's model (REGISTERS_*), fitted to its sweep
+    (benchmarks/results/registers-sweep-h100-2026-11-27.jsonl: 90 tiles of 12 cases, B 1–16,
+    H 256–1024, h loaded by floats at H=650), picks at each case a tile within 5% of the
+    fastest timed (the kernel alone, torch.profiler); each tile timed is one the planner
+    weighs (register_tiles); and wherever the registers form's pick was timed beside the
+    whole-h FMA grid kernel and a launch a step, the plan of that case takes the faster
+    (the FMA cluster kernel at LSTM H=256 B=8)."""
+    from pathlib import Path
+
+    import rnncc
+    from rnncc.passes.cost import persistent_seconds, register_tiles
+    from rnncc.target import PRESETS
+    from rnncc.tiles import RegisterPersistentTile
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "registers-sweep-h100-2026-11-27.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    target, gates = PRESETS["h100"], {"lstm": 4, "gru": 3}
+    cases: dict = {}
+    for r in rows:
+        cases.setdefault((r["cell"], r["H"], r["B"], r["S"]), []).append(r)
+    assert len(cases) == 12 and sum(r["form"] == "registers" for r in rows) == 90
+    for (cell, H, B, S), mine in cases.items():
+        G = gates.get(cell, 1)
+        timed = [(RegisterPersistentTile(**r["tile"]), r) for r in mine if r["form"] == "registers"]
+        assert all(t in register_tiles(H, G, B, target) for t, _ in timed)
+        pick = min(timed, key=lambda tr: persistent_seconds(B, H, G, tr[0], target, 4))[1]
+        fastest = min(r["kernel_us_step"] for _, r in timed)
+        assert pick["kernel_us_step"] <= 1.05 * fastest, (cell, H, B, pick, fastest)
+        spec = {"name": "sweep", "dtype": "float32", "input_size": H,
+                "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+        value = rnncc.compile(spec, target="h100", batch=B, seq_len=S, precision="exact").plan.layers[0].persistence.value
+        others = {r["form"]: r["forward_us_step"] for r in mine if r["form"] != "registers"}
+        fastest_form = min([("registers", pick["forward_us_step"]), *others.items()], key=lambda kv: kv[1])[0]
+        planned = "cluster" if getattr(value, "mode", None) == "cluster" else \
+            "registers" if getattr(value, "registers", False) else "other"
+        assert planned == fastest_form, (cell, H, B, planned, fastest_form, others)
+
+
 def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
     """The lanes form's model (LANES_*, its h pushed by st.async from every lane of a K
     group), fitted to its sweep (benchmarks/results/cluster-tile-sweep-lanes-push-h100-2026-11-24.txt),
