@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from typing import Callable, NamedTuple
 import sys
 from pathlib import Path
 
@@ -43,9 +44,21 @@ CASES = [("lstm", 1024, 64, 256), ("lstm", 1024, 32, 256), ("lstm", 512, 64, 256
 REGISTER_CASES = [("lstm", 1024, 8, 256), ("lstm", 1024, 1, 256), ("gru", 1024, 8, 256), ("lstm", 1024, 16, 256),
                   ("lstm", 512, 8, 256), ("gru", 512, 4, 256), ("lstm", 650, 5, 128), ("rnn_tanh", 1024, 8, 256),
                   ("lstm", 768, 3, 256), ("gru", 1024, 1, 256), ("lstm", 256, 8, 256), ("gru", 650, 16, 128)]
-FORMS = {"staged": (StagedPersistentTile, cost.staged_tiles, cost.staged_terms, cost.STAGED_PRICES, CASES),
-         "registers": (RegisterPersistentTile, cost.register_tiles, cost.register_terms, cost.REGISTERS_PRICES,
-                       REGISTER_CASES)}
+
+
+class Form(NamedTuple):
+    """A form of the FMA grid kernel the sweep times: its tile, candidates, step model's
+    counts and prices, and the cases it is timed at."""
+    tile: type
+    candidates: Callable
+    terms: Callable
+    prices: dict[str, float]
+    cases: list[tuple[str, int, int, int]]
+
+
+FORMS = {"staged": Form(StagedPersistentTile, cost.staged_tiles, cost.staged_terms, cost.STAGED_PRICES, CASES),
+         "registers": Form(RegisterPersistentTile, cost.register_tiles, cost.register_terms, cost.REGISTERS_PRICES,
+                           REGISTER_CASES)}
 PER_GROUP = 1  # the staged model's best tiles of each (units, batch tile, blocks along y); --per-group
 
 
@@ -58,7 +71,7 @@ def variants(cell: str, H: int, B: int, S: int, target: str, per_group: int = PE
     """[(form, tile or None, predicted s a step or None, model, the planner's pick?)]: the
     form's model's best ``per_group`` tiles of each group (for the staged form, 2 or more
     reach the chunks of 64 in 3 buffers, which the model ranks below those of 128)."""
-    kind, candidates = FORMS[form][:2]
+    kind, candidates = FORMS[form].tile, FORMS[form].candidates
     spec = spec_of(cell, H)
     planned = rnncc.compile(spec, target=target, batch=B, seq_len=S, precision="exact")
     t = planned.target
@@ -125,7 +138,7 @@ def measure(out_dir: Path, per_group: int, form: str) -> None:
     gpu = torch.cuda.get_device_name().split()[1].lower()
     path = out_dir / f"{form}-sweep-{gpu}.jsonl"
     with path.open("w") as f:
-        for cell, H, B, S in FORMS[form][4]:
+        for cell, H, B, S in FORMS[form].cases:
             torch.manual_seed(0)
             x = torch.randn(S, B, H, device="cuda")
             for kind, tile, predicted, m, chosen in variants(cell, H, B, S, "device", per_group, form):
@@ -152,7 +165,7 @@ def measure(out_dir: Path, per_group: int, form: str) -> None:
 def precompile(per_group: int, form: str) -> None:
     from rnncc.build import compile_all
     kernels = {}
-    for cell, H, B, S in FORMS[form][4]:
+    for cell, H, B, S in FORMS[form].cases:
         for *_, m, _ in variants(cell, H, B, S, "h100", per_group, form):
             kernels |= {k.name: k for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
@@ -165,10 +178,10 @@ def fit(files: list[str], form: str) -> None:
     rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line.strip()]
     target = get("h100")
     gates = {"lstm": 4, "gru": 3}
-    kind, _, form_terms, prices, _ = FORMS[form]
+    f = FORMS[form]
     staged = [r for r in rows if r["form"] == form and r["kernel_us_step"]]
-    names = list(prices)
-    terms = lambda r: form_terms(r["B"], r["H"], gates.get(r["cell"], 1), kind(**r["tile"]))  # noqa: E731
+    names = list(f.prices)
+    terms = lambda r: f.terms(r["B"], r["H"], gates.get(r["cell"], 1), f.tile(**r["tile"]))  # noqa: E731
     a = np.array([[terms(r)[n] for n in names] for r in staged]) / np.array([[r["kernel_us_step"]] for r in staged])
     x, _ = nnls(a, np.ones(len(staged)))
     for n, v in zip(names, x):
