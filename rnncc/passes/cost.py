@@ -433,6 +433,15 @@ STAGED_MIN_BATCH = 16
 STAGED_LANE_SUMS = 64
 
 
+def _fma_grid_widths(hidden: int, target: Target, units: int | None) -> list[tuple[int, int]]:
+    """(units a block, blocks along x) of the FMA grid kernel's staged and registers forms:
+    from the fewest units that fit the SMs to twice that, with the powers of two between
+    (or `units` alone); none whose blocks along x outnumber the SMs."""
+    fewest = math.ceil(hidden / target.sm_count)
+    widths = {units} if units else {fewest, 2 * fewest, *(w for w in (2, 4, 8, 16) if fewest <= w <= 2 * fewest)}
+    return [(u, math.ceil(hidden / u)) for u in sorted(widths) if math.ceil(hidden / u) <= target.sm_count]
+
+
 def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
                  units: int | None = None) -> list[StagedPersistentTile]:
     """Candidates of the staged FMA grid kernel (float32): units a block from the fewest
@@ -447,13 +456,8 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
     STAGED_MIN_BATCH rows, where the FMA grid kernel's whole-h staging fits and ran faster."""
     if hidden % 4 or batch < STAGED_MIN_BATCH:
         return []
-    fewest = math.ceil(hidden / target.sm_count)
-    widths = {units} if units else {fewest, 2 * fewest, *(w for w in (2, 4, 8, 16) if fewest <= w <= 2 * fewest)}
     out = []
-    for u in sorted(widths):
-        unit_tiles = math.ceil(hidden / u)
-        if unit_tiles > target.sm_count:
-            continue
+    for u, unit_tiles in _fma_grid_widths(hidden, target, units):
         rows = {8, 16, 32, 64} | ({-(-batch // 8) * 8} if batch <= 64 else set())
         for bpb in sorted(r for r in rows if r <= max(8, -(-batch // 8) * 8)):
             batch_tiles = math.ceil(batch / bpb)
@@ -525,13 +529,8 @@ def register_tiles(hidden: int, gates: int, batch: int, target: Target,
     __shared__ bytes (GRID_BARRIER_STATIC_SHARED)."""
     if batch > REGISTERS_MAX_BATCH:
         return []
-    fewest = math.ceil(hidden / target.sm_count)
-    widths = {units} if units else {fewest, 2 * fewest, *(w for w in (2, 4, 8, 16) if fewest <= w <= 2 * fewest)}
     out = []
-    for u in sorted(widths):
-        unit_tiles = math.ceil(hidden / u)
-        if unit_tiles > target.sm_count:
-            continue
+    for u, unit_tiles in _fma_grid_widths(hidden, target, units):
         splits = {1} | ({2} if batch > 1 and 2 * unit_tiles <= target.sm_count else set())
         for bb in sorted(splits):
             rows = math.ceil(batch / bb)

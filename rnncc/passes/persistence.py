@@ -232,13 +232,12 @@ def grid_family(l, batch: int, target, itemsize: int,
 
 def grid_description(value: Persistent) -> str:
     product = "wgmma" if getattr(value.tile, "wgmma", False) else GRID_PRODUCT[value.math]
-    staged = f", h staged by chunks of {value.tile.k_chunk}" if value.staged else \
-        f" ({value.tile.threads} threads, {value.tile.k_phases} phases of K)" if value.registers else ""
     if value.registers:
         return (f"W_hh resident in the registers of {value.blocks} blocks ({value.shared_bytes // 1024} KiB of shared "
-                f"memory for h and the sums), {product}{staged}, grid barrier")
-    return (f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, "
-            f"{product}{staged}, grid barrier")
+                f"memory for h and the sums), {product} ({value.tile.threads} threads, {value.tile.k_phases} "
+                f"phases of K), grid barrier")
+    form = f", h staged by chunks of {value.tile.k_chunk}" if value.staged else ""
+    return f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, {product}{form}, grid barrier"
 
 
 def _per_step(l, o, target, itemsize: int,
