@@ -1,4 +1,4 @@
-// model lstm_1024: layer l0 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
+// model gnmt_encoder: layers l1, l2 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
 // target h100 (sm_90a); planned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
@@ -152,7 +152,7 @@ __device__ __forceinline__ void stage16(float* dst, const float* src, bool valid
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_f32_25965d525b(
+rnncc_recurrent_persistent_staged_lstm_h1024_f32_c405979614(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -217,19 +217,21 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_25965d525b(
                     for (int g = 0; g < G; ++g)
                         xv[n][g] = here ? xproj[(long long)b * xproj_stride_b + (long long)(u * G + g) * xproj_stride_n] : 0.0f;
                 }
+                // 16-byte copies of h where its rows allow them (y's rows do; an h0 view may not).
+                const bool whole_rows = ((unsigned long long)h_prev % 16 == 0) && h_prev_stride_b % 4 == 0;
                 float acc[R][C];
                 #pragma unroll
                 for (int r = 0; r < R; ++r)
                 #pragma unroll
                     for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
                 if (h_prev != nullptr) {
-                    // 16-byte copies where h's rows allow them (y's rows do; an h0 view may not).
-                    const bool whole_rows = ((unsigned long long)h_prev % 16 == 0) && h_prev_stride_b % 4 == 0;
                     // Chunk `chunk` of h (its K rows of the tile's rows) into stage buffer `buffer`, a
                     // cp.async group (empty past the last chunk); zeros past H and past the batch.
                     auto stage_chunk = [&](int chunk, int buffer) {
                         float* dst = sums + buffer * STAGE;
                         if (chunk < CHUNKS) {
+                            // Floats 4 in flight a thread, not the registers form's 8: the registers hold
+                            // the product's sums.
                             if (whole_rows) {
                                 for (int e = tid; e < BATCH * KC / 4; e += THREADS) {
                                     const int row = e / (KC / 4), col = e % (KC / 4) * 4, b = b_base + row, k = chunk * KC + col;
@@ -237,18 +239,17 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_25965d525b(
                                     stage16(dst + row * PITCH + col, valid ? h_prev + (long long)b * h_prev_stride_b + k : h_prev, valid);
                                 }
                             } else
-                            {   // A float at a time, LOADS of a thread in flight before their stores (a few:
-                                // the registers hold the product's sums).
+                            {
                                 constexpr int LOADS = 4;
                                 for (int e0 = tid; e0 < BATCH * KC; e0 += LOADS * THREADS) {
                                     float v[LOADS];
-                #pragma unroll
+                            #pragma unroll
                                     for (int q = 0; q < LOADS; ++q) {
-                                        const int e = e0 + q * THREADS, row = e / KC, col = e % KC, b = b_base + row, k = chunk * KC + col;
+                                        const int e = e0 + q * THREADS, row = e / KC, k = chunk * KC + e % KC, b = b_base + row;
                                         v[q] = e < BATCH * KC && b < batch && k < H
                                             ? to_float(load_coherent(&h_prev[(long long)b * h_prev_stride_b + k])) : 0.0f;
                                     }
-                #pragma unroll
+                            #pragma unroll
                                     for (int q = 0; q < LOADS; ++q) {
                                         const int e = e0 + q * THREADS;
                                         if (e < BATCH * KC) dst[e / KC * PITCH + e % KC] = v[q];
@@ -369,19 +370,21 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_25965d525b(
                 for (int g = 0; g < G; ++g)
                     xv[n][g] = here ? xproj[(long long)b * xproj_stride_b + (long long)(u * G + g) * xproj_stride_n] : 0.0f;
             }
+            // 16-byte copies of h where its rows allow them (y's rows do; an h0 view may not).
+            const bool whole_rows = ((unsigned long long)h_prev % 16 == 0) && h_prev_stride_b % 4 == 0;
             float acc[R][C];
             #pragma unroll
             for (int r = 0; r < R; ++r)
             #pragma unroll
                 for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
             if (h_prev != nullptr) {
-                // 16-byte copies where h's rows allow them (y's rows do; an h0 view may not).
-                const bool whole_rows = ((unsigned long long)h_prev % 16 == 0) && h_prev_stride_b % 4 == 0;
                 // Chunk `chunk` of h (its K rows of the tile's rows) into stage buffer `buffer`, a
                 // cp.async group (empty past the last chunk); zeros past H and past the batch.
                 auto stage_chunk = [&](int chunk, int buffer) {
                     float* dst = sums + buffer * STAGE;
                     if (chunk < CHUNKS) {
+                        // Floats 4 in flight a thread, not the registers form's 8: the registers hold
+                        // the product's sums.
                         if (whole_rows) {
                             for (int e = tid; e < BATCH * KC / 4; e += THREADS) {
                                 const int row = e / (KC / 4), col = e % (KC / 4) * 4, b = b_base + row, k = chunk * KC + col;
@@ -389,18 +392,17 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_25965d525b(
                                 stage16(dst + row * PITCH + col, valid ? h_prev + (long long)b * h_prev_stride_b + k : h_prev, valid);
                             }
                         } else
-                        {   // A float at a time, LOADS of a thread in flight before their stores (a few:
-                            // the registers hold the product's sums).
+                        {
                             constexpr int LOADS = 4;
                             for (int e0 = tid; e0 < BATCH * KC; e0 += LOADS * THREADS) {
                                 float v[LOADS];
-            #pragma unroll
+                        #pragma unroll
                                 for (int q = 0; q < LOADS; ++q) {
-                                    const int e = e0 + q * THREADS, row = e / KC, col = e % KC, b = b_base + row, k = chunk * KC + col;
+                                    const int e = e0 + q * THREADS, row = e / KC, k = chunk * KC + e % KC, b = b_base + row;
                                     v[q] = e < BATCH * KC && b < batch && k < H
                                         ? to_float(load_coherent(&h_prev[(long long)b * h_prev_stride_b + k])) : 0.0f;
                                 }
-            #pragma unroll
+                        #pragma unroll
                                 for (int q = 0; q < LOADS; ++q) {
                                     const int e = e0 + q * THREADS;
                                     if (e < BATCH * KC) dst[e / KC * PITCH + e % KC] = v[q];
