@@ -319,15 +319,25 @@ class RegisterPersistentTile:
 
     def registers_fit(self, hidden: int, gates: int) -> bool:
         """Whether a thread's registers hold its W_hhᵀ, its sums (columns × rows) and a
-        float4 of h a row without spilling: at 256 threads (255 registers) weights + sums +
-        4 a row ≤ 232, a rule read off ptxas at 54 tiles (LSTM/GRU, H 512/650/1024, B 1/8/16,
-        1/2/4 phases; a CPU test compiles the extremes in a training forward of sequences of
-        different lengths over a stack). Not at 512 threads: at 128 registers a thread
-        tiles of 44–64 weights spilled 8–48 bytes (GRU H=1024 B=8, RNN H=650 B=8, LSTM
-        H=1024 B=8), and in the prototype 512 threads ran no faster than 256
-        (results/forward-registers-h100-2026-11-27.txt)."""
-        demand = self.weight_registers(hidden, gates) + (self.lane_columns(gates) + 4) * self.batch_per_block
-        return self.threads == 256 and demand <= 232
+        float4 of h a row, and leave the cells' epilogue enough, without spilling. At 256
+        threads (255 registers), read off ptxas at 64 tiles of demand (weights + sums + 4 a
+        row) 200–232, each built with lengths, with the gates stored and as a residual
+        layer (results/registers-spills-2026-11-27.jsonl):
+        - demand ≤ 220, or ≤ 228 with at most 136 weights: above, tiles of 144–192 weights
+          spilled 4–56 bytes;
+        - at most 192 weights: 200 spilled 8–100 bytes, 220 up to 252, in every variant;
+        - from 176 weights, 2 or 4 phases of K: with one, 176–192 weights spilled 8–104
+          bytes.
+        Three admitted tiles still spill 12–36 bytes, in a residual layer with lengths or
+        its gates stored: GRU H=1000 at 16 units (1 row and 4 phases; 2 rows and 2
+        phases), RNN H=1200 (12 rows, 1 phase).
+        Not at 512 threads: at 128 registers a thread tiles of 44–64 weights spilled 8–48
+        bytes (GRU H=1024 B=8, RNN H=650 B=8, LSTM H=1024 B=8), and in the prototype 512
+        threads ran no faster than 256 (results/forward-registers-h100-2026-11-27.txt)."""
+        weights = self.weight_registers(hidden, gates)
+        demand = weights + (self.lane_columns(gates) + 4) * self.batch_per_block
+        return (self.threads == 256 and weights <= 192 and (weights < 176 or self.k_phases > 1)
+                and (demand <= 220 or (demand <= 228 and weights <= 136)))
 
     def shared_bytes(self, hidden: int, gates: int, itemsize: int) -> int:
         """Must equal SHARED_BYTES in recurrent_persistent_staged.cu.j2 (a static_assert

@@ -702,8 +702,9 @@ def test_register_grid_kernels_render_and_compile(nvcc, cell):
     """The registers form of the FMA grid kernel (float32, W_hhᵀ in registers): on the
     matrix's stack (concat, sum and residual inputs), at H=1024 B=8 (16-byte copies), H=650
     B=16 and H=33 B=5 (h loaded a float at a time), for a training forward (the gates
-    stored) of sequences of different lengths, the candidate that asks the most registers
-    and the last (4 phases of K, the widest block) compile without local memory and launch
+    stored) of sequences of different lengths, the candidates that ask the most registers
+    and hold the most weights, and the last (4 phases of K, the widest block) compile
+    without local memory (registers_fit) and launch
     256 threads in x."""
     kernels = []
     for hidden, batch in ((1024, 8), (650, 16), (33, 5)):
@@ -713,7 +714,8 @@ def test_register_grid_kernels_render_and_compile(nvcc, cell):
         found = cost.register_tiles(hidden, G, batch, m.target)
         assert found and all(t.batch_per_block <= cost.REGISTERS_MAX_BATCH for t in found)
         demand = lambda t: t.weight_registers(hidden, G) + (t.lane_columns(G) + 4) * t.batch_per_block  # noqa: E731
-        for tile in (max(found, key=demand), found[-1]):
+        weights = lambda t: t.weight_registers(hidden, G)  # noqa: E731
+        for tile in dict.fromkeys((max(found, key=demand), max(found, key=weights), found[-1])):
             value = tiles.Persistent.of("grid", "fma", tile, hidden, G, 4)
             forced = m
             for l in m.plan.layers:

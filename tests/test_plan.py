@@ -682,7 +682,10 @@ def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
     (benchmarks/results/registers-sweep-h100-2026-11-27.jsonl: 90 tiles of 12 cases, B 1–16,
     H 256–1024, h loaded by floats at H=650), picks at each case a tile within 5% of the
     fastest timed (the kernel alone, torch.profiler); each tile timed is one the planner
-    weighs (register_tiles); and wherever the registers form's pick was timed beside the
+    weighs (register_tiles) but three that registers_fit now refuses (results/registers-
+    spills-2026-11-27.jsonl): GRU H=1024 B=8 at 4 phases, whose layer with lengths spilled 48
+    bytes (the pick in its place ran within 0.3% of it), and LSTM H=768 B=3's two tiles of one
+    phase and 192 weights (1.14× and 1.26× the fastest); and wherever the registers form's pick was timed beside the
     whole-h FMA grid kernel and a launch a step, the plan of that case takes the faster
     (the FMA cluster kernel at LSTM H=256 B=8)."""
     from pathlib import Path
@@ -699,9 +702,12 @@ def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
     for r in rows:
         cases.setdefault((r["cell"], r["H"], r["B"], r["S"]), []).append(r)
     assert len(cases) == 12 and sum(r["form"] == "registers" for r in rows) == 90
+    refused = []
     for (cell, H, B, S), mine in cases.items():
         G = gates.get(cell, 1)
         timed = [(RegisterPersistentTile(**r["tile"]), r) for r in mine if r["form"] == "registers"]
+        refused += [(cell, H, B, t) for t, _ in timed if not t.registers_fit(H, G)]
+        timed = [(t, r) for t, r in timed if t.registers_fit(H, G)]
         assert all(t in register_tiles(H, G, B, target) for t, _ in timed)
         pick = min(timed, key=lambda tr: persistent_seconds(B, H, G, tr[0], target, 4))[1]
         fastest = min(r["kernel_us_step"] for _, r in timed)
@@ -714,6 +720,9 @@ def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
         planned = "cluster" if getattr(value, "mode", None) == "cluster" else \
             "registers" if getattr(value, "registers", False) else "other"
         assert planned == fastest_form, (cell, H, B, planned, fastest_form, others)
+    assert sorted(refused, key=str) == sorted([("gru", 1024, 8, RegisterPersistentTile(16, 4, 2, 256, 4)),
+                                               ("lstm", 768, 3, RegisterPersistentTile(12, 2, 2, 256, 1)),
+                                               ("lstm", 768, 3, RegisterPersistentTile(12, 3, 1, 256, 1))], key=str)
 
 
 def test_cluster_lanes_model_picks_near_the_measured_fastest_tiles():
