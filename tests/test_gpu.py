@@ -307,13 +307,35 @@ STAGED_SIZES = [("lstm", 1024, 64, 256, 64), ("gru", 1024, 64, 7, 64), ("rnn_tan
                 ("rnn_relu", 33, 5, 256, 5), ("lstm", 516, 37, 64, 8), ("gru", 256, 64, 1, 8)]
 
 
+def _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed, **call):
+    """The FMA grid kernel's staged or registers form, forced onto the tile the model ranks
+    first among `found` or onto its first or last (`pick`), run against the reference with
+    initial states on odd batches (or `call`'s lengths)."""
+    from rnncc.passes.cost import persistent_seconds
+    from rnncc.target import get
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    target = get("device")
+    tile = {"first": found[0], "last": found[-1],
+            "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
+    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
+    m, _, _ = run_and_compare(single(cell, hidden, call.pop("input_size", hidden + 3)), seq, batch, seed=seed,
+                              with_state=call.pop("with_state", batch % 2 == 1), persistence="grid",
+                              precision="exact", gemm="rnncc", seq_len=seq, batch=planned,
+                              force=lambda m: m.with_persistence("l0", value, "forced by the test"), **call)
+    return m
+
+
+def _lengths(seq, batch):
+    return [seq - (7 * b) % seq for b in range(batch)]
+
+
 @pytest.mark.parametrize("cell,hidden,batch,seq,planned", STAGED_SIZES)
 @pytest.mark.parametrize("pick", ["model", "first", "last"])
 def test_fma_grid_staged(gpu, cell, hidden, batch, seq, planned, pick):
     """The staged FMA grid kernel on the tile the model ranks first among its candidates,
     and on the first and last candidate (the narrowest and widest blocks, batch tiles and
     chunks), forced, against the reference, with initial states on odd batches."""
-    from rnncc.passes.cost import persistent_seconds, staged_tiles
+    from rnncc.passes.cost import staged_tiles
     from rnncc.target import get
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     target = get("device")
@@ -323,13 +345,7 @@ def test_fma_grid_staged(gpu, cell, hidden, batch, seq, planned, pick):
     found = [t for t in staged_tiles(hidden, gates, planned, target)
              if t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin] or \
         [StagedPersistentTile(4, 8, 1), StagedPersistentTile(8, 32, 2, 64, 3), StagedPersistentTile(5, 16, 1)]
-    tile = {"first": found[0], "last": found[-1],
-            "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
-    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
-    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3), seq, batch, seed=hidden + batch + seq,
-                              with_state=batch % 2 == 1, persistence="grid", precision="exact", gemm="rnncc",
-                              seq_len=seq, batch=planned,
-                              force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    m = _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed=hidden + batch + seq)
     assert m.plan.layers[0].persistence.value.staged
     assert any(k.name.startswith("recurrent_persistent_staged_") for k in m.kernels)
 
@@ -338,16 +354,11 @@ def test_fma_grid_staged(gpu, cell, hidden, batch, seq, planned, pick):
 def test_fma_grid_staged_with_lengths(gpu, cell):
     """The staged FMA grid kernel for sequences of different lengths: an ended row keeps its
     state, its outputs are zero past its length."""
-    hidden, batch, seq = 516, 37, 40
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     from rnncc.passes.cost import staged_tiles
     from rnncc.target import get
-    tile = staged_tiles(hidden, gates, batch, get("device"))[0]
-    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
-    lengths = [seq - (7 * b) % seq for b in range(batch)]
-    run_and_compare(single(cell, hidden, 20), seq, batch, seed=11, with_state=True, persistence="grid",
-                    precision="exact", gemm="rnncc", seq_len=seq, batch=batch, lengths=lengths,
-                    force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    found = staged_tiles(516, {"lstm": 4, "gru": 3}.get(cell, 1), 37, get("device"))
+    _forced_fma_grid_form(cell, 516, 37, 40, 37, found, "first", seed=11, input_size=20, with_state=True,
+                          lengths=_lengths(40, 37))
 
 
 # The FMA grid kernel with W_hhᵀ in registers (float32, small batches): (cell, H, B, S,
@@ -364,20 +375,12 @@ REGISTER_SIZES = [("lstm", 1024, 8, 256, 8), ("gru", 1024, 1, 7, 1), ("rnn_tanh"
 def test_fma_grid_registers(gpu, cell, hidden, batch, seq, planned, pick):
     """The registers form of the FMA grid kernel on the tile the model ranks first among
     its candidates, and on the first and last candidate (the narrowest and widest blocks,
-    one or two blocks along y, 256 or 512 threads, 1 to 4 phases of K), forced, against
-    the reference, with initial states on odd batches."""
-    from rnncc.passes.cost import persistent_seconds, register_tiles
+    one or two blocks along y, 1 to 4 phases of K), forced, against the reference, with
+    initial states on odd batches."""
+    from rnncc.passes.cost import register_tiles
     from rnncc.target import get
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
-    target = get("device")
-    found = register_tiles(hidden, gates, planned, target)
-    tile = {"first": found[0], "last": found[-1],
-            "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
-    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
-    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3), seq, batch, seed=hidden + batch + seq + 1,
-                              with_state=batch % 2 == 1, persistence="grid", precision="exact", gemm="rnncc",
-                              seq_len=seq, batch=planned,
-                              force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    found = register_tiles(hidden, {"lstm": 4, "gru": 3}.get(cell, 1), planned, get("device"))
+    m = _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed=hidden + batch + seq + 1)
     assert m.plan.layers[0].persistence.value.registers
     assert any(k.name.startswith("recurrent_persistent_registers_") for k in m.kernels)
 
@@ -386,16 +389,11 @@ def test_fma_grid_registers(gpu, cell, hidden, batch, seq, planned, pick):
 def test_fma_grid_registers_with_lengths(gpu, cell):
     """The registers form for sequences of different lengths: an ended row keeps its
     state, its outputs are zero past its length."""
-    hidden, batch, seq = 516, 13, 40
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     from rnncc.passes.cost import register_tiles
     from rnncc.target import get
-    tile = register_tiles(hidden, gates, batch, get("device"))[-1]
-    value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
-    lengths = [seq - (7 * b) % seq for b in range(batch)]
-    run_and_compare(single(cell, hidden, 20), seq, batch, seed=12, with_state=True, persistence="grid",
-                    precision="exact", gemm="rnncc", seq_len=seq, batch=batch, lengths=lengths,
-                    force=lambda m: m.with_persistence("l0", value, "forced by the test"))
+    found = register_tiles(516, {"lstm": 4, "gru": 3}.get(cell, 1), 13, get("device"))
+    _forced_fma_grid_form(cell, 516, 13, 40, 13, found, "last", seed=12, input_size=20, with_state=True,
+                          lengths=_lengths(40, 13))
 
 
 # Tensor-core clusters of 9–16 blocks (the non-portable sizes) and of sizes that are not
