@@ -697,6 +697,39 @@ def test_staged_grid_kernels_render_and_compile(nvcc, cell):
                     assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)
 
 
+def test_register_rule_matches_the_spills_measured():
+    """RegisterPersistentTile.registers_fit against what ptxas did at the 256 kernels of
+    benchmarks/results/registers-spills-2026-11-27.jsonl (64 tiles of demand 200–232, each as
+    a residual layer, with lengths and with the gates stored, built at the rule of 232): the
+    rule refuses every spilling tile but the three its docstring names, which spilled 12–36
+    bytes in their residual variants. A rule loosened past the data, or data that moves,
+    fails here."""
+    import json
+    from pathlib import Path
+
+    from rnncc.tiles import RegisterPersistentTile
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "registers-spills-2026-11-27.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1}
+    admitted_spilling, refused = set(), 0
+    for r in rows:
+        G = gates[r["cell"]]
+        # The file names a tile by its lane's columns, rows, phases and weights; the units a
+        # block that give those (batch_blocks does not enter the rule).
+        tiles = [t for t in (RegisterPersistentTile(u, r["rows"], 1, 256, r["k_phases"]) for u in range(1, 41))
+                 if t.lane_columns(G) == r["lane_columns"] and t.weight_registers(r["H"], G) == r["weights"]]
+        verdicts = {t.registers_fit(r["H"], G) for t in tiles}
+        assert len(verdicts) == 1, r
+        if verdicts.pop():
+            if r["spill_stores"]:
+                admitted_spilling.add((r["cell"], r["H"], r["rows"], r["k_phases"], r["weights"]))
+        else:
+            refused += 1
+    assert len(rows) == 256 and refused == 120
+    assert admitted_spilling == {("gru", 1000, 1, 4, 192), ("gru", 1000, 2, 2, 192), ("rnn_tanh", 1200, 12, 1, 152)}
+
+
 @pytest.mark.parametrize("cell", CELLS)
 def test_register_grid_kernels_render_and_compile(nvcc, cell):
     """The registers form of the FMA grid kernel (float32, W_hhᵀ in registers): on the
