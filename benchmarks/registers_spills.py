@@ -10,7 +10,8 @@ written a line each. tiles.RegisterPersistentTile.registers_fit is read off this
 
 results/registers-spills-2026-11-27.jsonl came from an earlier form of this script (the same
 tiles and variants, at the rule of 232 and the templates of the commit that adds it), whose
-lines lack B, units, batch_blocks and spill_loads.
+lines lack B, units, batch_blocks and spill_loads; registers-spills-2026-11-27-at-72728e6.jsonl
+the same at 72728e6's templates, for demand 220–232.
 
 The candidates come from register_tiles, which applies registers_fit: to see the tiles the
 rule refuses, run it with the rule relaxed (as the committed file was, at the rule of 232).
