@@ -307,10 +307,11 @@ STAGED_SIZES = [("lstm", 1024, 64, 256, 64), ("gru", 1024, 64, 7, 64), ("rnn_tan
                 ("rnn_relu", 33, 5, 256, 5), ("lstm", 516, 37, 64, 8), ("gru", 256, 64, 1, 8)]
 
 
-def _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed, **call):
+def _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed, input_size=None, with_state=None,
+                          lengths=None):
     """The FMA grid kernel's staged or registers form, forced onto the tile the model ranks
-    first among `found` or onto its first or last (`pick`), run against the reference with
-    initial states on odd batches (or `call`'s lengths)."""
+    first among `found` or onto its first or last (`pick`), run against the reference: input
+    size H + 3 and initial states on odd batches unless given, sequences of `lengths`."""
     from rnncc.passes.cost import persistent_seconds
     from rnncc.target import get
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
@@ -318,10 +319,10 @@ def _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed, 
     tile = {"first": found[0], "last": found[-1],
             "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
     value = Persistent.of("grid", "fma", tile, hidden, gates, 4)
-    m, _, _ = run_and_compare(single(cell, hidden, call.pop("input_size", hidden + 3)), seq, batch, seed=seed,
-                              with_state=call.pop("with_state", batch % 2 == 1), persistence="grid",
-                              precision="exact", gemm="rnncc", seq_len=seq, batch=planned,
-                              force=lambda m: m.with_persistence("l0", value, "forced by the test"), **call)
+    m, _, _ = run_and_compare(single(cell, hidden, hidden + 3 if input_size is None else input_size), seq, batch,
+                              seed=seed, with_state=batch % 2 == 1 if with_state is None else with_state,
+                              persistence="grid", precision="exact", gemm="rnncc", seq_len=seq, batch=planned,
+                              lengths=lengths, force=lambda m: m.with_persistence("l0", value, "forced by the test"))
     return m
 
 

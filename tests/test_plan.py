@@ -1523,8 +1523,8 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     for name in ("graph-plans-h100-2026-11-27.json", "graph-plans-h100-2026-11-27-at-933856c.json",
                  "graph-plans-h100-2026-11-27-at-75f3b67.json"):
         for r in json.loads((results / name).read_text())["results"]:
-            if (r["eager_plan"], r["graph_plan"]) == (by_label.get(r["label"], {}).get("eager_plan"),
-                                                      by_label.get(r["label"], {}).get("graph_plan")):
+            newest = by_label.get(r["label"])
+            if newest and (r["eager_plan"], r["graph_plan"]) == (newest["eager_plan"], newest["graph_plan"]):
                 ratios.setdefault(r["label"], []).append(r["graph_plan_over_eager_plan"])
     differing = 0
     for c in graph_plans.configs():
