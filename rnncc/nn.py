@@ -212,11 +212,13 @@ class _Runner:
         return entry[0]
 
     def gpu(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor,
-            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None, gates=None):
+            state: dict, batch_first: bool, stacked_state: bool = False, lengths=None, gates=None,
+            compiled=None):
         """(outputs tuple, final state) of the model on CUDA tensor x: the state as a dict
         per layer, or with ``stacked_state`` torch.nn's h_n (or (h_n, c_n)); ``lengths``
-        and ``gates`` as the compiled model takes them."""
-        y, final = self.compiled_for(model, weights, x)(
+        and ``gates`` as the compiled model takes them; ``compiled``: ``compiled_for``'s
+        model where the caller has it already."""
+        y, final = (compiled if compiled is not None else self.compiled_for(model, weights, x))(
             x.contiguous() if x.stride(-1) != 1 else x, state or None,
             batch_first=batch_first, stacked_state=stacked_state, lengths=lengths, gates=gates)
         return (y if isinstance(y, tuple) else (y,)), final
@@ -360,8 +362,12 @@ def _saving_layers(spec: str, named: dict[str, torch.Tensor], x: torch.Tensor) -
     """The layers whose training forward at x's [S, B] saves the pre-activations (their
     plans' backward_gates)."""
     train = _model_of(_training_spec(spec))
-    plan = _runner_of(_training_spec(spec)).compiled_for(train, named, x).variant(*x.shape[:2]).plan
-    return {l.name for l in plan.layers if l.backward_gates.value == "save"}
+    return _saving_of(_runner_of(_training_spec(spec)).compiled_for(train, named, x), x)
+
+
+def _saving_of(compiled, x: torch.Tensor) -> set[str]:
+    """``_saving_layers`` of the training forward's compiled model."""
+    return {l.name for l in compiled.variant(*x.shape[:2]).plan.layers if l.backward_gates.value == "save"}
 
 
 def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
@@ -371,10 +377,12 @@ def _forward_train_cuda(spec: str, x: torch.Tensor, weights: list[torch.Tensor],
     gates' pre-activations (``_gate_shapes``), written where the plan saves them."""
     model, train = _model_of(spec), _model_of(_training_spec(spec))
     runner, named = _runner_of(_training_spec(spec)), dict(zip(_weight_names(model), weights))
+    compiled = runner.compiled_for(train, named, x)  # once: it checks the weights' versions
     buffers = [x.new_empty(shape, dtype=torch.float32) for _, shape in _gate_shapes(model, *x.shape[:2])]
     gates = {name: p if len(p) > 1 else p[0]
-             for name, p in _saved_buffers(model, buffers, _saving_layers(spec, named, x)).items()}
-    outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None)
+             for name, p in _saved_buffers(model, buffers, _saving_of(compiled, x)).items()}
+    outs, final = runner.gpu(train, named, x, _given_state(model, h0, c0), False, gates=gates or None,
+                             compiled=compiled)
     flat = list(outs[:len(model.outputs)])
     for l in model.layers:
         flat += list(final[l.name]) if l.cell == "lstm" else [final[l.name]]

@@ -594,8 +594,8 @@ class CompiledModel:
         layer's last time step first), torch's gate order; a GRU layer's is a pair (the x
         part with the biases the projection holds, the h part with b_hn). The call is queued
         on the caller's stream and returns without waiting for the GPU (NumPy excepted)."""
-        if not state and lengths is None and gates is None and type(x) is self._replay_type:
-            found = self._replayed(x, batch_first, stacked_state)
+        if not state and lengths is None and type(x) is self._replay_type:
+            found = self._replayed(x, batch_first, stacked_state, gates)
             if found is not None:
                 return found
         return self._call(x, state, batch_first, stacked_state, None, lengths, gates)
@@ -647,7 +647,7 @@ class CompiledModel:
         gate_arrays = self._gate_arrays(gates, S, B, host, lengths is not None) if gates else {}
 
         return self._run(x, kind, host, x_host if host else None, None if host else x_view, state,
-                         S, B, batch_first, stacked_state, stamps, lengths, gate_arrays)
+                         S, B, batch_first, stacked_state, stamps, lengths, gate_arrays, gates)
 
     def _gate_arrays(self, gates: Mapping[str, Any], S: int, B: int, host: bool,
                      lengths: bool) -> dict[str, launch.Gates]:
@@ -700,33 +700,52 @@ class CompiledModel:
         return self._run(x, "torch", False, None, view, {}, S, B, batch_first, True)
 
     @staticmethod
-    def _replay_key(x, batch_first: bool, stacked: bool, env) -> tuple:
+    def _replay_key(x, batch_first: bool, stacked: bool, env, gates: Mapping[str, Any] | None = None) -> tuple:
         """The signature of a call on a PyTorch tensor with no initial state and no
         lengths, from the tensor alone: everything __call__ checks and _run keys a program
-        by (shape, strides, dtype, device, the pointer's alignment, the debug knobs)."""
-        return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 256, batch_first, stacked,
-                env.get("RNNCC_DEBUG_POISON") == "1", env.get("RNNCC_SPIN_TIMEOUT_MS"))
+        by (shape, strides, dtype, device, the pointer's alignment, the debug knobs); and
+        with ``gates`` (a training forward's buffers, PyTorch tensors) what _gate_arrays
+        checks of each: its layer, whether it is a pair, shape, strides, dtype, device and
+        alignment. None where a gates buffer is not a PyTorch tensor (the long way)."""
+        key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 256, batch_first, stacked,
+               env.get("RNNCC_DEBUG_POISON") == "1", env.get("RNNCC_SPIN_TIMEOUT_MS"))
+        if not gates:
+            return key
+        signature = []
+        for name, given in gates.items():
+            pair = isinstance(given, (tuple, list))
+            parts = tuple(given) if pair else (given,)
+            if any(type(t) is not type(x) for t in parts):
+                return None
+            signature.append((name, pair, tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 256)
+                                                for t in parts)))
+        return (*key, tuple(signature))
 
-    def _replayed(self, x, batch_first: bool, stacked: bool):
+    def _replayed(self, x, batch_first: bool, stacked: bool, gates: Mapping[str, Any] | None = None):
         """The result of a call on a PyTorch tensor with no initial state and no lengths
         whose signature a recorded program has (see _run), run with none of the checks
         and lookups before it: they passed for the recorded call and depend only on what
         the key holds. None where there is no such program (the caller goes the long way).
         At LSTM fp16 H=512 B=8 the checks and lookups were ~45 µs of a drained call's host
-        time before its first launch (results/call-host-parts-h100-2026-11-25-at-2aa6751.txt)."""
+        time before its first launch (results/call-host-parts-h100-2026-11-25-at-2aa6751.txt).
+        A training forward's ``gates`` buffers are the program's inputs after x, in the
+        order _run gives them (never replayed from a CUDA graph: the kernels write them)."""
         if not self.replay:
             return None
-        key = self._replay_key(x, batch_first, stacked, os.environ)
-        found = self._programs.get(key)
+        key = self._replay_key(x, batch_first, stacked, os.environ, gates)
+        found = self._programs.get(key) if key is not None else None
         if found is None:
             return None
         driver.device_context(0).make_current()  # as _load does first
         self.check_errors()
         if found.graphed and self.graphs and x.is_contiguous():
             return self._graph_replayed(found.program, x, key)
+        inputs = [x.data_ptr()]
+        for given in (gates or {}).values():
+            inputs += [t.data_ptr() for t in (given if isinstance(given, (tuple, list)) else (given,))]
         stream = arrays.stream_of(x, "torch")
         memory = _CallMemory(x.device, stream, found.poison)
-        return self._replay(found.program, [x.data_ptr()], stream, memory,
+        return self._replay(found.program, inputs, stream, memory,
                             self._replay_outputs(x, memory, stream))
 
     def _graph_replayed(self, program: call_program.CallProgram, x, key: tuple):
@@ -784,10 +803,12 @@ class CompiledModel:
     def _run(self, x, kind: str, host: bool, x_host, x_view, state, S: int, B: int,
              batch_first: bool, stacked: bool, stamps: list | None = None,
              lengths: "np.ndarray | arrays.DeviceView | None" = None,
-             gates: Mapping[str, launch.Gates] | None = None):
+             gates: Mapping[str, launch.Gates] | None = None,
+             gates_given: Mapping[str, Any] | None = None):
         """A checked call: its plan, memory and debug knobs, then the forward, or the
         program recorded from the first call of the same signature (call_program.py): a
-        call on device arrays without lengths or timing events."""
+        call on device arrays without lengths or timing events. ``gates_given``: the
+        caller's arrays that ``gates`` was checked from (the fast path's key)."""
         variant = self.variant(S, B, lengths is not None)
         self._load(variant)
         self.check_errors()
@@ -834,14 +855,16 @@ class CompiledModel:
                 if len(self._programs) >= 256:
                     self._drop_programs()
                 self._programs[key] = recorded
-                if recorded.program is not None and kind == "torch" and not state:
+                fast_key = self._replay_key(x, batch_first, stacked, env, gates_given) \
+                    if recorded.program is not None and kind == "torch" and not state else None
+                if fast_key is not None:
                     # The same program under the key that __call__ and run_torch look up
-                    # first (_replayed), from the tensor alone.
+                    # first (_replayed), from the tensors alone.
                     program = recorded.program
                     nbytes = program.buffer_bytes(x.element_size()) + x.nbytes
                     recorded = replace(recorded, graphed=not memory.poison and nbytes <= FORWARD_GRAPH_BYTES
-                                       and program.operations() >= GRAPH_MIN_OPERATIONS)
-                    self._programs[self._replay_key(x, batch_first, stacked, env)] = recorded
+                                       and program.operations() >= GRAPH_MIN_OPERATIONS and not gates)
+                    self._programs[fast_key] = recorded
                     self._replay_type = type(x)
             return result
         finally:

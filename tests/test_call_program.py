@@ -176,3 +176,28 @@ def test_an_event_the_call_was_not_given_is_not_replayed():
     r.record(99, 21)
     with pytest.raises(Unreplayable, match="event the call was not given"):
         r.program(None)
+
+
+def test_a_training_calls_key_holds_what_its_gates_are_checked_for():
+    """A call with ``gates`` is replayed from its tensors alone (CompiledModel._replay_key):
+    the key holds each buffer's layer, pairing, shape, strides, dtype, device and
+    alignment, which _gate_arrays checks on the long way; a buffer that is not a PyTorch
+    tensor keys nothing (the long way)."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from rnncc.runtime import CompiledModel
+
+    x = torch.zeros(7, 5, 12)
+    env = {}
+    buffer = torch.zeros(7, 5, 68)
+    plain = CompiledModel._replay_key(x, False, False, env)
+    key = CompiledModel._replay_key(x, False, False, env, {"a": buffer})
+    assert key[:len(plain)] == plain and key != plain
+    assert CompiledModel._replay_key(x, False, False, env, {"a": buffer}) == key
+    others = [{"b": buffer}, {"a": buffer.double()}, {"a": torch.zeros(7, 5, 69)[..., :68]},
+              {"a": (buffer, buffer.clone())}, {"a": torch.zeros(7, 6, 68)},
+              {"a": torch.zeros(7 * 5 * 68 + 1)[1:].view(7, 5, 68)}]
+    assert len({key, *(CompiledModel._replay_key(x, False, False, env, g) for g in others)}) == 1 + len(others)
+    assert CompiledModel._replay_key(x, False, False, env, {"a": np.zeros((7, 5, 68), np.float32)}) is None
+    assert CompiledModel._replay_key(x, False, False, env, {"a": (buffer, np.zeros(1))}) is None

@@ -421,7 +421,7 @@ def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
     dy, dh_n = rand(S, B, H), rand(B, H)
     dc_n = rand(B, H) if cell == "lstm" else None
     optin = 227 * 1024
-    grid = tiles.backward_tile(G, H, B, 132, tiles.backward_shared_max(optin))
+    grid = tiles.backward_tile(G, H, B, 132, tiles.grid_shared_max(optin))
     cluster = tiles.backward_kernel_tile(G, H, B, tdt.itemsize, 132, 16, optin)
     assert isinstance(cluster, tiles.FmaClusterBackwardTile if dtype == "float32" else tiles.ClusterBackwardTile)
     # not over the pre-activations (float32's default), which the second call reads
@@ -469,7 +469,7 @@ def test_ksplit_backward_recurrence_matches_the_grid_form(gpu, torch, case):
     dy, dh_n = rand(S, B, H), rand(B, H)
     dc_n = rand(B, H) if cell == "lstm" else None
     target = backward._device()[0]
-    shared_max = tiles.backward_shared_max(target.shared_memory_per_block_optin)
+    shared_max = tiles.grid_shared_max(target.shared_memory_per_block_optin)
     found = tiles.ksplit_backward_tiles(G, H, B, target.clusters_at_once, shared_max)
     assert {t.cluster for t in found} == {2, 4, 8}
     grid = tiles.backward_tile(G, H, B, target.sm_count, shared_max)
@@ -690,6 +690,27 @@ def test_training_forward_saves_the_pre_activations(gpu, torch, case):
         for part, (g, ref) in enumerate(zip(got, want)):
             assert not torch.isnan(g).any(), f"{name}[{part}]: unwritten elements"
             assert max_relative_error(numpy64(g), ref) <= tolerance, (name, part)
+
+    # The call again with new poisoned buffers: a recorded call is replayed from the tensors
+    # alone (none of _gate_arrays' checks) and writes the same values; a buffer that differs
+    # from the recorded call's goes the long way and is checked.
+    from rnncc.errors import RuntimeCheckError
+
+    checked, check = [], m._gate_arrays
+    m._gate_arrays = lambda *a, **k: checked.append(1) or check(*a, **k)
+    again = {name: tuple(torch.full_like(t, float("nan")) for t in g) if cell == "gru"
+             else torch.full_like(g, float("nan")) for name, g in gates.items()}
+    (a1, b1), _ = m(x, gates=again)
+    torch.cuda.synchronize()
+    replayable = any(e.program is not None for e in m._programs.values())
+    assert replayable == (not checked), "a recorded call was not replayed from its tensors"
+    assert torch.equal(a1, a) and torch.equal(b1, b)
+    for name, g in gates.items():
+        pairs = zip(g, again[name]) if cell == "gru" else [(g, again[name])]
+        assert all(torch.equal(first, second) for first, second in pairs), name
+    wrong = dict(again, b=tuple(t.double() for t in again["b"]) if cell == "gru" else again["b"].double())
+    with pytest.raises(RuntimeCheckError, match=r"gates\['b'\]"):
+        m(x, gates=wrong)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
