@@ -123,10 +123,10 @@ def main() -> None:
     parser.add_argument("--precompile", action="store_true", help="with --sweep: build its kernels only")
     args = parser.parse_args()
     if args.sweep and args.precompile:
-        return sweep(args, None, tiles.backward_shared_max(227 * 1024))
+        return sweep(args, None, tiles.grid_shared_max(227 * 1024))
     target = backward._device()[0]
     optin = target.shared_memory_per_block_optin
-    shared_max = tiles.backward_shared_max(optin)
+    shared_max = tiles.grid_shared_max(optin)
     if args.sweep:
         return sweep(args, target, shared_max)
     lines = [f"{__doc__.splitlines()[0]} On {torch.cuda.get_device_name()}; µs a step (graph replays):"]

@@ -40,7 +40,7 @@ GATES = {"lstm": 4, "gru": 3}
 
 def candidates(cell: str, H: int, B: int, target) -> list:
     return tiles.ksplit_backward_tiles(GATES.get(cell, 1), H, B, target.clusters_at_once,
-                                       tiles.backward_shared_max(target.shared_memory_per_block_optin))
+                                       tiles.grid_shared_max(target.shared_memory_per_block_optin))
 
 
 def tile_of(row: dict):
@@ -170,7 +170,7 @@ def main() -> None:
 
     from rnncc import backward
     target = backward._device()[0]
-    shared_max = tiles.backward_shared_max(target.shared_memory_per_block_optin)
+    shared_max = tiles.grid_shared_max(target.shared_memory_per_block_optin)
     rows = []
     for cell, H, B, S in cases:
         G = GATES.get(cell, 1)

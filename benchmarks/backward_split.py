@@ -76,7 +76,7 @@ def main() -> None:
     for text in args.tiles:
         other = tiles.ClusterBackwardTile(*map(int, text.split(",")))
         variants[f"tile {text}"] = (other, backward._kernel(cell, H, G, dtype, other))
-    shared_max = tiles.backward_shared_max(backward._device()[0].shared_memory_per_block_optin)
+    shared_max = tiles.grid_shared_max(backward._device()[0].shared_memory_per_block_optin)
     for text in args.grid_tiles:
         units, rows, threads, k_unroll = (list(map(int, text.split(","))) + [256, 4])[:4]
         other = tiles.BackwardTile(units, -(-H // units), rows, True, threads, k_unroll)

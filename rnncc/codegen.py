@@ -432,6 +432,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
                f"_{_SHORT_DTYPE[plan.dtype]}"
     what_lengths = (", sequences of different lengths" if lengths else "") \
         + (", writes its gates' pre-activations (a training forward)" if saves_gates(l, lengths) else "")
+    name_form = ""
     if mode in ("grid", "cluster"):
         # The same family (launch and arguments) on FMA or on tensor cores.
         persistent = l.persistence.value
@@ -443,6 +444,9 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         else:
             form = "_lanes" if lanes else "_staged" if staged else ""
         template = f"{family}{form}.cu.j2"
+        # A grid kernel's name says its FMA form (staged, registers); the template says the rest.
+        name_form = ("_staged" if persistent.staged else "_registers" if registers else "") \
+            if mode == "grid" else ""
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''}" \
                f"{', h staged by chunks' if persistent.staged else ''}{', W_hh in registers' if registers else ''})"
         keys = PERSISTENT_DECISIONS
@@ -492,10 +496,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             lengths_step=_lengths_step(lengths, per_step=True),
             gates_step=_gates_step(l, True, lengths), **common)
         block, shared = _fma_block(tile), 0
-    grid_form = "" if mode != "grid" else "_staged" if l.persistence.value.staged else \
-        "_registers" if l.persistence.value.registers else ""
-    name, entry, source = _identify(f"{family}{grid_form}"
-                                    f"_{readable}", source)
+    name, entry, source = _identify(f"{family}{name_form}_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0
     return KernelSource(name, family, l.name, entry, source, params, block, shared, cluster, users,
                         header=_model_header(plan, _layers_what(l, users) + what + what_lengths,

@@ -1168,7 +1168,7 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     (benchmarks/results/backward-forms-h100-2026-11-25.txt); the float32 form's picks took
     0.13-0.39 of it at 10 shapes, H=33 to 512, B=5 to 64
     (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl)."""
-    shared_max = backward_shared_max(shared_memory_per_block_optin)
+    shared_max = grid_shared_max(shared_memory_per_block_optin)
     cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
         if itemsize == 2 else \
         fma_backward_cluster_tile(gates, hidden, batch, max_cluster, shared_max, sm_count, clusters_at_once)
@@ -1192,8 +1192,9 @@ BACKWARD_SUMS = 64
 GRID_BARRIER_STATIC_SHARED = 1024
 
 
-def backward_shared_max(shared_memory_per_block_optin: int) -> int:
-    """What a backward launch may ask beyond the kernel's static shared memory."""
+def grid_shared_max(shared_memory_per_block_optin: int) -> int:
+    """The dynamic shared memory a block of a kernel with a grid barrier may ask for: the
+    opt-in maximum less the barrier's own __shared__ bytes (forward and backward)."""
     return shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED
 
 

@@ -435,7 +435,7 @@ def test_ksplit_backward_kernels_render_and_compile(nvcc, cell, gates):
     name follows the tile; it exchanges sums over DSMEM and meets a bounded grid barrier,
     whose verdict its cluster shares before any block leaves."""
     at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
-    shared_max = tiles.backward_shared_max(227 * 1024)
+    shared_max = tiles.grid_shared_max(227 * 1024)
     for hidden, batch in ((1024, 64), (516, 5)):
         found = tiles.ksplit_backward_tiles(gates, hidden, batch, at_once, shared_max)
         for tile in (found[0], found[-1]):  # the smallest lane tile of clusters of 2, the largest of 8
@@ -460,7 +460,7 @@ def test_ksplit_backward_tile_candidates():
     128 K rows, each in the most stage buffers (up to 8) that fit shared memory; none where
     G·H is not a multiple of 4 or W_hh's share does not fit an SM."""
     at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
-    shared_max = tiles.backward_shared_max(227 * 1024)
+    shared_max = tiles.grid_shared_max(227 * 1024)
     found = tiles.ksplit_backward_tiles(4, 1024, 64, at_once, shared_max)
     assert tiles.KSplitBackwardTile(4, 9, 8, 64, 3) in found and tiles.KSplitBackwardTile(2, 8, 8, 128, 2) in found
     assert {(t.cluster, t.units) for t in found} == {(2, 8), (4, 9), (8, 9)}
@@ -538,7 +538,7 @@ def test_fma_backward_step_model_picks_what_ran_fastest():
     errors = []
     for (cell, hidden, batch, _), times in timed.items():
         g = gates[cell]
-        pick = tiles.fma_backward_cluster_tile(g, hidden, batch, 16, tiles.backward_shared_max(227 * 1024), 132, at_once)
+        pick = tiles.fma_backward_cluster_tile(g, hidden, batch, 16, tiles.grid_shared_max(227 * 1024), 132, at_once)
         assert pick in times and times[pick] <= 1.025 * min(times.values()), (cell, hidden, batch, pick)
         for tile, us in times.items():
             if tile.k_split >= min(8, tile.k_rows(g)):
@@ -559,7 +559,7 @@ def test_ksplit_backward_models_pick_what_ran_fastest():
 
     results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
     at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
-    shared_max = tiles.backward_shared_max(227 * 1024)
+    shared_max = tiles.grid_shared_max(227 * 1024)
     gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
     timed: dict[tuple, dict] = {}
     for line in (results / "backward-ksplit-h100-2026-11-27.jsonl").read_text().splitlines():

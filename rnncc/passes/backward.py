@@ -25,7 +25,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..plan import Decision
 from ..tiles import (CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, KSplitBackwardTile, backward_kernel_tile,
-                     backward_shared_max, backward_tile, grid_backward_step_seconds, ksplit_backward_step_seconds,
+                     grid_shared_max, backward_tile, grid_backward_step_seconds, ksplit_backward_step_seconds,
                      ksplit_backward_tile)
 from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 
@@ -107,7 +107,7 @@ def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
            f"W_hh does not fit the registers of a cluster of {largest_cluster(target)}"
            + (" (FMA form: G·H up to 1024, 32 units a block)" if itemsize == 4 else ""))
     G, H = l.gates, l.hidden_size
-    shared_max = backward_shared_max(target.shared_memory_per_block_optin)
+    shared_max = grid_shared_max(target.shared_memory_per_block_optin)
     grid = backward_tile(G, H, batch, target.sm_count, shared_max) if isinstance(tile, KSplitBackwardTile) else tile
     grid_us = grid_backward_step_seconds(grid, G, H, batch) * 1e6
     fitted = "fitted to results/backward-ksplit-h100-2026-11-27.jsonl"

@@ -11,10 +11,10 @@ import math
 from dataclasses import replace
 
 from ..target import Target
-from ..tiles import (GRID_BARRIER_STATIC_SHARED, H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile,
+from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile,
                      ProjectionTile, RegisterPersistentTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
-                     lanes_k_tile, mma_k)
+                     grid_shared_max, lanes_k_tile, mma_k)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -465,7 +465,7 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
                 for kc, stages in ((128, 2), (64, 3)):
                     t = StagedPersistentTile(u, bpb, bb, kc, stages)
                     if t.lane_rows * t.lane_columns(gates) <= STAGED_LANE_SUMS and \
-                            t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED:
+                            t.shared_bytes(hidden, gates, 4) <= grid_shared_max(target.shared_memory_per_block_optin):
                         out.append(t)
     return out
 
@@ -537,7 +537,7 @@ def register_tiles(hidden: int, gates: int, batch: int, target: Target,
             for phases in (1, 2, 4):
                 t = RegisterPersistentTile(u, rows, bb, 256, phases)
                 if t.registers_fit(hidden, gates) and \
-                        t.shared_bytes(hidden, gates, 4) <= target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED:
+                        t.shared_bytes(hidden, gates, 4) <= grid_shared_max(target.shared_memory_per_block_optin):
                     out.append(t)
     return out
 

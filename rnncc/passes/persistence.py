@@ -33,7 +33,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import GRID_BARRIER_STATIC_SHARED, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile
+from ..tiles import Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile, grid_shared_max
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles, step_kernel_seconds,
@@ -226,7 +226,7 @@ def grid_family(l, batch: int, target, itemsize: int,
         forms = staged_tiles(H, G, batch, target, units) + register_tiles(H, G, batch, target, units) \
             if itemsize == 4 else []
         tiles, price, math_ = persistent_tiles(H, G, batch, target, units) + forms, persistent_seconds, "fma"
-    budget = target.shared_memory_per_block_optin - GRID_BARRIER_STATIC_SHARED
+    budget = grid_shared_max(target.shared_memory_per_block_optin)
     return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget], price, math_
 
 
