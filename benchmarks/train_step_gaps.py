@@ -4,7 +4,11 @@ steps each between two device synchronisations under torch.profiler (CPU and CUD
 GPU operation starts after the step's start, when the last ends, the GPU's busy time, and for
 the third step every operation with the gap before it. Writes both Chrome traces to DIR.
 
-    python3 benchmarks/train_step_gaps.py DIR   (from the repository root; needs a GPU)
+    python3 benchmarks/train_step_gaps.py DIR [INDEX]   (from the repository root; needs a GPU)
+
+INDEX picks another of rnncc.bench.training_configs() (default 0, the fp16 row; 1 is the
+float32 H=1024 B=64 row). Where a step has more than 60 operations, only those after a
+gap over 5 µs are listed, with the count of the rest.
 """
 import json
 import sys
@@ -14,7 +18,8 @@ sys.path.insert(0, "benchmarks")
 from backward_profile import training_case
 from rnncc.bench import training_configs
 from torch.profiler import profile, ProfilerActivity
-cfg = [c for c in training_configs() if c.dtype == "float16" and c.cell == "lstm"][0]
+cfg = training_configs()[int(sys.argv[2]) if len(sys.argv) > 2 else 0]
+print(f"{cfg.label} S={cfg.seq_len}")
 module, twin, x, dy = training_case(cfg)
 out = sys.argv[1]
 for name, m in (("rnncc", twin), ("cudnn", module)):
@@ -34,7 +39,12 @@ for name, m in (("rnncc", twin), ("cudnn", module)):
         busy = sum(g[1] - g[0] for g in ks)
         print(f"{name} step {k}: host from sync to sync {b - a:.0f} us, first GPU op at +{ks[0][0] - a:.0f}, last ends +{ks[-1][1] - a:.0f}, GPU busy {busy:.0f}, ops {len(ks)}")
         if k == 2:
-            prev = a
+            prev, quiet = a, 0
             for g in ks:
-                print(f"   +{g[0] - a:7.0f} gap {g[0] - prev:6.0f} dur {g[1] - g[0]:6.0f} {g[2]}")
-                prev = g[1]
+                if len(ks) <= 60 or g[0] - prev > 5:
+                    print(f"   +{g[0] - a:7.0f} gap {g[0] - prev:6.0f} dur {g[1] - g[0]:6.0f} {g[2]}")
+                else:
+                    quiet += 1
+                prev = max(prev, g[1])
+            if quiet:
+                print(f"   ({quiet} operations after gaps of 5 µs or less not listed)")
