@@ -40,7 +40,7 @@ from .passes.cost import largest_cluster
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
 from .tiles import (CLUSTER_BACKWARD_TILES, BackwardKernelTile, KSplitBackwardTile, backward_kernel_tile,
-                    backward_tile, grid_shared_max)
+                    grid_shared_max, backward_tile)
 
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:

@@ -25,7 +25,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..plan import Decision
 from ..tiles import (CLUSTER_BACKWARD_TILES, FmaClusterBackwardTile, KSplitBackwardTile, backward_kernel_tile,
-                     backward_tile, grid_backward_step_seconds, grid_shared_max, ksplit_backward_step_seconds,
+                     grid_shared_max, backward_tile, grid_backward_step_seconds, ksplit_backward_step_seconds,
                      ksplit_backward_tile)
 from .cost import clusters_at_once, largest_cluster, library_gemm_seconds
 
