@@ -1,0 +1,179 @@
+// A prototype for issue 14's H=512 row (docs/design-notes.md, "Next for issue 14's H=512
+// row: the projection inside the recurrent launch"): one launch whose first P blocks are
+// producers of the input projection and whose other blocks stand in for the recurrent
+// cluster, a consumer that reads the projection of each step and then spends a fixed step
+// time (the recurrent kernel's 1.21 µs at LSTM fp16 H=512 B=8) before the next.
+//
+// Producers: block p keeps W_ih's rows [p·NC, p·NC + NC) (gate columns of the projection)
+// in shared memory for the whole launch, and for each chunk of CHUNK steps stages the
+// chunk's x rows (CHUNK·B of them) and computes xproj = x·W_ihᵀ + b for its columns on
+// tensor cores (mma.sync m16n8k16, float32 accumulation; a warp's 16 columns × all rows),
+// then publishes the chunk: its stores, a block barrier, a fence and one atomic add on the
+// chunk's flag. Consumers wait for a chunk's flag to reach P (one thread, acquire loads;
+// then a block barrier) at the chunk's first step only.
+//
+// What it measures (fused_projection.py): whether P producers stay ahead of the step, how
+// long the consumer waits for the first chunk after the launch starts, and how much the
+// waits add over the consumer alone with the projection ready.
+//
+// Compile-time sizes: I (input features, a multiple of 16), GH (gate columns, a multiple of
+// NC), B (batch rows), CHUNK (steps a chunk), NC (columns a producer; 16 a warp), NT.
+#include <cuda_fp16.h>
+
+#ifndef I
+#define I 512
+#endif
+#ifndef GH
+#define GH 2048
+#endif
+#ifndef B
+#define B 8
+#endif
+#ifndef CHUNK
+#define CHUNK 8
+#endif
+#ifndef NC
+#define NC 128
+#endif
+#define NT (NC / 16 * 32)         // one warp per 16 columns
+#define ROWS (CHUNK * B)          // x rows a chunk
+#define KP (I + 8)                // a staged row's pitch in halves: ldmatrix rows land in distinct banks
+#define P (GH / NC)               // producer blocks
+
+static_assert(I % 16 == 0 && GH % NC == 0 && NC % 16 == 0 && ROWS % 8 == 0, "sizes");
+
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
+__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const __half* p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+}
+
+// Producer p: xproj[t][b][p·NC + c] for every step t, chunk by chunk.
+__device__ void produce(const __half* __restrict__ x, const __half* __restrict__ w_ih,
+                        const float* __restrict__ bias, float* __restrict__ xproj,
+                        unsigned* flags, int steps, __half* shared) {
+    __half* w_s = shared;             // NC rows × KP
+    __half* x_s = shared + NC * KP;   // ROWS rows × KP
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int grp = lane / 4, quad = lane % 4;
+    const int col0 = blockIdx.x * NC;
+    for (int e = tid; e < NC * (I / 8); e += NT) {
+        const int r = e / (I / 8), k8 = e % (I / 8);
+        *reinterpret_cast<uint4*>(w_s + r * KP + k8 * 8) =
+            *reinterpret_cast<const uint4*>(w_ih + (long long)(col0 + r) * I + k8 * 8);
+    }
+    const int chunks = (steps + CHUNK - 1) / CHUNK;
+    for (int c = 0; c < chunks; ++c) {
+        const int rows = min(ROWS, (steps - c * CHUNK) * B);
+        __syncthreads();  // W staged; the last chunk's x read
+        for (int e = tid; e < ROWS * (I / 8); e += NT) {
+            const int r = e / (I / 8), k8 = e % (I / 8);
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (r < rows) v = *reinterpret_cast<const uint4*>(x + ((long long)c * ROWS + r) * I + k8 * 8);
+            *reinterpret_cast<uint4*>(x_s + r * KP + k8 * 8) = v;
+        }
+        __syncthreads();
+        float acc[ROWS / 8][4];
+#pragma unroll
+        for (int n = 0; n < ROWS / 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+#pragma unroll 4
+        for (int ks = 0; ks < I / 16; ++ks) {
+            unsigned a[4];
+            ldmatrix_x4(a, w_s + (warp * 16 + lane % 16) * KP + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int n = 0; n < ROWS / 8; ++n) {
+                unsigned b[2];
+                ldmatrix_x2(b, x_s + (n * 8 + lane % 8) * KP + ks * 16 + ((lane / 8) % 2) * 8);
+                mma16816(acc[n], a, b);
+            }
+        }
+        // C fragment: d0, d1 at (column grp, rows 2·quad, 2·quad + 1); d2, d3 at column grp + 8.
+#pragma unroll
+        for (int n = 0; n < ROWS / 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int row = n * 8 + 2 * quad + (i & 1), col = col0 + warp * 16 + grp + 8 * (i >> 1);
+                if (row < rows)
+                    xproj[((long long)c * ROWS + row) * GH + col] = acc[n][i] + bias[col];
+            }
+        __syncthreads();  // every thread's stores before the flag
+        if (tid == 0) {
+            __threadfence();
+            atomicAdd(flags + c, 1u);
+        }
+    }
+}
+
+// Consumer j of `consumers`: per step, its share of the step's projection (B rows × its
+// columns), then the step's own time. stats[j]: {first wait, all waits, start, end} in ns.
+__device__ void consume(const float* __restrict__ xproj, const unsigned* flags, int steps,
+                        int consumers, long long step_ns, unsigned long long* stats, float* sums) {
+    const int j = blockIdx.x - P, tid = threadIdx.x;
+    const int cols = GH / consumers, col0 = j * cols;
+    unsigned long long start = now_ns(), first = 0, waits = 0;
+    float sum = 0.0f;
+    for (int t = 0; t < steps; ++t) {
+        if (t % CHUNK == 0) {
+            if (tid == 0) {
+                const unsigned long long w0 = now_ns();
+                while (load_acquire(flags + t / CHUNK) < P) {
+                }
+                const unsigned long long w = now_ns() - w0;
+                waits += w;
+                if (t == 0) first = w;
+            }
+            __syncthreads();
+        }
+        const unsigned long long s0 = now_ns();
+        for (int e = tid; e < B * cols; e += NT)
+            sum += __ldcg(xproj + ((long long)t * B + e / cols) * GH + col0 + e % cols);
+        while ((long long)(now_ns() - s0) < step_ns) {
+        }
+        __syncthreads();  // the step's block barrier
+    }
+    atomicAdd(sums, sum);
+    if (tid == 0) {
+        stats[4 * j] = first;
+        stats[4 * j + 1] = waits;
+        stats[4 * j + 2] = start;
+        stats[4 * j + 3] = now_ns();
+    }
+}
+
+// Blocks [0, P) produce (when `produce_too`), blocks [P, P + consumers) consume.
+extern "C" __global__ void __launch_bounds__(NT, 1)
+k_fused(const __half* x, const __half* w_ih, const float* bias, float* xproj, unsigned* flags,
+        int steps, int consumers, long long step_ns, int produce_too,
+        unsigned long long* stats, float* sums) {
+    extern __shared__ __align__(16) __half shared[];
+    if (blockIdx.x < P) {
+        if (produce_too) produce(x, w_ih, bias, xproj, flags, steps, shared);
+        return;
+    }
+    consume(xproj, flags, steps, consumers, step_ns, stats, sums);
+}
