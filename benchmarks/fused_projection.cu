@@ -17,7 +17,10 @@
 // waits add over the consumer alone with the projection ready.
 //
 // Compile-time sizes: I (input features, a multiple of 16), GH (gate columns, a multiple of
-// NC), B (batch rows), CHUNK (steps a chunk), NC (columns a producer; 16 a warp), NT.
+// NC), B (batch rows), CHUNK (steps a chunk), NC (columns a producer; 16 a warp column
+// group), RG (row groups: the chunk's rows split among RG warps of a column group).
+// A producer's x rows are double-buffered: chunk c + 1 is copied in (cp.async) while chunk c
+// is multiplied.
 #include <cuda_fp16.h>
 
 #ifndef I
@@ -35,12 +38,16 @@
 #ifndef NC
 #define NC 128
 #endif
-#define NT (NC / 16 * 32)         // one warp per 16 columns
+#ifndef RG
+#define RG 1
+#endif
+#define NT (NC / 16 * RG * 32)    // a warp per 16 columns and row group
 #define ROWS (CHUNK * B)          // x rows a chunk
+#define NTILES (ROWS / 8 / RG)    // a warp's 8-row tiles
 #define KP (I + 8)                // a staged row's pitch in halves: ldmatrix rows land in distinct banks
 #define P (GH / NC)               // producer blocks
 
-static_assert(I % 16 == 0 && GH % NC == 0 && NC % 16 == 0 && ROWS % 8 == 0, "sizes");
+static_assert(I % 16 == 0 && GH % NC == 0 && NC % 16 == 0 && ROWS % (8 * RG) == 0, "sizes");
 
 __device__ __forceinline__ unsigned long long now_ns() {
     unsigned long long t;
@@ -71,57 +78,74 @@ __device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const __half* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
 }
 
+// 16 bytes from global to shared memory, asynchronously (zero-filled where `valid` is false).
+__device__ __forceinline__ void copy16(__half* dst, const __half* src, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+
 // Producer p: xproj[t][b][p·NC + c] for every step t, chunk by chunk.
 __device__ void produce(const __half* __restrict__ x, const __half* __restrict__ w_ih,
                         const float* __restrict__ bias, float* __restrict__ xproj,
                         unsigned* flags, int steps, __half* shared) {
     __half* w_s = shared;             // NC rows × KP
-    __half* x_s = shared + NC * KP;   // ROWS rows × KP
+    __half* x_s = shared + NC * KP;   // 2 buffers of ROWS rows × KP
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int grp = lane / 4, quad = lane % 4;
+    const int wc = warp % (NC / 16), wr = warp / (NC / 16);  // column group, row group
     const int col0 = blockIdx.x * NC;
-    for (int e = tid; e < NC * (I / 8); e += NT) {
-        const int r = e / (I / 8), k8 = e % (I / 8);
-        *reinterpret_cast<uint4*>(w_s + r * KP + k8 * 8) =
-            *reinterpret_cast<const uint4*>(w_ih + (long long)(col0 + r) * I + k8 * 8);
-    }
     const int chunks = (steps + CHUNK - 1) / CHUNK;
-    for (int c = 0; c < chunks; ++c) {
+    auto stage_x = [&](int c) {  // chunk c's rows into buffer c & 1 (rows past the end: zeros)
         const int rows = min(ROWS, (steps - c * CHUNK) * B);
-        __syncthreads();  // W staged; the last chunk's x read
+        __half* buf = x_s + (c & 1) * ROWS * KP;
         for (int e = tid; e < ROWS * (I / 8); e += NT) {
             const int r = e / (I / 8), k8 = e % (I / 8);
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (r < rows) v = *reinterpret_cast<const uint4*>(x + ((long long)c * ROWS + r) * I + k8 * 8);
-            *reinterpret_cast<uint4*>(x_s + r * KP + k8 * 8) = v;
+            copy16(buf + r * KP + k8 * 8, x + ((long long)c * ROWS + min(r, rows - 1)) * I + k8 * 8, r < rows);
         }
-        __syncthreads();
-        float acc[ROWS / 8][4];
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (int e = tid; e < NC * (I / 8); e += NT) {
+        const int r = e / (I / 8), k8 = e % (I / 8);
+        copy16(w_s + r * KP + k8 * 8, w_ih + (long long)(col0 + r) * I + k8 * 8, true);
+    }
+    stage_x(0);  // one group with W
+    for (int c = 0; c < chunks; ++c) {
+        const int rows = min(ROWS, (steps - c * CHUNK) * B);
+        if (c + 1 < chunks) {
+            stage_x(c + 1);
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        __syncthreads();  // chunk c (and W) in for every thread
+        const __half* buf = x_s + (c & 1) * ROWS * KP;
+        float acc[NTILES][4];
 #pragma unroll
-        for (int n = 0; n < ROWS / 8; ++n)
+        for (int n = 0; n < NTILES; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
 #pragma unroll 4
         for (int ks = 0; ks < I / 16; ++ks) {
             unsigned a[4];
-            ldmatrix_x4(a, w_s + (warp * 16 + lane % 16) * KP + ks * 16 + (lane / 16) * 8);
+            ldmatrix_x4(a, w_s + (wc * 16 + lane % 16) * KP + ks * 16 + (lane / 16) * 8);
 #pragma unroll
-            for (int n = 0; n < ROWS / 8; ++n) {
+            for (int n = 0; n < NTILES; ++n) {
                 unsigned b[2];
-                ldmatrix_x2(b, x_s + (n * 8 + lane % 8) * KP + ks * 16 + ((lane / 8) % 2) * 8);
+                ldmatrix_x2(b, buf + ((wr * NTILES + n) * 8 + lane % 8) * KP + ks * 16 + ((lane / 8) % 2) * 8);
                 mma16816(acc[n], a, b);
             }
         }
         // C fragment: d0, d1 at (column grp, rows 2·quad, 2·quad + 1); d2, d3 at column grp + 8.
 #pragma unroll
-        for (int n = 0; n < ROWS / 8; ++n)
+        for (int n = 0; n < NTILES; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const int row = n * 8 + 2 * quad + (i & 1), col = col0 + warp * 16 + grp + 8 * (i >> 1);
+                const int row = (wr * NTILES + n) * 8 + 2 * quad + (i & 1);
+                const int col = col0 + wc * 16 + grp + 8 * (i >> 1);
                 if (row < rows)
                     xproj[((long long)c * ROWS + row) * GH + col] = acc[n][i] + bias[col];
             }
-        __syncthreads();  // every thread's stores before the flag
+        __syncthreads();  // every thread's stores before the flag; buffer c & 1 free again
         if (tid == 0) {
             __threadfence();
             atomicAdd(flags + c, 1u);

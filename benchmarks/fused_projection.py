@@ -26,15 +26,16 @@ I, GH, B, S = 512, 2048, 8, 256
 STEP_NS = 1210  # the recurrent kernel's step at LSTM fp16 H=512 B=8 (bench-h100-2026-11-27.json)
 CONSUMERS = 16
 REPEATS = 9
-VARIANTS = [(8, 128), (4, 128), (8, 64)]  # (CHUNK steps, NC columns a producer)
+# (CHUNK steps, NC columns a producer, RG row groups of warps); x double-buffered.
+VARIANTS = [(8, 64, 2), (8, 32, 2), (8, 32, 4), (4, 32, 2), (4, 64, 1)]
 
 
-def build(tmp: Path, chunk: int, nc: int):
-    cubin = tmp / f"fp_{chunk}_{nc}.cubin"
+def build(tmp: Path, chunk: int, nc: int, rg: int):
+    cubin = tmp / f"fp_{chunk}_{nc}_{rg}.cubin"
     subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DI={I}", f"-DGH={GH}", f"-DB={B}",
-                    f"-DCHUNK={chunk}", f"-DNC={nc}", "-o", str(cubin), str(SOURCE)], check=True)
+                    f"-DCHUNK={chunk}", f"-DNC={nc}", f"-DRG={rg}", "-o", str(cubin), str(SOURCE)], check=True)
     kernel = cp.RawModule(path=str(cubin)).get_function("k_fused")
-    shared = (nc + chunk * B) * (I + 8) * 2
+    shared = (nc + 2 * chunk * B) * (I + 8) * 2
     kernel.max_dynamic_shared_size_bytes = shared
     return kernel, shared
 
@@ -67,9 +68,9 @@ def main() -> None:
           f"{CONSUMERS} consumer blocks, a step {STEP_NS} ns; µs, median of {REPEATS}")
     print(f"  cuBLAS (CuPy matmul, fp16 out) of all rows: {timed_us(lambda: x2 @ w.T):.1f} µs")
     with tempfile.TemporaryDirectory() as tmp:
-        for chunk, nc in VARIANTS:
-            kernel, shared = build(Path(tmp), chunk, nc)
-            producers, nt = GH // nc, nc // 16 * 32
+        for chunk, nc, rg in VARIANTS:
+            kernel, shared = build(Path(tmp), chunk, nc, rg)
+            producers, nt = GH // nc, nc // 16 * rg * 32
             flags = cp.zeros((S + chunk - 1) // chunk, cp.uint32)
 
             def launch(produce: bool, consumers: int):
@@ -98,7 +99,7 @@ def main() -> None:
                 launch(True, 0)
             made = timed_us(only_producers)
             memset = timed_us(lambda: flags.fill(0))
-            print(f"  CHUNK={chunk} NC={nc} ({producers} producers, {nt} threads, {shared // 1024} KiB): "
+            print(f"  CHUNK={chunk} NC={nc} RG={rg} ({producers} producers, {nt} threads, {shared // 1024} KiB): "
                   f"max error {error:.1e} of max |xproj|; launch {both:.1f} µs against the consumers alone "
                   f"{alone:.1f} ({both / alone:.3f}×); the consumers waited {first:.2f} µs for the first chunk, "
                   f"{waited:.2f} in all; the producers alone {made:.1f} µs "
