@@ -84,6 +84,29 @@ __device__ __forceinline__ void copy16(__half* dst, const __half* src, bool vali
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
+// cp.async.wait_group takes an immediate: the pending groups allowed, 0 to 5.
+__device__ __forceinline__ void wait_pending(int n) {
+    switch (n) {
+        case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+        case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+        case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+        case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+        case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+        default: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    }
+}
+
+// The first chunk's W_ih and x arrive in KQ groups along K, so that its product starts on
+// the first slice instead of waiting for all of W_ih (KQ = 1: one group). Measured: KQ = 4
+// did not shorten the first wait (results/fused-projection-h100-2026-11-27.txt), so 1.
+#ifndef KQ
+#define KQ 1
+#endif
+#ifndef AHEAD
+#define AHEAD 1
+#endif
+static_assert((I / 16) % KQ == 0 && KQ <= 4, "K phases of the first chunk");
+
 // Producer p: xproj[t][b][p·NC + c] for every step t, chunk by chunk.
 __device__ void produce(const __half* __restrict__ x, const __half* __restrict__ w_ih,
                         const float* __restrict__ bias, float* __restrict__ xproj,
@@ -95,37 +118,29 @@ __device__ void produce(const __half* __restrict__ x, const __half* __restrict__
     const int wc = warp % (NC / 16), wr = warp / (NC / 16);  // column group, row group
     const int col0 = blockIdx.x * NC;
     const int chunks = (steps + CHUNK - 1) / CHUNK;
-    auto stage_x = [&](int c) {  // chunk c's rows into buffer c & 1 (rows past the end: zeros)
-        const int rows = min(ROWS, (steps - c * CHUNK) * B);
+    // Chunk c's rows, K columns [k0, k1), into buffer c & 1 (rows past the end: zeros).
+    auto stage_x = [&](int c, int k0, int k1) {
+        const int rows = min(ROWS, (steps - c * CHUNK) * B), k8s = (k1 - k0) / 8;
         __half* buf = x_s + (c & 1) * ROWS * KP;
-        for (int e = tid; e < ROWS * (I / 8); e += NT) {
-            const int r = e / (I / 8), k8 = e % (I / 8);
-            copy16(buf + r * KP + k8 * 8, x + ((long long)c * ROWS + min(r, rows - 1)) * I + k8 * 8, r < rows);
+        for (int e = tid; e < ROWS * k8s; e += NT) {
+            const int r = e / k8s, k = k0 + e % k8s * 8;
+            copy16(buf + r * KP + k, x + ((long long)c * ROWS + min(r, rows - 1)) * I + k, r < rows);
         }
-        asm volatile("cp.async.commit_group;" ::: "memory");
     };
-    for (int e = tid; e < NC * (I / 8); e += NT) {
-        const int r = e / (I / 8), k8 = e % (I / 8);
-        copy16(w_s + r * KP + k8 * 8, w_ih + (long long)(col0 + r) * I + k8 * 8, true);
-    }
-    stage_x(0);  // one group with W
-    for (int c = 0; c < chunks; ++c) {
-        const int rows = min(ROWS, (steps - c * CHUNK) * B);
-        if (c + 1 < chunks) {
-            stage_x(c + 1);
-            asm volatile("cp.async.wait_group 1;" ::: "memory");
-        } else {
-            asm volatile("cp.async.wait_group 0;" ::: "memory");
+    // The first chunk's groups: W_ih's and x's K slice q each; then chunk 1's x.
+    for (int q = 0; q < KQ; ++q) {
+        const int k0 = q * (I / KQ), k8s = I / KQ / 8;
+        for (int e = tid; e < NC * k8s; e += NT) {
+            const int r = e / k8s, k = k0 + e % k8s * 8;
+            copy16(w_s + r * KP + k, w_ih + (long long)(col0 + r) * I + k, true);
         }
-        __syncthreads();  // chunk c (and W) in for every thread
-        const __half* buf = x_s + (c & 1) * ROWS * KP;
-        float acc[NTILES][4];
-#pragma unroll
-        for (int n = 0; n < NTILES; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+        stage_x(0, k0, k0 + I / KQ);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    float acc[NTILES][4];
+    auto product = [&](const __half* buf, int ks0, int ks1) {
 #pragma unroll 4
-        for (int ks = 0; ks < I / 16; ++ks) {
+        for (int ks = ks0; ks < ks1; ++ks) {
             unsigned a[4];
             ldmatrix_x4(a, w_s + (wc * 16 + lane % 16) * KP + ks * 16 + (lane / 16) * 8);
 #pragma unroll
@@ -134,6 +149,31 @@ __device__ void produce(const __half* __restrict__ x, const __half* __restrict__
                 ldmatrix_x2(b, buf + ((wr * NTILES + n) * 8 + lane % 8) * KP + ks * 16 + ((lane / 8) % 2) * 8);
                 mma16816(acc[n], a, b);
             }
+        }
+    };
+    for (int c = 0; c < chunks; ++c) {
+        const int rows = min(ROWS, (steps - c * CHUNK) * B);
+        const bool next = c + 1 < chunks;
+        if (next) {
+            stage_x(c + 1, 0, I);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        const __half* buf = x_s + (c & 1) * ROWS * KP;
+#pragma unroll
+        for (int n = 0; n < NTILES; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+        if (c == 0) {
+#pragma unroll
+            for (int q = 0; q < KQ; ++q) {
+                wait_pending(KQ - 1 - q + (next ? 1 : 0));
+                __syncthreads();  // slice q of W_ih and of chunk 0 in for every thread
+                product(buf, q * (I / 16 / KQ), (q + 1) * (I / 16 / KQ));
+            }
+        } else {
+            wait_pending(next ? 1 : 0);
+            __syncthreads();  // chunk c in for every thread
+            product(buf, 0, I / 16);
         }
         // C fragment: d0, d1 at (column grp, rows 2·quad, 2·quad + 1); d2, d3 at column grp + 8.
 #pragma unroll
@@ -161,21 +201,27 @@ __device__ void consume(const float* __restrict__ xproj, const unsigned* flags, 
     const int cols = GH / consumers, col0 = j * cols;
     unsigned long long start = now_ns(), first = 0, waits = 0;
     float sum = 0.0f;
+    // A chunk's flag is awaited by thread 0: with AHEAD, during the last step of the chunk
+    // before (inside that step's time, as a warp off the step's path would), else at the
+    // chunk's first step; the first chunk's always at step 0. The step's block barrier
+    // orders the acquire before every thread's loads of the chunk.
+    auto await_chunk = [&](int c) {
+        const unsigned long long w0 = now_ns();
+        while (load_acquire(flags + c) < P) {
+        }
+        const unsigned long long w = now_ns() - w0;
+        waits += w;
+        if (c == 0) first = w;
+    };
     for (int t = 0; t < steps; ++t) {
-        if (t % CHUNK == 0) {
-            if (tid == 0) {
-                const unsigned long long w0 = now_ns();
-                while (load_acquire(flags + t / CHUNK) < P) {
-                }
-                const unsigned long long w = now_ns() - w0;
-                waits += w;
-                if (t == 0) first = w;
-            }
+        if (t % CHUNK == 0 && (t == 0 || !AHEAD)) {
+            if (tid == 0) await_chunk(t / CHUNK);
             __syncthreads();
         }
         const unsigned long long s0 = now_ns();
         for (int e = tid; e < B * cols; e += NT)
             sum += __ldcg(xproj + ((long long)t * B + e / cols) * GH + col0 + e % cols);
+        if (AHEAD && tid == 0 && (t + 1) % CHUNK == 0 && t + 1 < steps) await_chunk((t + 1) / CHUNK);
         while ((long long)(now_ns() - s0) < step_ns) {
         }
         __syncthreads();  // the step's block barrier

@@ -26,14 +26,17 @@ I, GH, B, S = 512, 2048, 8, 256
 STEP_NS = 1210  # the recurrent kernel's step at LSTM fp16 H=512 B=8 (bench-h100-2026-11-27.json)
 CONSUMERS = 16
 REPEATS = 9
-# (CHUNK steps, NC columns a producer, RG row groups of warps); x double-buffered.
-VARIANTS = [(8, 64, 2), (8, 32, 2), (8, 32, 4), (4, 32, 2), (4, 64, 1)]
+# (CHUNK steps, NC columns a producer, RG row groups of warps, KQ slices of the first chunk's
+# K, AHEAD: the flag awaited during the step before); x double-buffered.
+VARIANTS = [(4, 32, 2, 1, 0), (4, 32, 2, 4, 0), (4, 32, 2, 1, 1), (4, 32, 2, 4, 1), (8, 32, 2, 4, 1),
+            (4, 64, 2, 4, 1)]
 
 
-def build(tmp: Path, chunk: int, nc: int, rg: int):
-    cubin = tmp / f"fp_{chunk}_{nc}_{rg}.cubin"
+def build(tmp: Path, chunk: int, nc: int, rg: int, kq: int, ahead: int):
+    cubin = tmp / f"fp_{chunk}_{nc}_{rg}_{kq}_{ahead}.cubin"
     subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DI={I}", f"-DGH={GH}", f"-DB={B}",
-                    f"-DCHUNK={chunk}", f"-DNC={nc}", f"-DRG={rg}", "-o", str(cubin), str(SOURCE)], check=True)
+                    f"-DCHUNK={chunk}", f"-DNC={nc}", f"-DRG={rg}", f"-DKQ={kq}", f"-DAHEAD={ahead}",
+                    "-o", str(cubin), str(SOURCE)], check=True)
     kernel = cp.RawModule(path=str(cubin)).get_function("k_fused")
     shared = (nc + 2 * chunk * B) * (I + 8) * 2
     kernel.max_dynamic_shared_size_bytes = shared
@@ -68,8 +71,8 @@ def main() -> None:
           f"{CONSUMERS} consumer blocks, a step {STEP_NS} ns; µs, median of {REPEATS}")
     print(f"  cuBLAS (CuPy matmul, fp16 out) of all rows: {timed_us(lambda: x2 @ w.T):.1f} µs")
     with tempfile.TemporaryDirectory() as tmp:
-        for chunk, nc, rg in VARIANTS:
-            kernel, shared = build(Path(tmp), chunk, nc, rg)
+        for chunk, nc, rg, kq, ahead in VARIANTS:
+            kernel, shared = build(Path(tmp), chunk, nc, rg, kq, ahead)
             producers, nt = GH // nc, nc // 16 * rg * 32
             flags = cp.zeros((S + chunk - 1) // chunk, cp.uint32)
 
@@ -99,7 +102,7 @@ def main() -> None:
                 launch(True, 0)
             made = timed_us(only_producers)
             memset = timed_us(lambda: flags.fill(0))
-            print(f"  CHUNK={chunk} NC={nc} RG={rg} ({producers} producers, {nt} threads, {shared // 1024} KiB): "
+            print(f"  CHUNK={chunk} NC={nc} RG={rg} KQ={kq} AHEAD={ahead} ({producers} producers, {nt} threads, {shared // 1024} KiB): "
                   f"max error {error:.1e} of max |xproj|; launch {both:.1f} µs against the consumers alone "
                   f"{alone:.1f} ({both / alone:.3f}×); the consumers waited {first:.2f} µs for the first chunk, "
                   f"{waited:.2f} in all; the producers alone {made:.1f} µs "

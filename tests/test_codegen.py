@@ -245,8 +245,8 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
     ("forward_ksplit.cu", ["-DH=960", "-DQ=4", "-DUNITS=8", "-DKC=80", "-DSTAGES=2"]),
     ("forward_registers.cu", ["-DH=1024", "-DB=8", "-DNT=256"]),
     ("forward_registers.cu", ["-DH=512", "-DB=16", "-DNT=512", "-DNO_PRODUCT"]),
-    ("fused_projection.cu", ["-DCHUNK=8", "-DNC=64", "-DRG=2"]),
-    ("fused_projection.cu", ["-DI=256", "-DGH=1024", "-DCHUNK=4", "-DNC=32", "-DRG=2"]),
+    ("fused_projection.cu", ["-DCHUNK=8", "-DNC=64", "-DRG=2", "-DKQ=1", "-DAHEAD=0"]),
+    ("fused_projection.cu", ["-DI=256", "-DGH=1024", "-DCHUNK=4", "-DNC=32", "-DRG=2", "-DKQ=4", "-DAHEAD=1"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
