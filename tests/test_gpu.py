@@ -17,6 +17,7 @@ import pytest
 import rnncc
 from rnncc import reference
 from rnncc.dtypes import max_relative_error, round_to, tolerance
+from rnncc.ir import CELL_GATES
 from rnncc.tiles import LibraryProjection, Persistent, PerStep, StagedPersistentTile, TensorTile
 
 pytestmark = pytest.mark.gpu
@@ -186,7 +187,7 @@ def run_forced_tile(cell, dtype, hidden, batch, seq, tile, math, mode="cluster")
     "tensor"; with "fma", a ClusterTile or in mode grid a PersistentTile), forced, run and
     compared with the reference; the model."""
     itemsize = 4 if dtype == "float32" else 2
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
     value = Persistent.of(mode, math, tile, hidden, gates, itemsize)
     m, _, _ = run_and_compare(single(cell, hidden, hidden + 3, dtype), seq, batch,
                               seed=hidden + batch + seq + getattr(tile, "cluster", 0), with_state=batch % 2 == 1,
@@ -199,7 +200,7 @@ def run_forced_tile(cell, dtype, hidden, batch, seq, tile, math, mode="cluster")
 def run_registers_form(cell, dtype, hidden, batch, seq, cluster, rows, wgmma):
     """One layer on the registers form's tile for (hidden, cluster, rows), forced, its
     product by wgmma or mma.sync, run and compared with the reference; the model."""
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
     tile = replace(TensorTile.registers_form(hidden, gates, cluster, rows), wgmma=wgmma)
     return run_forced_tile(cell, dtype, hidden, batch, seq, tile, "tensor")
 
@@ -225,7 +226,7 @@ WGMMA_SIZES = [(100, 20, 17, 4, 32), (130, 64, 40, 5, 16), (256, 8, 256, 8, 8), 
 
 def _wgmma_cases():
     for cell in CELLS:
-        gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+        gates = len(CELL_GATES[cell])
         for dtype in ("float16", "bfloat16"):
             for size in WGMMA_SIZES:
                 tile = TensorTile.registers_form(size[0], gates, size[3], size[4])
@@ -314,7 +315,7 @@ def _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed, 
     size H + 3 and initial states on odd batches unless given, sequences of `lengths`."""
     from rnncc.passes.cost import persistent_seconds
     from rnncc.target import get
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
     target = get("device")
     tile = {"first": found[0], "last": found[-1],
             "model": min(found, key=lambda t: persistent_seconds(planned, hidden, gates, t, target, 4))}[pick]
@@ -338,7 +339,7 @@ def test_fma_grid_staged(gpu, cell, hidden, batch, seq, planned, pick):
     chunks), forced, against the reference, with initial states on odd batches."""
     from rnncc.passes.cost import staged_tiles
     from rnncc.target import get
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
     target = get("device")
     # H % 4 ≠ 0 and B < 16 have no candidates (the model does not price h loaded a float at a
     # time; below 16 rows the whole-h FMA grid kernel wins): tiles forced, one a chunk of 64 in
@@ -357,7 +358,7 @@ def test_fma_grid_staged_with_lengths(gpu, cell):
     state, its outputs are zero past its length."""
     from rnncc.passes.cost import staged_tiles
     from rnncc.target import get
-    found = staged_tiles(516, {"lstm": 4, "gru": 3}.get(cell, 1), 37, get("device"))
+    found = staged_tiles(516, len(CELL_GATES[cell]), 37, get("device"))
     _forced_fma_grid_form(cell, 516, 37, 40, 37, found, "first", seed=11, input_size=20, with_state=True,
                           lengths=_lengths(40, 37))
 
@@ -380,7 +381,7 @@ def test_fma_grid_registers(gpu, cell, hidden, batch, seq, planned, pick):
     initial states on odd batches."""
     from rnncc.passes.cost import register_tiles
     from rnncc.target import get
-    found = register_tiles(hidden, {"lstm": 4, "gru": 3}.get(cell, 1), planned, get("device"))
+    found = register_tiles(hidden, len(CELL_GATES[cell]), planned, get("device"))
     m = _forced_fma_grid_form(cell, hidden, batch, seq, planned, found, pick, seed=hidden + batch + seq + 1)
     assert m.plan.layers[0].persistence.value.registers
     assert any(k.name.startswith("recurrent_persistent_registers_") for k in m.kernels)
@@ -392,7 +393,7 @@ def test_fma_grid_registers_with_lengths(gpu, cell):
     state, its outputs are zero past its length."""
     from rnncc.passes.cost import register_tiles
     from rnncc.target import get
-    found = register_tiles(516, {"lstm": 4, "gru": 3}.get(cell, 1), 13, get("device"))
+    found = register_tiles(516, len(CELL_GATES[cell]), 13, get("device"))
     _forced_fma_grid_form(cell, 516, 13, 40, 13, found, "last", seed=12, input_size=20, with_state=True,
                           lengths=_lengths(40, 13))
 
@@ -412,7 +413,7 @@ WIDE_SIZES = [("shared", 130, 5, 7), ("shared", 250, 64, 33), ("registers", 100,
 def test_tensor_clusters_of_any_size(gpu, cell, dtype, form, hidden, batch, seq):
     from rnncc.passes.cost import tensor_seconds, tensor_tiles
     itemsize = 4 if dtype == "float32" else 2
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
 
     def force(m):
         wide = [t for t in tensor_tiles(hidden, gates, batch, m.target, "cluster", itemsize)
@@ -442,7 +443,7 @@ def test_tensor_clusters_of_any_size(gpu, cell, dtype, form, hidden, batch, seq)
 @pytest.mark.parametrize("batch,tiles", [(41, 3), (33, 3), (41, 2)])
 def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles):
     hidden, itemsize = 100, 4 if dtype == "float32" else 2
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
     tile = TensorTile(16, 8, 2, gates, 0, 2, tiles_per_block=tiles)
 
     def force(m):
@@ -464,7 +465,7 @@ def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles)
 @pytest.mark.parametrize("rows,k_split,batch", [(8, 2, 5), (16, 1, 13), (32, 2, 32), (8, 1, 21)])
 def test_tensor_grid_wgmma(gpu, cell, dtype, rows, k_split, batch):
     hidden = 100
-    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
+    gates = len(CELL_GATES[cell])
     tile = TensorTile(16, rows, k_split, -(-16 * gates // 64) * 4, 0, 1,
                       tiles_per_block=-(-min(batch, 16) // rows), wgmma=True)
 

@@ -14,6 +14,7 @@ import pytest
 import rnncc
 from rnncc import reference_grad
 from rnncc.dtypes import max_relative_error
+from rnncc.ir import CELL_GATES
 
 pytestmark = pytest.mark.gpu
 
@@ -408,7 +409,7 @@ def test_cluster_backward_recurrence_matches_the_grid_form(gpu, torch, case):
     from rnncc.ir import Model
 
     cell, dtype, H, B, S = case
-    G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    G = len(CELL_GATES[cell])
     tdt = getattr(torch, dtype)
     layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": dtype, "layers": [
         {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
@@ -457,7 +458,7 @@ def test_ksplit_backward_recurrence_matches_the_grid_form(gpu, torch, case):
     from rnncc.ir import Model
 
     cell, H, B, S = case
-    G = {"lstm": 4, "gru": 3}.get(cell, 1)
+    G = len(CELL_GATES[cell])
     layer = Model.from_dict({"name": "m", "input_size": 8, "dtype": "float32", "layers": [
         {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0]
     gen = torch.Generator(device="cuda").manual_seed(23)

@@ -12,6 +12,7 @@ import pytest
 import rnncc
 from rnncc import build
 from rnncc.errors import PlanError, SpecError
+from rnncc.ir import CELL_GATES
 from rnncc.passes import build_plan
 from rnncc.passes.geometry import step_tile_label
 from rnncc.target import PRESETS, get
@@ -562,7 +563,7 @@ def _measured_tensor_tiles(sweep: str, skip=lambda H: False, with_tiles: bool = 
             continue
         tile = TensorTile(units, bpb, ks, mt, c, bb, weights_in_registers=bool(m.group(11)),
                           wgmma=bool(m.group(12)))
-        gates, itemsize = {"lstm": 4, "gru": 3}.get(cell, 1), (4 if dtype == "float32" else 2)
+        gates, itemsize = len(CELL_GATES[cell]), (4 if dtype == "float32" else 2)
         predicted = tensor_seconds(B, H, gates, tile, PRESETS["h100"], itemsize)
         row = (round(predicted * 1e8), tile.threads, float(m.group(13)))
         cases.setdefault((cell, dtype, H, B), []).append(row + (tile,) if with_tiles else row)
