@@ -233,16 +233,37 @@ def gates_params(l: LayerPlan, per_step: bool, lengths: bool = False) -> list[Pa
                                    "nullptr: none", const=False)]
 
 
+def fused_projection_params(l: LayerPlan) -> list[Param]:
+    """What the producers of a launch that computes its own projection read (plan.LayerPlan.
+    projection_fused): the layer's input in its step order, W_ih and the bias as the
+    projection kernels read them, and the chunks' flags."""
+    G, H, I = l.gates, l.hidden_size, l.input_size
+    params = [_ptr("proj_x", "T", f"[S, B, {I}] the layer's input at its step 0 of this launch (a reverse "
+                                  "layer's: its last time step, proj_x_stride_t negative)"),
+              _i64("proj_x_stride_t", "proj_x: elements between the layer's steps"),
+              _i64("proj_x_stride_b", "proj_x: elements between batch entries"),
+              _ptr("w_ih", "T", f"[{G}·{H}, {I}] W_ih, row u·G+g (gate g of unit u)")]
+    if l.bias:
+        params.append(_ptr("bias", "float", "[G·H] b_ih + b_hh folded (GRU: without b_hn), same rows"))
+    return params + [_ptr("projection_flags", "unsigned", "[chunks] zeroed before the launch: each producer "
+                                                          "adds 1 to a chunk's word once its columns are written",
+                          const=False)]
+
+
 def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
               _i64("h0_stride_b", "h0: elements between batch entries"),
               _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"),
               _ptr("xproj_all", "float", "projection of these steps: step t, (b, u·G+g) at "
-                                         "t·stride_t + b·stride_b + (u·G+g)·stride_n"),
+                                         "t·stride_t + b·stride_b + (u·G+g)·stride_n"
+                                         + ("; written by the launch's producers" if l.projection_fused else ""),
+                   const=not l.projection_fused),
               _i64("xproj_stride_t", "xproj_all: elements between steps"),
               _i64("xproj_stride_b", "xproj_all: elements between batch entries"),
               _i64("xproj_stride_n", "xproj_all: elements between gate columns")]
+    if l.projection_fused:
+        params += fused_projection_params(l)
     if l.cell == "gru" and l.bias:
         params.append(_ptr("bias_hn", "float", f"[{H}] b_hn, applied inside r * (h W_hnᵀ + b_hn)"))
     if l.cell == "lstm":
@@ -388,7 +409,7 @@ def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> 
     cuBLASLt runs it."""
     users = users or (l.name,)
     tile = l.projection_tile.value
-    if tile.math == "cublas":
+    if tile.math in ("cublas", "fused"):  # the library's, or the recurrent launch's producers
         return None
     params = projection_params(l)
     template = {"tensor": "input_projection_tensor.cu.j2", "rows": "input_projection_rows.cu.j2",
@@ -450,16 +471,26 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         what = f", recurrent steps, persistent ({mode}{', tensor cores' if tensor else ''}" \
                f"{', h staged by chunks' if persistent.staged else ''}{', W_hh in registers' if registers else ''})"
         keys = PERSISTENT_DECISIONS
+        fused = l.projection_tile.value if l.projection_fused else None
+        if fused is not None:  # its producers' blocks are the launch's too
+            keys = keys + ("projection_tile",)
+            name_form = "_fused"
+            what += ", its input projection computed in the launch by producer blocks"
         params = persistent_params(l, barrier=mode == "grid", lengths=lengths)
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
             shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False),
             lengths_step=_lengths_step(lengths, per_step=False),
-            gates_step=_gates_step(l, False, lengths), registers=registers, **common)
+            gates_step=_gates_step(l, False, lengths), registers=registers, fused=fused,
+            input_size=l.input_size,
+            fused_shared=fused.shared_bytes(l.input_size, DTYPES[plan.dtype].itemsize) if fused else 0,
+            **common)
         # The lanes and staged forms lay their threads out themselves (warps along K).
         block = (persistent.threads, 1, 1) if tensor or lanes or staged else _fma_block(persistent.tile)
         shared = persistent.shared_bytes
+        if fused is not None:
+            shared = max(shared, fused.shared_bytes(l.input_size, DTYPES[plan.dtype].itemsize))
     elif l.persistence.value.math == "cublas":
         family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \
             CELL_DECISIONS

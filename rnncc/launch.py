@@ -104,12 +104,52 @@ def step_grid(l: LayerPlan, kernel: KernelSource, B: int) -> tuple[int, int]:
 
 
 def persistent_grid(l: LayerPlan, B: int) -> tuple[int, int]:
-    """Cluster mode: one cluster per batch tile (clusters are independent). Grid mode: the
+    """Cluster mode: one cluster per batch tile (clusters are independent), after the rows of
+    producer clusters of a layer that computes its projection in the launch. Grid mode: the
     planned blocks over units × batch blocks; a larger batch loops over tiles inside."""
     p = l.persistence.value
     if p.mode == "cluster":
-        return p.tile.cluster, -(-B // p.tile.batch_per_block)
+        producers = l.projection_tile.value.producer_rows if l.projection_fused else 0
+        return p.tile.cluster, producers + -(-B // p.tile.batch_per_block)
     return -(-l.hidden_size // p.tile.units_per_block), p.tile.batch_blocks
+
+
+def _flags_per_launch(l: LayerPlan, S: int) -> int:
+    return l.projection_tile.value.flags(min(l.unroll.value, S))
+
+
+def sync_words(layers: Iterable[LayerPlan], S: int) -> tuple[dict[str, int], int]:
+    """The words through which layers' kernels synchronise, zeroed once a call before its
+    launches: a grid layer's barrier (BARRIER_WORDS), the chunk flags of a layer that
+    computes its projection in its launch (one a chunk of each launch). (The word offset
+    of each such layer, the total words.)"""
+    offsets, n = {}, 0
+    for l in layers:
+        if l.persistence.value.mode == "grid":
+            words = BARRIER_WORDS
+        elif l.projection_fused:
+            words = _flags_per_launch(l, S) * -(-S // min(l.unroll.value, S))
+        else:
+            continue
+        offsets[l.name] = n
+        n += words
+    return offsets, n
+
+
+def fused_projection_arguments(l: LayerPlan, *, t0: int, S: int, source: Sequence,
+                               weights: dict[str, int], flags: int) -> dict[str, int]:
+    """The producers' arguments of a launch that computes its own projection, starting at
+    the layer's own step t0: its input walked in its step order, W_ih, the bias and this
+    launch's flags (``flags``: the layer's first, sync_words)."""
+    if not l.projection_fused:
+        return {}
+    x = source.reversed(S) if l.reverse else source
+    args = {"proj_x": x.at(t0), "proj_x_stride_t": x.stride_t, "proj_x_stride_b": x.stride_b,
+            "w_ih": weights["w_ih"],
+            "projection_flags": flags + 4 * (t0 // l.unroll.value) * _flags_per_launch(l, S)}
+    if l.bias:
+        args["bias"] = weights["bias"]
+    return args
 
 
 def previous_h(t: int, h0: tuple[int, int] | None, y: Sequence) -> tuple[int, int]:
@@ -182,11 +222,13 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                          xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
                          barrier: int, status: int, spin_timeout_ns: int,
                          residual: Residual | None = None, lengths: int = 0,
-                         gates: Gates = NO_GATES) -> dict[str, int]:
+                         gates: Gates = NO_GATES, source: Sequence | None = None) -> dict[str, int]:
     """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1;
     y is the layer's h (for a residual layer not its output, which ``residual`` holds);
     ``lengths``: the device array of each row's length (0: the call has none); ``gates``:
-    where a training forward's kernel writes the pre-activations."""
+    where a training forward's kernel writes the pre-activations; ``barrier``: a grid
+    layer's barrier, or the flags of a layer whose launch computes its projection from
+    ``source``, its input (fused_projection_arguments)."""
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
@@ -200,6 +242,8 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                  "first_chunk": int(t0 == 0)}
     if residual is not None:
         args |= residual.arguments(t0)
+    if l.projection_fused:
+        args |= fused_projection_arguments(l, t0=t0, S=S, source=source, weights=weights, flags=barrier)
     return args | gates.arguments(t0) | length_arguments(l, t0, S, lengths)
 
 

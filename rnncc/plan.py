@@ -196,6 +196,12 @@ class LayerPlan:
         return self.h_projection is not None and self.h_projection.value == "folded"
 
     @property
+    def projection_fused(self) -> bool:
+        """Whether the input projection runs inside the recurrent launch, by producer blocks
+        (projection_tile a tiles.FusedProjection: passes/fusion.py)."""
+        return self.projection_tile is not None and self.projection_tile.value.math == "fused"
+
+    @property
     def steps_by_rows(self) -> bool:
         """Whether the layer's steps run the step kernel's rows forms (a launch a step, the
         product in rnncc's kernel, a StepRows or StepRowsTensor tile), which read W_hh as

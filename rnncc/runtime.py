@@ -37,7 +37,8 @@ from . import weights as weights_mod
 from .dtypes import DTYPES, round_to, to_storage
 from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
-from .launch import BARRIER_WORDS, Sequence
+from .launch import Sequence
+from .passes.fusion import with_persistence_forced
 from .passes.schedule import Task, queue_order
 from .passes.shapes import shape_class
 from .passes.workspace import part_name, pipelined, workspace_parts
@@ -46,7 +47,8 @@ from .tiles import StepRows
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
 _ALIGN = 256  # bytes: every workspace part starts on this boundary
-_TIMEOUT_WHAT = {1: "grid barrier", 2: "cluster exchange (mbarrier wait)"}
+_TIMEOUT_WHAT = {1: "grid barrier", 2: "cluster exchange (mbarrier wait)",
+                 3: "wait for its producers' projection chunks"}
 
 
 @dataclass(frozen=True)
@@ -323,8 +325,10 @@ class CompiledModel:
         """This model with layer ``layer``'s persistence forced to ``value`` (a
         tiles.Persistent the cost model need not pick: for tile sweeps and tests), its
         kernels rendered again; calls in the hints' shape class run it."""
-        return self.with_plan(self.plan.map_layers(
-            lambda l: replace(l, persistence=Decision(value, why, "user")) if l.name == layer else l))
+        plan = self.plan.map_layers(
+            lambda l: replace(l, persistence=Decision(value, why, "user")) if l.name == layer else l)
+        return self.with_plan(plan.map_layers(
+            lambda l: with_persistence_forced(l, plan, self.target) if l.name == layer else l))
 
     def with_plan(self, plan) -> "CompiledModel":
         """This model (its weights) with ``plan`` in place of the hints' plan, its kernels
@@ -560,7 +564,7 @@ class CompiledModel:
             if code:
                 for j in range(len(words)):
                     words[j] = 0
-                mode = {1: "grid", 2: "cluster"}.get(code, "?")
+                mode = {1: "grid", 2: "cluster", 3: "cluster"}.get(code, "?")
                 bound = os.environ.get("RNNCC_SPIN_TIMEOUT_MS", str(DEFAULT_SPIN_TIMEOUT_MS))
                 raise DeviceTimeout(
                     f"layer '{layer.name}' (persistence mode {mode}): a spin-wait in its "
@@ -886,25 +890,26 @@ class CompiledModel:
         return arr, v
 
     def _workspace_layout(self, variant: Variant, S: int, B: int):
-        """(offset of each part, total bytes, grid-persistent layers) of a call's workspace:
-        the parts of passes/workspace.py and a grid barrier per grid-persistent layer.
+        """(offset of each part, total bytes, each synchronising layer's word in the part
+        "barriers", that part's bytes) of a call's workspace: the parts of
+        passes/workspace.py, then the words of launch.sync_words (zeroed once a call).
         Kept per shape: recomputing it costs more host time than the launches of a small
         model; the cache is emptied past a few hundred shapes."""
         key = (variant.shape_class, S, B)
         found = self._layouts.get(key)
         if found is None:
-            grid_layers = tuple(l.name for l in variant.plan.layers
-                                if l.persistence.value.mode == "grid")
+            # Grid barriers and fused projections' flags: one block, one memset a call.
+            sync, words = launch.sync_words(variant.plan.layers, S)
             # cuBLASLt's scratch in the same block: one allocation a call, not two; a
             # layer's own where layers run at once.
             # (part_name names one part for all layers where they run one after another)
             library = [(name, _scratch(variant.plan)) for name in dict.fromkeys(
                 part_name(variant.plan, "library", l.name) for l in variant.plan.layers if _uses_library(l))]
             parts = workspace_parts(variant.plan, S, B) + \
-                [("barriers", 4 * BARRIER_WORDS * len(grid_layers))] + library
+                [("barriers", 4 * words)] + library
             if len(self._layouts) >= 256:
                 self._layouts.clear()
-            found = self._layouts[key] = (*_layout(parts), grid_layers)
+            found = self._layouts[key] = (*_layout(parts), sync, 4 * words)
         return found
 
     def _forward(self, variant: Variant, x, kind: str, host: bool, x_host, x_view, state,
@@ -932,19 +937,19 @@ class CompiledModel:
             return Sequence(v.ptr, item, st, sb)
 
         # The call's workspace, one block.
-        offsets, total, grid_layers = self._workspace_layout(variant, S, B)
+        offsets, total, sync, sync_bytes = self._workspace_layout(variant, S, B)
         base = memory.take(total)
         ops.allocated(("take", total, True), base, total)
         ws = {name: base + off for name, off in offsets.items()}
-        if grid_layers:
-            ops.memset(ws["barriers"], 0, 4 * BARRIER_WORDS * len(grid_layers), stream)
+        if sync_bytes:
+            ops.memset(ws["barriers"], 0, sync_bytes, stream)
         lengths = 0  # each row's length on the device (0: none)
         if isinstance(lengths_given, arrays.DeviceView):
             lengths = lengths_given.ptr
         elif lengths_given is not None:
             lengths = memory.take(lengths_given.nbytes, poison=False)
             driver.copy_to_device(lengths, lengths_given, stream)
-        barrier_of = {name: ws["barriers"] + 4 * BARRIER_WORDS * i for i, name in enumerate(grid_layers)}
+        barrier_of = {name: ws["barriers"] + 4 * word for name, word in sync.items()}
 
         # Where every tensor lives.
         tensors: dict[str, Sequence] = {INPUT: sequence(x_view)}
@@ -1219,6 +1224,7 @@ class CompiledModel:
         steps_per_chunk = min(l.unroll.value, S)
         status = self._status.address(r.index)
         persistent_grid = launch.persistent_grid(l, B) if mode != "none" else None
+        fused_source = tensors[l.sources[0].name] if l.projection_fused else None
         if library_product:
             # hw = h·W_hhᵀ: column-major GH × B = W_hhᵀ (GH × H, as stored) · h (H × B), h
             # being h0 or a step of y (one prepared call for each row stride; the alignment
@@ -1244,8 +1250,9 @@ class CompiledModel:
             """Steps t0 … t0+steps−1 of the layer's own (for a reverse layer, reversed) time."""
             steps = min(steps_per_chunk, S - t0)
             start = stamps.mark(stream) if stamps else 0
-            self._project(variant, l, tensors, launch.chunk_steps(t0, steps, S, l.reverse), steps, B,
-                          xproj, stream, weights, ws, library, ops)
+            if not l.projection_fused:  # (else the recurrent launch's producers compute it)
+                self._project(variant, l, tensors, launch.chunk_steps(t0, steps, S, l.reverse), steps, B,
+                              xproj, stream, weights, ws, library, ops)
             xproj_at, strides = launch.recurrent_projection(
                 xproj, launch.projection_strides(l.layout.value, B, GH, steps * B), steps, l.reverse)
             if l.folded:
@@ -1273,7 +1280,7 @@ class CompiledModel:
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
                     status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths,
-                    gates=r.gates)
+                    gates=r.gates, source=fused_source)
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
                 for j in range(steps):

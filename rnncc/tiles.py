@@ -633,7 +633,52 @@ class LibraryProjection:
         return {"math": self.math}
 
 
-Projection = Union[ProjectionTile, TensorProjectionTile, RowsProjection, RowsProjectionTensor, LibraryProjection]
+@dataclass(frozen=True)
+class FusedProjection:
+    """The input projection inside the recurrent launch (fp16/bf16 cluster kernel, W_hh in
+    registers; recurrent_cluster_tensor_registers.cu.j2 with projection_producer.cuh.j2):
+    ``producer_rows`` rows of ``cluster`` producer blocks ahead of the recurrent clusters in
+    the grid, each keeping COLUMNS gate columns of W_ih in shared memory and writing
+    x·W_ihᵀ + b of ``chunk`` steps at a time into the projection buffer, a flag a chunk;
+    the recurrent blocks await a chunk's flag a step before they read it. No kernel or
+    library call of its own."""
+
+    chunk: int          # steps a flag covers
+    producer_rows: int  # grid rows of producer clusters (producers = producer_rows · cluster)
+    cluster: int        # the recurrent kernel's cluster size, which the producers share
+    math: ClassVar[str] = "fused"
+    COLUMNS: ClassVar[int] = 32     # gate columns a producer: 2 warps of 16 along columns
+    PASS_ROWS: ClassVar[int] = 32   # x rows a producer multiplies at a time: 2 warps of 16 along rows
+    WARPS: ClassVar[int] = 4        # the producer's warps that multiply (all of the block's copy)
+
+    @property
+    def producers(self) -> int:
+        return self.producer_rows * self.cluster
+
+    @staticmethod
+    def row_pitch(k: int) -> int:
+        """Elements between staged rows of W_ih and x: K padded to whole k-steps of 16, plus
+        16 bytes, so that ldmatrix's 8 rows fall in distinct banks."""
+        return -(-k // 16) * 16 + 8
+
+    def shared_bytes(self, k: int, itemsize: int) -> int:
+        """W_ih's columns and two buffers of PASS_ROWS x rows."""
+        return (self.COLUMNS + 2 * self.PASS_ROWS) * self.row_pitch(k) * itemsize
+
+    @staticmethod
+    def producer_rows_for(gate_columns: int, cluster: int) -> int:
+        return -(-gate_columns // (FusedProjection.COLUMNS * cluster))
+
+    def flags(self, steps: int) -> int:
+        """Flag words of a launch of ``steps`` steps: one a chunk."""
+        return -(-steps // self.chunk)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"math": self.math, "chunk": self.chunk, "producer_rows": self.producer_rows,
+                "cluster": self.cluster, "producers": self.producers, "columns": self.COLUMNS}
+
+
+Projection = Union[ProjectionTile, TensorProjectionTile, RowsProjection, RowsProjectionTensor, LibraryProjection, FusedProjection]
 
 
 # ---- the recurrent steps ---------------------------------------------------------------

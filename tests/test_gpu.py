@@ -1598,6 +1598,7 @@ CALLER_CASES = [
     ("lstm", "float32", 256, 8, 1, "cluster", "tensor"),
     ("lstm", "float16", 1024, 8, 1, "grid", None),
     ("gru", "float16", 256, 8, 1, "cluster", None),
+    ("lstm", "float16", 512, 8, 1, "cluster", None),  # its projection in the launch (eager plan)
     ("gru", "bfloat16", 512, 64, 1, "none", None),
     ("gru", "float32", 1024, 64, 1, None, None),
 ]
@@ -1759,6 +1760,91 @@ def test_forced_spin_wait_bound_raises_then_recovers(gpu, torch, monkeypatch, mo
     monkeypatch.delenv("RNNCC_SPIN_TIMEOUT_MS")
     y = within(60, lambda: (m(x)[0], torch.cuda.synchronize())[0])
     assert torch.equal(y, want)
+
+
+# ---- the input projection computed in the recurrent launch (tiles.FusedProjection) -------
+
+def force_fused(m, chunk: int, registers: tuple[int, int] | None = None):
+    """m with layer l0's projection computed by producer blocks in its recurrent launch, in
+    chunks of ``chunk`` steps, the layer's cluster kernel with W_hh in registers as planned
+    (asserted), as planned for 256 steps where the hints' plan steps otherwise, or the
+    registers form's tile of (cluster, batch rows) ``registers``."""
+    from rnncc.passes.fusion import why_not_fused
+    from rnncc.plan import Decision
+    from rnncc.tiles import FusedProjection
+
+    l = m.plan.layers[0]
+    if registers is not None:
+        tile = TensorTile.registers_form(l.hidden_size, l.gates, *registers)
+        m = m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, l.hidden_size, l.gates, 2),
+                               "forced by the test")
+        l = m.plan.layers[0]
+    elif l.persistence.value.mode != "cluster":
+        o = m.plan.options
+        longer = rnncc.compile(m.model, target="device", batch=o.batch, seq_len=256)
+        m = m.with_persistence("l0", longer.plan.layers[0].persistence.value, "forced by the test")
+        l = m.plan.layers[0]
+    p = l.persistence.value
+    tile = FusedProjection(chunk, FusedProjection.producer_rows_for(l.gates * l.hidden_size, p.tile.cluster),
+                           p.tile.cluster)
+    assert why_not_fused(l, m.plan, m.target, tile) is None, why_not_fused(l, m.plan, m.target, tile)
+    return m.with_plan(m.plan.map_layers(
+        lambda l: replace(l, projection_tile=Decision(tile, "forced by the test", "user"))))
+
+
+# (cell, dtype, H, I, B, S, steps a chunk, a forced registers tile): LSTM fp16 H=512 B=8 S=256,
+# issue 14's row (where the planner keeps the projection before the launch); K not whole
+# k-steps (I = 264) and S not whole chunks; a chunk a step (a flag every step, both of the
+# first two steps awaited before the loop) at an odd batch; 17 rows in 3 clusters, a chunk's
+# 51 rows over two passes of a producer; LSTM H=100 on a forced registers tile (clusters of
+# 4, 32 rows): GH = 400, the last producer with columns holds 16 of its 32, three hold none;
+# one step.
+FUSED_CASES = [("lstm", "float16", 512, 512, 8, 256, 4, None), ("gru", "bfloat16", 512, 264, 5, 7, 4, None),
+               ("rnn_tanh", "float16", 512, 512, 3, 9, 1, None), ("lstm", "bfloat16", 256, 256, 17, 33, 3, None),
+               ("lstm", "float16", 100, 128, 16, 100, 2, (4, 32)), ("lstm", "float16", 256, 136, 1, 1, 4, None)]
+
+
+@pytest.mark.parametrize("case", FUSED_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("with_state", [False, True])
+def test_projection_in_the_recurrent_launch(gpu, case, with_state):
+    """The producers' projection against the float64 reference (outputs and workspace
+    poisoned), from zero or given states, batch-first with states (x's rows then S·I apart);
+    the launch's only kernel is the recurrent one."""
+    cell, dtype, H, I, B, S, chunk, registers = case
+    m, _, _ = run_and_compare(single(cell, H, I, dtype), S, B, seed=H + B + S + chunk, with_state=with_state,
+                              batch_first=with_state, seq_len=S, batch=B,
+                              force=lambda m: force_fused(m, chunk, registers))
+    l = m.variant(S, B).plan.layers[0]
+    assert l.projection_fused and l.projection_tile.value.chunk == chunk
+    assert "produce_projection" in m.kernel_of("l0", "recurrent").source
+    assert m.kernel_of("l0", "input_projection") is None
+
+
+@pytest.mark.parametrize("what", ["planned", "reverse", "residual", "lengths"])
+def test_projection_in_the_launch_as_planned(gpu, what):
+    """Eager plans of short calls on the registers cluster form compute their projection in
+    the launch (LSTM fp16 H=512 B=8 S=35: the planner's own pick); a reverse layer's
+    producers walk x and the projection backwards (bidirectional), a residual layer's and a
+    call with lengths run the same kernels (the lengths variant its own)."""
+    lengths = None
+    spec = single("lstm", 512, 512, "float16")
+    S, B = 35, 8
+    if what == "reverse":
+        spec = {**single("lstm", 256, 256, "bfloat16"), "layers": [
+            {"name": "l0", "cell": "lstm", "hidden_size": 256, "direction": "bidirectional"}]}
+        S, B = 40, 5
+    elif what == "residual":
+        spec = {**single("gru", 512, 512, "float16"), "layers": [
+            {"name": "l0", "cell": "gru", "hidden_size": 512, "residual": True}]}
+        S, B = 29, 8
+    elif what == "lengths":
+        S, B = 20, 6
+        lengths = random_lengths(S, B, 5)
+    m, _, _ = run_and_compare(spec, S, B, seed=S + B, with_state=True, seq_len=S, batch=B, lengths=lengths)
+    layers = m.variant(S, B, lengths=lengths is not None).plan.layers
+    assert all(l.projection_fused for l in layers), [l.projection_tile.reason for l in layers]
+    if what == "reverse":
+        assert [l.reverse for l in layers] == [False, True]
 
 
 # ---- pipelined schedules: layers side by side, a chunk behind their inputs ---------------

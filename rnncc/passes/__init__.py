@@ -10,6 +10,7 @@ from ..ir import Model
 from ..plan import CompileOptions, LayerPlan, OutputPlan, Plan, Source
 from ..target import Target
 from .backward import plan_backward
+from .fusion import plan_projection_fusion
 from .gates import plan_gate_concat
 from .geometry import plan_projection_tile, plan_step_tile
 from .layout import plan_layout
@@ -23,7 +24,7 @@ from .unroll import plan_unroll
 from .workspace import plan_workspace
 
 PASSES = (plan_precision, plan_gate_concat, plan_unroll, plan_layout, plan_projection_tile, plan_step_tile,
-          plan_persistence, plan_merges, plan_schedule, plan_workspace, plan_shapes, plan_backward)
+          plan_persistence, plan_merges, plan_schedule, plan_projection_fusion, plan_workspace, plan_shapes, plan_backward)
 
 
 def initial_plan(model: Model, target: Target, options: CompileOptions) -> Plan:

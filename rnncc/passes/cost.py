@@ -1162,3 +1162,57 @@ def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,
 # fp16 H=1024 P=256 B=8 was predicted 2.8 µs a step against 3.6 folded, and ran 3.85 ms
 # against the folded plan's 1.35 in graphs (bench-h100-2026-11-27-at-fba1f90.json).
 H_PROJECTION_GRAPH_SECONDS = 3.5e-6
+
+
+# ---- the input projection inside the recurrent launch (tiles.FusedProjection) -----------
+# Measured in rnncc's kernel on the H100 (benchmarks/fused_projection_*.py,
+# results/fused-projection-{rows,parts,waits}-h100-2026-11-27.txt):
+# - The first chunk lands while the recurrent blocks still stage W_hh into registers
+#   (producer 0's chunk 0 7.1 µs after the launch began, the first step at 12.9 µs, LSTM
+#   fp16 H=512 B=8; 4.6 and 6.4 at H=256): no first wait to price.
+# - A producer's pass of 32 rows × 32 gate columns over K=512 took 4.9 µs (its last of 64
+#   chunks at 314.4 µs), twice the prototype's 2.37 (benchmarks/fused_projection.cu).
+# - The launch ran 21–26 µs longer than the same kernel whose producers return at once (S=256:
+#   64 chunks) though no chunk was late when its flag was checked: ~6 µs of the producers'
+#   traffic and the rest with the flags, unexplained. Priced by the chunk: 0.33–0.57 µs
+#   (0.57: RNN_TANH H=512 B=8 S=64, 16 producers); the upper part, since the rows where it
+#   loses lose more.
+# - Eager, the call saved a median 11 µs more than in a CUDA graph over 10 rows (the
+#   projection's host call, less what of it the GPU's work hid), not the 9–25 µs of host time
+#   launch_seconds and library_call_seconds count for it.
+FUSED_CHUNK_SECONDS = 0.45e-6
+FUSED_PASS_SECONDS = 4.9e-6    # a producer's pass: 32 x rows × 32 gate columns over K = 512
+FUSED_PASS_K = 512
+FUSED_EAGER_HOST_SECONDS = 11e-6
+# A producer's chunk may take at most the chunk's steps (at LSTM fp16 H=512 B=8 4.9 µs
+# beside 4 steps of 1.3, no chunk late; at B=16, two passes a chunk, the launch ran 1.57×
+# the projection's before it).
+FUSED_AHEAD = 1.0
+FUSED_CHUNK = 4                # steps a flag (the prototype: 4 against 8, 1.026× against 1.031×)
+# In a CUDA graph a kernel that waits on the one before it in its stream starts about 2 µs
+# after it ends: LSTM fp16 H=512 B=8's projection GEMM ran 11.8 µs and cost the call ~14
+# (benchmarks/results/eager-trace-h100-2026-11-27.txt, run at 0018e71).
+KERNEL_DEPENDENCY_SECONDS = 2e-6
+
+
+def fused_pass_seconds(k: int) -> float:
+    """A producer's pass of FusedProjection.PASS_ROWS rows over K = k (k-steps of 16)."""
+    return FUSED_PASS_SECONDS * max(1, math.ceil(k / 16)) * 16 / FUSED_PASS_K
+
+
+def fused_chunk_seconds(chunk: int, batch: int, k: int, pass_rows: int) -> float:
+    """A producer's chunk: its passes of pass_rows rows over chunk × batch x rows."""
+    return math.ceil(chunk * batch / pass_rows) * fused_pass_seconds(k)
+
+
+def fused_projection_seconds(chunk: int, steps: int) -> float:
+    """What computing the projection inside the launch adds to it: FUSED_CHUNK_SECONDS a
+    chunk of the steps (the first chunk lands while W_hh is staged)."""
+    return math.ceil(steps / chunk) * FUSED_CHUNK_SECONDS
+
+
+def separate_projection_seconds(projection_seconds: float, graphed: bool) -> float:
+    """What a projection launched before the recurrent kernel adds to a call: its GPU time,
+    the recurrent kernel's start after it, and for calls the host queues the part of its
+    host time the GPU does not hide (FUSED_EAGER_HOST_SECONDS, measured)."""
+    return projection_seconds + KERNEL_DEPENDENCY_SECONDS + (0.0 if graphed else FUSED_EAGER_HOST_SECONDS)

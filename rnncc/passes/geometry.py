@@ -32,6 +32,8 @@ from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_call_secon
 
 def projection_label(value: Projection) -> str:
     """The name of a projection decision's value among its alternatives."""
+    if value.math == "fused":
+        return f"fused {value.producers} producers, chunks of {value.chunk}"
     if value.math == "rows":
         return f"rnncc rows×{value.rows}"
     if value.math == "rows_tensor":

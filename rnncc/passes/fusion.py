@@ -1,0 +1,108 @@
+"""Projection fusion: the input projection inside the recurrent launch, or before it.
+
+A layer whose recurrence runs the cluster kernel with W_hh in registers leaves most SMs
+idle. Producer blocks in the same launch can compute x·W_ihᵀ + b chunk by chunk while the
+recurrent cluster steps (tiles.FusedProjection): the projection's own launch, its host
+call (cuBLASLt's ~16 µs for calls the host queues) and the recurrent kernel's wait for it
+leave the call; what it costs is the wait for the first chunk and the producers' traffic
+beside the steps (passes/cost.py, fused_projection_seconds). The decision is priced after
+persistence and the schedule, which it needs: the projection tile decided before stays
+among the alternatives and is what the layer runs where fusion does not pay or cannot run.
+"""
+
+from dataclasses import replace
+
+from ..dtypes import DTYPES
+from ..plan import Decision
+from ..tiles import FusedProjection
+from .cost import (FUSED_AHEAD, FUSED_CHUNK, clusters_at_once, fused_chunk_seconds,
+                   fused_projection_seconds, separate_projection_seconds)
+from .geometry import projection_decision, projection_label, projection_seconds_of
+from .persistence import persistence_label
+
+
+def why_not_fused(l, plan, target, tile: FusedProjection) -> str | None:
+    """Why layer l's projection cannot run inside its recurrent launch (None: it can)."""
+    p, o = l.persistence.value, plan.options
+    if plan.dtype not in ("float16", "bfloat16"):
+        return f"its producers multiply fp16/bf16 on tensor cores; dtype is {plan.dtype}"
+    if p.mode != "cluster" or p.math != "tensor" or not p.tile.weights_in_registers:
+        return "only the cluster kernel on tensor cores with W_hh in registers carries producers"
+    if plan.schedule.value.pipelined:
+        return "layers pipelined: a chunk's projection is a launch of its own"
+    if len(l.sources) != 1 or l.proj_size:
+        return "one input tensor and no proj_size only"
+    if l.input_size % 8:
+        return f"input size {l.input_size} is not whole 16-byte rows"
+    if l.unroll.value < o.seq_len:
+        return f"the layer runs in launches of {l.unroll.value} steps"
+    if p.threads < 32 * FusedProjection.WARPS:
+        return f"its blocks of {p.threads} threads are fewer than a producer's {32 * FusedProjection.WARPS}"
+    itemsize = DTYPES[plan.dtype].itemsize
+    if tile.shared_bytes(l.input_size, itemsize) > target.shared_memory_per_block_optin:
+        return (f"a producer's {tile.shared_bytes(l.input_size, itemsize) // 1024} KiB of W_ih and x exceed "
+                f"{target.shared_memory_per_block_optin // 1024} KiB")
+    tiles = -(-o.batch // p.tile.batch_per_block)
+    at_once = clusters_at_once(target, p.tile.cluster)
+    if tiles + tile.producer_rows > at_once:
+        return (f"{tiles} recurrent and {tile.producer_rows} producer clusters of {p.tile.cluster} exceed the "
+                f"{at_once} the GPU holds at once")
+    return None
+
+
+def plan_projection_fusion(model, plan, target):
+    o = plan.options
+    itemsize = DTYPES[plan.dtype].itemsize
+
+    def decide(l):
+        p = l.persistence.value
+        if p.mode != "cluster":
+            return l
+        tile = FusedProjection(FUSED_CHUNK, FusedProjection.producer_rows_for(l.gates * l.hidden_size,
+                                                                              p.tile.cluster), p.tile.cluster)
+        blocked = why_not_fused(l, plan, target, tile)
+        if o.measured(l.name) is not None or o.gemm == "cublas":
+            blocked = blocked or "the projection was measured or forced (gemm option)"
+        if blocked:
+            return l
+        step = l.persistence.alternatives[persistence_label(p)]
+        chunk_s = fused_chunk_seconds(tile.chunk, o.batch, l.input_size, tile.PASS_ROWS)
+        if chunk_s > FUSED_AHEAD * tile.chunk * step:
+            return l  # the producers would not keep ahead of the steps
+        fused = fused_projection_seconds(tile.chunk, o.seq_len)
+        before = l.projection_tile
+        separate = separate_projection_seconds(projection_seconds_of(before), o.graphed)
+        if fused >= separate:  # priced and rejected: the decision says so
+            return replace(l, projection_tile=replace(
+                before, reason=f"{before.reason}; in the recurrent launch predicted to add {fused * 1e6:.1f} µs "
+                               f"against {separate * 1e6:.1f} µs before it",
+                alternatives={**before.alternatives, projection_label(tile): fused}))
+        why = (f"inside the recurrent launch: {tile.producers} producer blocks (clusters of {tile.cluster}) "
+               f"of {tile.COLUMNS} gate columns, a flag every {tile.chunk} steps, their chunks of "
+               f"{chunk_s * 1e6:.1f} µs ahead of {tile.chunk} steps of {step * 1e6:.2f} µs; predicted to add "
+               f"{fused * 1e6:.1f} µs against {separate * 1e6:.1f} µs for {projection_label(before.value)} "
+               f"before the launch{'' if o.graphed else ' (its part of the host time included)'} ({before.reason})")
+        # What each adds to the call (the separate projection's GPU time is among the
+        # reason's alternatives).
+        alternatives = {f"{projection_label(before.value)} before the launch": separate,
+                        projection_label(tile): fused}
+        return replace(l, projection_tile=Decision(tile, why, alternatives=alternatives))
+    return plan.map_layers(decide)
+
+
+def with_persistence_forced(l, plan, target):
+    """Layer l after its persistence was forced (runtime.CompiledModel.with_persistence): a
+    fused projection follows the new cluster size where it still can run in the launch, else
+    the projection is decided again as a launch of its own."""
+    if not l.projection_fused:
+        return l
+    p, o = l.persistence.value, plan.options
+    if p.mode == "cluster" and p.math == "tensor":
+        tile = FusedProjection(FUSED_CHUNK, FusedProjection.producer_rows_for(l.gates * l.hidden_size,
+                                                                              p.tile.cluster), p.tile.cluster)
+        if why_not_fused(l, plan, target, tile) is None:
+            return replace(l, projection_tile=replace(
+                l.projection_tile, value=tile,
+                reason=f"{l.projection_tile.reason}; producers in clusters of {tile.cluster}, as the forced persistence"))
+    return replace(l, projection_tile=projection_decision(l, l.unroll.value * o.batch, o, target,
+                                                          DTYPES[plan.dtype].itemsize))
