@@ -704,7 +704,7 @@ class CompiledModel:
         return self._run(x, "torch", False, None, view, {}, S, B, batch_first, True)
 
     @staticmethod
-    def _replay_key(x, batch_first: bool, stacked: bool, env, gates: Mapping[str, Any] | None = None) -> tuple:
+    def _replay_key(x, batch_first: bool, stacked: bool, env, gates: Mapping[str, Any] | None = None) -> tuple | None:
         """The signature of a call on a PyTorch tensor with no initial state and no
         lengths, from the tensor alone: everything __call__ checks and _run keys a program
         by (shape, strides, dtype, device, the pointer's alignment, the debug knobs); and
