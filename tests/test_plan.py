@@ -1504,11 +1504,13 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     """benchmarks/results/graph-plans-h100-2026-11-27.json timed, in CUDA graphs, the plan
     for eager calls and the plan for graphed calls at each shape where they differ. The
     planner still makes exactly those plans for every shape measured, and no graph plan ran
-    more than 2% slower than the eager plan, by the median of the three newest runs of these
-    plans (that file, at 8914151, and its -at-2787a11 and -at-933856c): the run at 2787a11 read
-    GRU fp16 H=1024 B=1 S=1, a one-step call of ~10 µs, 1.62× slower (0.97× at 933856c; cuDNN's
-    graph of the call moved 11.4 → 17.6 µs with it). A change of the prices that moves a graph
-    plan is one to measure again."""
+    more than 2% slower than the eager plan, by the median of the three newest runs that
+    timed the same two plans (that file, at 59fac4b, and its -at-8914151 and -at-2787a11):
+    the run at 2787a11 read GRU fp16 H=1024 B=1 S=1, a one-step call of ~10 µs, 1.62× slower
+    (0.98× at 8914151, 1.00× at 59fac4b). GRU fp16 H=512 B=5 S=256, whose eager plan computes
+    the projection in the recurrent launch since b2261b3, was timed once (0.95×); 2×LSTM fp16
+    H=512 B=7 S=8 left the set then, both plans fusing. A change of the prices that moves a
+    graph plan is one to measure again."""
     from pathlib import Path
     from statistics import median
 
@@ -1521,8 +1523,8 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     measured = json.loads((results / "graph-plans-h100-2026-11-27.json").read_text())
     by_label = {r["label"]: r for r in measured["results"]}
     ratios: dict = {}
-    for name in ("graph-plans-h100-2026-11-27.json", "graph-plans-h100-2026-11-27-at-2787a11.json",
-                 "graph-plans-h100-2026-11-27-at-933856c.json"):
+    for name in ("graph-plans-h100-2026-11-27.json", "graph-plans-h100-2026-11-27-at-8914151.json",
+                 "graph-plans-h100-2026-11-27-at-2787a11.json"):
         for r in json.loads((results / name).read_text())["results"]:
             newest = by_label.get(r["label"])
             if newest and (r["eager_plan"], r["graph_plan"]) == (newest["eager_plan"], newest["graph_plan"]):
@@ -1542,5 +1544,6 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
             continue
         differing += 1
         assert plans == [row["eager_plan"], row["graph_plan"]], graph_plans.label(c)
-        assert len(ratios[row["label"]]) == 3 and median(ratios[row["label"]]) <= 1.02, (row, ratios[row["label"]])
-    assert differing == len(by_label) == 21
+        assert median(ratios[row["label"]]) <= 1.02, (row, ratios[row["label"]])
+    assert differing == len(by_label) == 20
+    assert sorted(len(r) for r in ratios.values()).count(3) == 19  # all but the GRU timed once
