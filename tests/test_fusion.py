@@ -28,10 +28,10 @@ def planned(spec, **options):
 
 def test_short_eager_calls_compute_their_projection_in_the_launch():
     """LSTM fp16 H=512 B=8: at S=16 an eager call's projection runs in the launch (it
-    measured 105 against 119 µs, results/fused-projection-rows-h100-2026-11-27.txt); at
-    S=256 it stays a cuBLASLt call before it (fused measured 2–10% slower there), the fused
-    price recorded among the alternatives; a graphed plan fuses at S=16 (a tie measured) and
-    not at S=256."""
+    measured 89.3 against 99.7 µs, results/fused-projection-rows-h100-2026-11-27.txt); at
+    S=256 it stays a cuBLASLt call before it (fused measured 4% slower in a CUDA graph, 3%
+    faster eager: a coin flip), the fused price recorded among the alternatives; a graphed
+    plan fuses at S=16 (45.2 against 44.0 µs measured: a tie) and not at S=256."""
     short = planned(layer(), batch=8, seq_len=16).plan.layers[0]
     assert short.projection_fused and short.projection_tile.value == FusedProjection(FUSED_CHUNK, 4, 16)
     assert short.projection_tile.value.producers == 64
@@ -48,7 +48,7 @@ def test_short_eager_calls_compute_their_projection_in_the_launch():
 def test_projection_fusion_needs_the_registers_cluster_kernel_and_producers_ahead():
     """Not fused: float32, a merged input, K of a partial 16-byte row, a pipelined stack, an
     option that forces the library; nor where a producer's chunk (two passes at B=16) takes
-    longer than the chunk's steps (LSTM fp16 H=512 B=16 S=100 measured 1.57× the unfused
+    longer than the chunk's steps (LSTM fp16 H=512 B=16 S=100 measured 1.59× the unfused
     launch in a graph)."""
     assert not planned(layer(dtype="float32"), batch=8, seq_len=16).plan.layers[0].projection_fused
     assert not planned(layer(I=516), batch=8, seq_len=16).plan.layers[0].projection_fused

@@ -1174,19 +1174,20 @@ H_PROJECTION_GRAPH_SECONDS = 3.5e-6
 #   chunks at 314.4 µs), twice the prototype's 2.37 (benchmarks/fused_projection.cu).
 # - The launch ran 21–26 µs longer than the same kernel whose producers return at once (S=256:
 #   64 chunks) though no chunk was late when its flag was checked: ~6 µs of the producers'
-#   traffic and the rest with the flags, unexplained. Priced by the chunk: 0.33–0.57 µs
-#   (0.57: RNN_TANH H=512 B=8 S=64, 16 producers); the upper part, since the rows where it
-#   loses lose more.
-# - Eager, the call saved a median 11 µs more than in a CUDA graph over 10 rows (the
-#   projection's host call, less what of it the GPU's work hid), not the 9–25 µs of host time
-#   launch_seconds and library_call_seconds count for it.
+#   traffic and the rest with the flags, unexplained. Priced by the chunk: 0.33 and 0.40 µs
+#   at H=512 and 256 (fused-projection-parts); the price takes 0.45, since rows with fewer
+#   producers lost more (RNN_TANH H=512 B=8 S=64, 16 producers: 10 µs slower in a graph than
+#   with its projection before the launch, over 16 chunks).
+# - Eager, the call saved a median 11.6 µs more than in a CUDA graph over the 11 rows of
+#   fused-projection-rows (−2 to 27: the projection's host call, less what of it the GPU's
+#   work hid), not the 9–25 µs of host time launch_seconds and library_call_seconds count.
 FUSED_CHUNK_SECONDS = 0.45e-6
 FUSED_PASS_SECONDS = 4.9e-6    # a producer's pass: 32 x rows × 32 gate columns over K = 512
 FUSED_PASS_K = 512
 FUSED_EAGER_HOST_SECONDS = 11e-6
 # A producer's chunk may take at most the chunk's steps (at LSTM fp16 H=512 B=8 4.9 µs
-# beside 4 steps of 1.3, no chunk late; at B=16, two passes a chunk, the launch ran 1.57×
-# the projection's before it).
+# beside 4 steps of 1.3, no chunk late; at B=16, two passes a chunk, the launch ran 1.59×
+# the one with the projection before it, in a graph).
 FUSED_AHEAD = 1.0
 FUSED_CHUNK = 4                # steps a flag (the prototype: 4 against 8, 1.026× against 1.031×)
 # In a CUDA graph a kernel that waits on the one before it in its stream starts about 2 µs
