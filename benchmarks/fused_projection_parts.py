@@ -19,13 +19,18 @@ or not at all), so only their times mean anything.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
 import rnncc
 from rnncc.runtime import CompiledModel
 from rnncc.timing import time_graphs_interleaved
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fused_projection_rows import with_fused_projection  # noqa: E402
 
 ROWS = [("lstm", "float16", 512, 8, 256), ("lstm", "float16", 256, 8, 256)]
 NO_WAITS = ("auto await_chunk = [&](int c, unsigned seen) {", "auto await_chunk = [&](int c, unsigned seen) { return;")
@@ -59,18 +64,24 @@ def patched(m, edits):
     return CompiledModel(m.model, m.plan, m.target, tuple(edit(k) for k in m.kernels), m._weights_now, m._seed)
 
 
+def fused_layer(cell: str, dtype: str, H: int, B: int, S: int):
+    """(the model, its weights, the layer compiled with its projection in the recurrent
+    launch: as planned, or forced where the plan keeps it before the launch, as at S=256)."""
+    torch.manual_seed(0)
+    module = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](H, H).to("cuda", getattr(torch, dtype)).eval()
+    model, weights = rnncc.from_torch(module)
+    fused = with_fused_projection(rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S))
+    assert fused is not None and fused.plan.layers[0].projection_fused
+    return model, weights, fused
+
+
 def main() -> None:
     print(f"fused_projection_parts: CUDA-graph replays, µs, median of 3 rounds, {torch.cuda.get_device_name()}")
     for cell, dtype, H, B, S in ROWS:
-        torch.manual_seed(0)
-        tdt = getattr(torch, dtype)
-        module = torch.nn.LSTM(H, H).to("cuda", tdt).eval()
-        model, weights = rnncc.from_torch(module)
-        fused = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S)
-        assert fused.plan.layers[0].projection_fused
+        model, weights, fused = fused_layer(cell, dtype, H, B, S)
         models = {"fused": fused} | {name: patched(fused, edits) for name, edits in PATCHES.items()}
         models["before"] = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S, gemm="cublas")
-        x = torch.randn(S, B, H, device="cuda", dtype=tdt)
+        x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
         with torch.no_grad():
             fns = {name: (lambda m=m: m(x)) for name, m in models.items()}
             graph = time_graphs_interleaved(fns, rounds=3)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import ctypes
 import statistics
-from dataclasses import replace
+import sys
+from pathlib import Path
 
 import torch
 
-import rnncc
 from rnncc import driver
-from rnncc.runtime import CompiledModel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fused_projection_parts import fused_layer, patched  # noqa: E402
 
 ROWS = [("lstm", "float16", 512, 8, 256), ("lstm", "float16", 256, 8, 256), ("lstm", "float16", 512, 8, 35)]
 WATCHED = "blockIdx.x == 0 && blockIdx.y == PRODUCER_ROWS"
@@ -53,26 +55,15 @@ NO_WAITS = ("    auto await_chunk = [&](int c, unsigned seen) {\n",
 
 
 def instrumented(m, more=()):
-    def edit(k):
-        if k.family != "recurrent_cluster":
-            return k
-        source = k.source
-        for old, new in [*EDITS, *more]:
-            assert old in source, old
-            source = source.replace(old, new, 1)
-        return replace(k, source=source)
-    return CompiledModel(m.model, m.plan, m.target, tuple(edit(k) for k in m.kernels), m._weights_now, m._seed)
+    """m with its recurrent kernel stamped (EDITS), and ``more`` edits after them."""
+    return patched(m, [*EDITS, *more])
 
 
 def main() -> None:
     print(f"fused_projection_waits: µs, median over 9 calls, {torch.cuda.get_device_name()}")
     for cell, dtype, H, B, S in ROWS:
-        torch.manual_seed(0)
-        tdt = getattr(torch, dtype)
-        module = torch.nn.LSTM(H, H).to("cuda", tdt).eval()
-        model, weights = rnncc.from_torch(module)
-        x = torch.randn(S, B, H, device="cuda", dtype=tdt)
-        compiled = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S)
+        _, _, compiled = fused_layer(cell, dtype, H, B, S)
+        x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
         for what, more in (("", ()), (" with no waits", (NO_WAITS,))):
             print(f"{cell} {dtype} H={H} B={B} S={S}{what}: " + waits(instrumented(compiled, more), x), flush=True)
 
