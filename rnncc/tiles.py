@@ -640,8 +640,8 @@ class FusedProjection:
     ``producer_rows`` rows of ``cluster`` producer blocks ahead of the recurrent clusters in
     the grid, each keeping COLUMNS gate columns of W_ih in shared memory and writing
     x·W_ihᵀ + b of ``chunk`` steps at a time into the projection buffer, a flag a chunk;
-    the recurrent blocks await a chunk's flag a step before they read it. No kernel or
-    library call of its own."""
+    the recurrent blocks check a chunk's flag two steps before they read it. No kernel or
+    library call of its own (passes/fusion.py says when)."""
 
     chunk: int          # steps a flag covers
     producer_rows: int  # grid rows of producer clusters (producers = producer_rows · cluster)
