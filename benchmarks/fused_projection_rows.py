@@ -29,19 +29,15 @@ def with_fused_projection(m):
     the layer's kernel cannot carry producers."""
     from dataclasses import replace
 
-    from rnncc.passes.cost import FUSED_CHUNK
-    from rnncc.passes.fusion import why_not_fused
+    from rnncc.passes.fusion import fused_tile, why_not_fused
     from rnncc.plan import Decision
-    from rnncc.tiles import FusedProjection
 
     l = m.plan.layers[0]
     if l.projection_fused:
         return m
-    p = l.persistence.value
-    if p.mode != "cluster":
+    if l.persistence.value.mode != "cluster":
         return None
-    tile = FusedProjection(FUSED_CHUNK, FusedProjection.producer_rows_for(l.gates * l.hidden_size, p.tile.cluster),
-                           p.tile.cluster)
+    tile = fused_tile(l)
     if why_not_fused(l, m.plan, m.target, tile) is not None:
         return None
     return m.with_plan(m.plan.map_layers(

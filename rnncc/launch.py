@@ -242,8 +242,7 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                  "first_chunk": int(t0 == 0)}
     if residual is not None:
         args |= residual.arguments(t0)
-    if l.projection_fused:
-        args |= fused_projection_arguments(l, t0=t0, S=S, source=source, weights=weights, flags=barrier)
+    args |= fused_projection_arguments(l, t0=t0, S=S, source=source, weights=weights, flags=barrier)
     return args | gates.arguments(t0) | length_arguments(l, t0, S, lengths)
 
 

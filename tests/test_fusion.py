@@ -13,7 +13,7 @@ import rnncc
 from rnncc import build, launch
 from rnncc.launch import Sequence
 from rnncc.passes.cost import FUSED_CHUNK
-from rnncc.passes.fusion import why_not_fused
+from rnncc.passes.fusion import fused_tile, why_not_fused
 from rnncc.tiles import FusedProjection
 
 
@@ -103,7 +103,8 @@ def test_fused_kernel_renders_and_compiles(nvcc):
             from rnncc.tiles import Persistent, TensorTile
             tile = TensorTile.registers_form(130, 3, 8, 16)
             m = m.with_persistence("l0", Persistent.of("cluster", "tensor", tile, 130, 3, 2), "forced by the test")
-            fused = FusedProjection(FUSED_CHUNK, FusedProjection.producer_rows_for(390, 8), 8)
+            fused = fused_tile(m.plan.layers[0])
+            assert fused == FusedProjection(FUSED_CHUNK, 2, 8)  # 390 gate columns in clusters of 8
             assert why_not_fused(m.plan.layers[0], m.plan, m.target, fused) is None
             from rnncc.plan import Decision
             m = m.with_plan(m.plan.map_layers(lambda l: replace(l, projection_tile=Decision(fused, "test", "user"))))

@@ -1769,9 +1769,8 @@ def force_fused(m, chunk: int, registers: tuple[int, int] | None = None):
     chunks of ``chunk`` steps, the layer's cluster kernel with W_hh in registers as planned
     (asserted), as planned for 256 steps where the hints' plan steps otherwise, or the
     registers form's tile of (cluster, batch rows) ``registers``."""
-    from rnncc.passes.fusion import why_not_fused
+    from rnncc.passes.fusion import fused_tile, why_not_fused
     from rnncc.plan import Decision
-    from rnncc.tiles import FusedProjection
 
     l = m.plan.layers[0]
     if registers is not None:
@@ -1784,9 +1783,7 @@ def force_fused(m, chunk: int, registers: tuple[int, int] | None = None):
         longer = rnncc.compile(m.model, target="device", batch=o.batch, seq_len=256)
         m = m.with_persistence("l0", longer.plan.layers[0].persistence.value, "forced by the test")
         l = m.plan.layers[0]
-    p = l.persistence.value
-    tile = FusedProjection(chunk, FusedProjection.producer_rows_for(l.gates * l.hidden_size, p.tile.cluster),
-                           p.tile.cluster)
+    tile = fused_tile(l, chunk)
     assert why_not_fused(l, m.plan, m.target, tile) is None, why_not_fused(l, m.plan, m.target, tile)
     return m.with_plan(m.plan.map_layers(
         lambda l: replace(l, projection_tile=Decision(tile, "forced by the test", "user"))))

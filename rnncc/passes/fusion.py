@@ -23,6 +23,13 @@ from .geometry import projection_decision, projection_label, projection_seconds_
 from .persistence import persistence_label
 
 
+def fused_tile(l, chunk: int = FUSED_CHUNK) -> FusedProjection:
+    """The producers layer l's cluster kernel would carry: enough clusters of its size for
+    every gate column, a flag every ``chunk`` steps."""
+    cluster = l.persistence.value.tile.cluster
+    return FusedProjection(chunk, FusedProjection.producer_rows_for(l.gates * l.hidden_size, cluster), cluster)
+
+
 def why_not_fused(l, plan, target, tile: FusedProjection) -> str | None:
     """Why layer l's projection cannot run inside its recurrent launch (None: it can)."""
     p, o = l.persistence.value, plan.options
@@ -59,8 +66,7 @@ def plan_projection_fusion(model, plan, target):
         p = l.persistence.value
         if p.mode != "cluster":
             return l
-        tile = FusedProjection(FUSED_CHUNK, FusedProjection.producer_rows_for(l.gates * l.hidden_size,
-                                                                              p.tile.cluster), p.tile.cluster)
+        tile = fused_tile(l)
         # Autotuning's measurement or the gemm option decided the projection: left as is.
         if why_not_fused(l, plan, target, tile) or o.measured(l.name) is not None or o.gemm == "cublas":
             return l
@@ -97,8 +103,7 @@ def with_persistence_forced(l, plan, target):
         return l
     p, o = l.persistence.value, plan.options
     if p.mode == "cluster" and p.math == "tensor":
-        tile = FusedProjection(FUSED_CHUNK, FusedProjection.producer_rows_for(l.gates * l.hidden_size,
-                                                                              p.tile.cluster), p.tile.cluster)
+        tile = fused_tile(l)
         if why_not_fused(l, plan, target, tile) is None:
             return replace(l, projection_tile=replace(
                 l.projection_tile, value=tile,
