@@ -1,6 +1,6 @@
 """What W_hh's staging into registers costs a launch of the registers-form cluster kernel:
 the kernel as rendered against its source with the staging loop skipped (garbage weights,
-only the time means anything), CUDA-graph replays, median of 3 rounds, µs. Run once per
+only the time means anything; zero weights where they are loaded as uploaded), CUDA-graph replays, median of 3 rounds, µs. Run once per
 checkout for an A/B of the staging itself (its directory first on PYTHONPATH):
 
     python3 benchmarks/registers_staging.py LABEL >> benchmarks/results/registers-staging-h100-<date>.txt
@@ -19,8 +19,12 @@ from rnncc.timing import time_graphs_interleaved
 sys.path.insert(0, str(Path(__file__).parent))
 from fused_projection_parts import patched  # noqa: E402
 
-SKIP = [("        for (int s0 = 0; s0 < K_STEPS; s0 += STAGE_STEPS) {",
-         "        for (int s0 = 0; s0 < 0; s0 += STAGE_STEPS) {")]
+# The staging skipped, in either form the checkout renders: W_hhᵀ gathered through shared
+# memory (up to 371ac5c's), or the fragments loaded as uploaded (weights.fragment_index).
+SKIPS = {"gathered": ("        for (int s0 = 0; s0 < K_STEPS; s0 += STAGE_STEPS) {",
+                      "        for (int s0 = 0; s0 < 0; s0 += STAGE_STEPS) {"),
+         "uploaded": ("for (int s = 0; s < K_STEPS; ++s) w_reg[s] = __ldg(w_lane + s * 32);",
+                      "for (int s = 0; s < K_STEPS; ++s) w_reg[s] = make_uint4(0u, 0u, 0u, 0u);")}
 # (cell, dtype, H, B, S), planned for graphed calls.
 ROWS = [("lstm", "float16", 512, 8, 256), ("lstm", "float16", 512, 8, 16), ("lstm", "float16", 256, 8, 16),
         ("gru", "float16", 512, 5, 7), ("lstm", "bfloat16", 512, 1, 4)]
@@ -38,7 +42,9 @@ def main() -> None:
         if p.mode != "cluster" or not p.tile.weights_in_registers:
             print(f"{label} {cell} {dtype} H={H} B={B} S={S}: not the registers form", flush=True)
             continue
-        models = {"as rendered": m, "staging skipped": patched(m, SKIP)}
+        source = next(k.source for k in m.kernels if k.family == "recurrent_cluster")
+        form, skip = next((form, skip) for form, skip in SKIPS.items() if skip[0] in source)
+        models = {f"as rendered ({form})": m, "staging skipped": patched(m, [skip])}
         x = torch.randn(S, B, H, device="cuda", dtype=tdt)
         with torch.no_grad():
             t = time_graphs_interleaved({k: (lambda v=v: v(x)) for k, v in models.items()}, rounds=3)

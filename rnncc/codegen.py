@@ -252,9 +252,13 @@ def fused_projection_params(l: LayerPlan) -> list[Param]:
 
 def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
+    weight = _ptr("w_hh_fragments", "T", "W_hh's mma A fragments, block by block, warp by warp, k-step by "
+                                         "k-step, 16 bytes a lane (weights.fragment_index)") \
+        if l.fragments_tile is not None else \
+        _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)")
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),
               _i64("h0_stride_b", "h0: elements between batch entries"),
-              _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)"),
+              weight,
               _ptr("xproj_all", "float", "projection of these steps: step t, (b, u·G+g) at "
                                          "t·stride_t + b·stride_b + (u·G+g)·stride_n"
                                          + ("; written by the launch's producers" if l.projection_fused else ""),

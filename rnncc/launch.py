@@ -16,6 +16,7 @@ from .cublaslt import Matmul
 from .errors import RuntimeCheckError
 from .plan import LayerPlan
 from .tiles import H_PROJECTION_BLOCK
+from .weights import fragments_name
 
 # Words of the grid barrier of a grid-persistent layer: arrivals, gave up, two of padding.
 BARRIER_WORDS = 4
@@ -232,7 +233,7 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
-            "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
+            **recurrent_fragments(l, weights), "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
             "xproj_stride_n": xp_n, "y": y.at(t0), "y_stride_t": y.stride_t,
             "y_stride_b": y.stride_b, "steps": steps, "batch": B, "barrier": barrier,
             "status": status, "spin_timeout_ns": spin_timeout_ns,
@@ -244,6 +245,14 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
         args |= residual.arguments(t0)
     args |= fused_projection_arguments(l, t0=t0, S=S, source=source, weights=weights, flags=barrier)
     return args | gates.arguments(t0) | length_arguments(l, t0, S, lengths)
+
+
+def recurrent_fragments(l: LayerPlan, weights: dict[str, int]) -> dict[str, int]:
+    """The registers form's W_hh fragments (plan.LayerPlan.fragments_tile; the runtime
+    uploads them as weights.fragments_name), or nothing for other kernels. A folded
+    LSTMP's recurrence is given its matrix's under the same name."""
+    tile = l.fragments_tile
+    return {} if tile is None else {"w_hh_fragments": weights[fragments_name(tile)]}
 
 
 def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,

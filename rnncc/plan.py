@@ -211,6 +211,17 @@ class LayerPlan:
             getattr(self.step_tile.value, "math", None) in ("rows", "rows_tensor")
 
     @property
+    def fragments_tile(self) -> Any:
+        """The tiles.TensorTile of a recurrent kernel that keeps W_hh's mma A fragments in
+        registers (the tensor cluster kernel's registers form), which loads them from a
+        copy of W_hh in that order (weights.fragment_index, uploaded by the runtime); else
+        None."""
+        p = self.persistence.value
+        tile = getattr(p, "tile", None)
+        return tile if p.mode == "cluster" and p.math == "tensor" and \
+            getattr(tile, "weights_in_registers", False) else None
+
+    @property
     def recurrence(self) -> "LayerPlan":
         """The layer as its recurrent kernel sees it. Folded: a plain LSTM of width H
         whose state is r = o ⊙ tanh c, since h_{t−1}·W_hhᵀ = r_{t−1}·(W_hh·W_hr)ᵀ; its

@@ -86,8 +86,11 @@ def _variant_weights(l) -> tuple[str, ...]:
     """Device weights layer l's plan reads beyond those every plan reads (_upload_weights):
     "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
     kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's rows kernel
-    needs whole 16-byte rows."""
+    needs whole 16-byte rows, W_hh's (or the folded matrix's) mma fragments in the order of
+    the registers form's tile (weights.fragments_name)."""
     names = ("w_fold_t",) if l.folded else ()
+    if l.fragments_tile is not None:
+        names += (weights_mod.fragments_name(l.fragments_tile, folded=l.folded),)
     if l.steps_by_rows:
         names += ("w_hh",)
     if launch.projection_weights(l) == "w_ih_rows":
@@ -272,6 +275,10 @@ class CompiledModel:
         self._device_weights: dict[str, dict[str, int]] | None = None
         self._device_weight_bytes: dict[int, int] = {}  # pointer → bytes of each packed array
         self._weights_on_device: dict[str, Any] | None = None  # refresh_weights' tensors, not read back
+        # (layer, device weight) → weights.fragment_index of the fragments uploaded, and on the GPU
+        # for refresh_weights (a torch tensor, made on the first refresh)
+        self._fragment_index: dict[tuple[str, str], np.ndarray] = {}
+        self._fragment_index_on_device: dict[tuple[str, str], Any] = {}
         self._device_memory: list[Any] = []
         self._library: cublaslt.CublasLt | None = None
         self._status: driver.HostWords | None = None
@@ -436,11 +443,14 @@ class CompiledModel:
         done nothing, where that does not apply (the weights not on the GPU yet, a plan's
         other forms uploaded, a tensor not on the GPU): then call load_state_dict. ``stream``:
         the one the tensors were written on (torch's current), which orders the copies like
-        any call: not while another stream's call of this model runs."""
+        any call: not while another stream's call of this model runs. W_hh's fragments for
+        the registers form (weights.fragment_index) are gathered there too."""
         expected = weights_mod.expected_keys(self.model)
         base = {name for name, _ in weights_mod.PACKED_ARRAYS}
         if self._device_weights is None or set(tensors) != set(expected) \
-                or any(set(names) - base for names in self._device_weights.values()) \
+                or any(set(names) - base - {n for (l, n) in self._fragment_index if l == layer and
+                                            n.startswith("w_hh_fragments")}
+                       for layer, names in self._device_weights.items()) \
                 or not all(getattr(t, "is_cuda", False) and tuple(t.shape) == expected[k]
                            for k, t in tensors.items()):
             return False
@@ -448,7 +458,11 @@ class CompiledModel:
         with self._lock:
             for layer in self.model.layers:
                 where = self._device_weights[layer.name]
-                for name, packed in weights_mod.pack_tensors(layer, tensors, self.model.dtype).items():
+                packed_arrays = weights_mod.pack_tensors(layer, tensors, self.model.dtype)
+                for name in where:
+                    if name not in base:  # fragments (the check above admits no other form)
+                        packed_arrays[name] = self._fragments_on_device(layer.name, name, packed_arrays["w_hh_t"])
+                for name, packed in packed_arrays.items():
                     nbytes = packed.numel() * packed.element_size()
                     if self._device_weight_bytes[where[name]] != nbytes:
                         raise RuntimeCheckError(
@@ -460,6 +474,17 @@ class CompiledModel:
             self._weights_on_device = dict(tensors)
             self._weights_now = None
         return True
+
+    def _fragments_on_device(self, layer: str, name: str, w_hh_t: Any) -> Any:
+        """weights.fragments_tensor: the packed W_hhᵀ (a torch tensor in the storage dtype,
+        on the GPU) in the order of the fragments uploaded as ``name``."""
+        import torch
+
+        key = (layer, name)
+        index = self._fragment_index_on_device.get(key)
+        if index is None:
+            index = self._fragment_index_on_device[key] = torch.from_numpy(self._fragment_index[key]).to(w_hh_t.device)
+        return weights_mod.fragments_tensor(w_hh_t, index)
 
     # ---- device ----------------------------------------------------------------------
     def _load(self, variant: Variant) -> None:
@@ -516,6 +541,12 @@ class CompiledModel:
                 layer = self.model.layer(l.name)
                 if name == "w_fold_t":
                     values = weights_mod.fold_projection(layer, self._weights)
+                elif name.startswith(("w_hh_fragments", "w_fold_fragments")):
+                    index = weights_mod.fragment_index(l.fragments_tile, l.hidden_size, l.gates,
+                                                       DTYPES[self.model.dtype].itemsize)
+                    values = weights_mod.fragments(weights_mod.fold_projection(layer, self._weights) if l.folded
+                                                   else weights_mod.pack(layer, self._weights).w_hh_t, index)
+                    self._fragment_index[(l.name, name)] = index
                 elif name == "w_ih_rows":
                     values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_ih,
                                                      l.projection_tile.value.row_stride)
@@ -525,6 +556,7 @@ class CompiledModel:
                 host = to_storage(values, self.model.dtype)
                 mem = cuda.to_device(host)
                 self._device_memory.append(mem)
+                self._device_weight_bytes[int(mem)] = host.nbytes
                 self._constants.insert(0, (int(mem), host.nbytes))
                 layer_weights[name] = int(mem)
 
@@ -1240,6 +1272,9 @@ class CompiledModel:
         recurrence, recurrent_weights = l, weights
         if l.folded:  # the recurrence on r (of every step, in the workspace) through W_hh·W_hr
             recurrence, recurrent_weights = l.recurrence, dict(weights, w_hh_t=weights["w_fold_t"])
+            if l.fragments_tile is not None:  # the kernel's fragments are the folded matrix's
+                recurrent_weights[weights_mod.fragments_name(l.fragments_tile)] = \
+                    weights[weights_mod.fragments_name(l.fragments_tile, folded=True)]
             item = DTYPES[self.model.dtype].itemsize
             r_time = Sequence(cell_output, item, B * l.hidden_size, l.hidden_size)
             r_run, y_time = (r_time.reversed(S), y.reversed(S)) if l.reverse else (r_time, y)

@@ -532,11 +532,8 @@ class TensorTile:
         mbarrier), and the K-split partial sums [k_split][rows][m_tiles·16 + 4] in
         float32."""
         k = self.k_padded(hidden, itemsize)
-        if self.weights_in_registers:
-            # Two h buffers and their mbarriers; before them the same space stages W_hh into
-            # the registers, a warp 4 k-steps of fragments (32 lanes × 16 bytes) at a time.
-            stage = self.m_tiles * min(self.k_steps(hidden, itemsize), 4) * 32 * 16
-            return max(2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8, stage)
+        if self.weights_in_registers:  # two h buffers and their mbarriers (W comes from memory)
+            return 2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
         if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
             k64 = math.ceil(k / 64) * 64

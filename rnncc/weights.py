@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import SpecError
 from .ir import Layer, Model
+from .tiles import TensorTile, mma_k
 
 
 def shapes(layer: Layer) -> dict[str, tuple[int, ...]]:
@@ -198,6 +199,51 @@ def pack_tensors(layer: Layer, weights: Mapping[str, Any], dtype: str) -> dict[s
     if layer.proj_size:
         out["w_hr"] = f32("weight_hr").to(storage).contiguous()
     return {name: out[name] for name, _ in PACKED_ARRAYS if name in out}
+
+
+def fragments_name(tile: TensorTile, folded: bool = False) -> str:
+    """The device weight a registers-form kernel loads its A fragments from
+    (:func:`fragment_index`): one per tile shape, since the order follows the tile, and
+    apart for a folded LSTMP's matrix (``weights.fold_projection``)."""
+    return f"{'w_fold' if folded else 'w_hh'}_fragments_u{tile.units_per_block}_c{tile.cluster}"
+
+
+def fragment_index(tile: TensorTile, hidden: int, gates: int, itemsize: int) -> np.ndarray:
+    """Where each element of the registers form's W_hh fragments comes from: indices into
+    W_hhᵀ [H, G·H] flattened row-major, ``H·G·H`` for a zero (padding rows, K past H, units
+    past H, a GRU's fourth row). Order [block rank][warp][k-step][lane][register][half],
+    so that lane l of warp w of block r loads its 16 bytes of k-step s, the mma A fragment
+    (PTX ISA, mma.m16n8k16 / m16n8k8), from uint4 ((r·m_tiles + w)·k_steps + s)·32 + l,
+    one coalesced 512-byte load a warp (templates/recurrent_cluster_tensor_registers.cu.j2).
+    Register i of a lane (grp, quad) = (l / 4, l % 4) holds row grp + 8·(i & 1), k
+    s·MMA_K + PAIR·quad + (MMA_K / 2)·(i >> 1) (+1 for a pair's second half); row m is gate
+    row_gate(m) of unit row_unit(m) of the warp, as the template defines them."""
+    mk, pair = mma_k(itemsize), 4 // itemsize
+    kh, k_steps = mk // 2, tile.k_steps(hidden, itemsize)
+    gs = TensorTile.rows_per_unit(gates)
+    rank, warp, step, lane, reg, half = np.ix_(*(np.arange(n) for n in (
+        tile.cluster, tile.m_tiles, k_steps, 32, 4, pair)))
+    grp, quad = lane // 4, lane % 4
+    m = grp + 8 * (reg & 1)
+    k = step * mk + pair * quad + kh * (reg >> 1) + half
+    gate = 2 * (m // 8) + m % 2 if gs == 4 else np.zeros_like(m)
+    unit = rank * tile.units_per_block + warp * (16 // gs) + ((m % 8) // 2 if gs == 4 else m)
+    inside = (gate < gates) & (unit < hidden) & (k < hidden)
+    return np.where(inside, k * gates * hidden + unit * gates + gate, hidden * gates * hidden).reshape(-1)
+
+
+def fragments(w_hh_t: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """W_hhᵀ [H, G·H] (float32, PackedLayer.w_hh_t's or weights.fold_projection's) in the
+    order of :func:`fragment_index`."""
+    return np.append(np.asarray(w_hh_t, np.float32).reshape(-1), np.float32(0))[index]
+
+
+def fragments_tensor(w_hh_t: Any, index: Any) -> Any:
+    """:func:`fragments` on torch tensors, on their device (refresh_weights): ``w_hh_t``
+    as pack_tensors gives it, ``index`` :func:`fragment_index`'s as a tensor there."""
+    import torch
+
+    return torch.cat([w_hh_t.reshape(-1), w_hh_t.new_zeros(1)])[index]
 
 
 def padded_rows(matrix: np.ndarray, row_stride: int) -> np.ndarray:

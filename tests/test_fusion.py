@@ -76,13 +76,14 @@ def test_fused_launch_geometry_and_arguments():
     assert launch.sync_words(m.plan.layers, 16) == ({"l0": 0}, 4)
     assert launch.sync_words(m.plan.layers, 13) == ({"l0": 0}, 4)
     x = Sequence(1 << 20, 2, 8 * 512, 512)
-    weights = {"w_hh_t": 16, "w_ih": 32, "bias": 48}
+    weights = {"w_hh_t": 16, "w_ih": 32, "bias": 48, "w_hh_fragments_u32_c16": 128}
     args = launch.persistent_arguments(
         l, t0=0, steps=16, S=16, B=8, y=Sequence(1 << 24, 2, 8 * 512, 512), h0=None, c0=0, c_out=0, cell=64,
         xproj=80, xproj_strides=(8 * 2048, 2048, 1), weights=weights, barrier=96, status=112,
         spin_timeout_ns=1, source=x)
     assert (args["proj_x"], args["proj_x_stride_t"], args["proj_x_stride_b"]) == (x.ptr, 8 * 512, 512)
     assert (args["w_ih"], args["bias"], args["projection_flags"]) == (32, 48, 96)
+    assert args["w_hh_fragments"] == 128  # the registers form loads W_hh as uploaded for its tile
     kernel = m.kernel_of("l0", "recurrent")
     assert len(launch.arguments(kernel, args)) == len(kernel.params)
     backward = planned(layer(direction="reverse"), batch=8, seq_len=16).plan.layers[0]

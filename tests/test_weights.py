@@ -182,3 +182,55 @@ def test_pack_tensors_is_pack_byte_for_byte(dtype):
             t = got[name]
             assert t.is_contiguous() and t.dtype == (getattr(torch, dtype) if store else torch.float32)
             assert t.view(torch.uint8).numpy().tobytes() == expected.tobytes(), (layer.name, name)
+
+
+@pytest.mark.parametrize("gates,hidden,cluster,itemsize", [(4, 40, 3, 2), (3, 33, 2, 2), (1, 50, 4, 2),
+                                                           (4, 24, 2, 4), (3, 20, 1, 4)])
+def test_fragments_are_each_warps_rows_in_mma_order(gates, hidden, cluster, itemsize):
+    """weights.fragment_index (the registers form's W_hh, uploaded in the order its lanes
+    load it): read back through the PTX ISA's A-fragment layout (lane l, register i, half
+    p: row l / 4 + 8·(i & 1), k (MMA_K / 2)·(i >> 1) + PAIR·(l % 4) + p), each warp's 16
+    rows over K are the gates of its units as the template orders them (a unit's gate g
+    in row 8·(g / 2) + 2·unit + g % 2), zero past H and past G; and every element of W_hh
+    is there exactly once."""
+    tile = rnncc.tiles.TensorTile.registers_form(hidden, gates, cluster, 8)
+    mk, pair = (16, 2) if itemsize == 2 else (8, 1)
+    k_steps = tile.k_steps(hidden, itemsize)
+    w_hh = np.random.default_rng(1).standard_normal((gates * hidden, hidden)).astype(np.float32)
+    w_hh_t = weights.interleave_gates(w_hh, gates).T  # PackedLayer.w_hh_t
+    index = weights.fragment_index(tile, hidden, gates, itemsize)
+    frag = weights.fragments(w_hh_t, index).reshape(tile.cluster, tile.m_tiles, k_steps, 32, 4, pair)
+    inside = index[index < hidden * gates * hidden]
+    assert np.array_equal(np.sort(inside), np.arange(hidden * gates * hidden))
+    units = 16 // (4 if gates > 1 else 1)
+    for rank in range(tile.cluster):
+        for warp in range(tile.m_tiles):
+            a = np.full((16, k_steps * mk), np.nan, np.float32)  # the warp's A, read back
+            for s, lane, i, p in np.ndindex(k_steps, 32, 4, pair):
+                a[lane // 4 + 8 * (i & 1), s * mk + (mk // 2) * (i >> 1) + pair * (lane % 4) + p] = \
+                    frag[rank, warp, s, lane, i, p]
+            want = np.zeros_like(a)
+            for row in range(16):
+                g, j = (2 * (row // 8) + row % 2, (row % 8) // 2) if gates > 1 else (0, row)
+                u = rank * tile.units_per_block + warp * units + j
+                if g < gates and u < hidden:
+                    want[row, :hidden] = w_hh[g * hidden + u]  # torch's gate-major rows
+            assert np.array_equal(a, want), (rank, warp)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_fragments_tensor_is_fragments_byte_for_byte(dtype):
+    """refresh_weights' gather on the device (weights.fragments_tensor on pack_tensors'
+    W_hhᵀ) gives the bytes the runtime uploads from the host (weights.fragments, then
+    the storage dtype)."""
+    torch = pytest.importorskip("torch")
+    m = rnncc.load({"name": "f", "input_size": 5, "dtype": dtype,
+                    "layers": [{"name": "a", "cell": "gru", "hidden_size": 36}]})
+    w = weights.init(m, seed=2)
+    layer = m.layers[0]
+    itemsize = 4 if dtype == "float32" else 2
+    index = weights.fragment_index(rnncc.tiles.TensorTile.registers_form(36, 3, 3, 8), 36, 3, itemsize)
+    host = to_storage(weights.fragments(weights.pack(layer, w).w_hh_t, index), dtype)
+    packed = weights.pack_tensors(layer, {k: torch.from_numpy(v) for k, v in w.items()}, dtype)["w_hh_t"]
+    got = weights.fragments_tensor(packed, torch.from_numpy(index))
+    assert got.view(torch.uint8).numpy().tobytes() == host.tobytes()

@@ -1169,7 +1169,10 @@ H_PROJECTION_GRAPH_SECONDS = 3.5e-6
 # results/fused-projection-{rows,parts,waits}-h100-2026-11-27.txt):
 # - The first chunk lands while the recurrent blocks still stage W_hh into registers
 #   (producer 0's chunk 0 7.1 µs after the launch began, the first step at 12.9 µs, LSTM
-#   fp16 H=512 B=8; 4.6 and 6.4 at H=256): no first wait to price.
+#   fp16 H=512 B=8; 4.6 and 6.4 at H=256): no first wait to price. (Measured before the
+#   registers form loaded W_hh as uploaded, in fragment order, which took ~3–6 µs off its
+#   start: results/registers-staging-h100-2026-11-27.txt. Whether the first step now
+#   waits for chunk 0 is not measured.)
 # - A producer's pass of 32 rows × 32 gate columns over K=512 took 4.9 µs (its last of 64
 #   chunks at 314.4 µs), twice the prototype's 2.37 (benchmarks/fused_projection.cu).
 # - The launch ran 21–26 µs longer than the same kernel whose producers return at once (S=256:
