@@ -646,7 +646,7 @@ class FusedProjection:
     math: ClassVar[str] = "fused"
     COLUMNS: ClassVar[int] = 32     # gate columns a producer: 2 warps of 16 along columns
     PASS_ROWS: ClassVar[int] = 32   # x rows a producer multiplies at a time: 2 warps of 16 along rows
-    WARPS: ClassVar[int] = 4        # the producer's warps that multiply (all of the block's copy)
+    WARPS: ClassVar[int] = 4        # the producer's warps that multiply, at least (8 where the block has them); all copy
 
     @property
     def producers(self) -> int:

@@ -1167,30 +1167,34 @@ H_PROJECTION_GRAPH_SECONDS = 3.5e-6
 # ---- the input projection inside the recurrent launch (tiles.FusedProjection) -----------
 # Measured in rnncc's kernel on the H100 (benchmarks/fused_projection_*.py,
 # results/fused-projection-{rows,parts,waits}-h100-2026-11-27.txt):
-# - The first chunk lands while the recurrent blocks still stage W_hh into registers
-#   (producer 0's chunk 0 7.1 µs after the launch began, the first step at 12.9 µs, LSTM
-#   fp16 H=512 B=8; 4.6 and 6.4 at H=256): no first wait to price. (Measured before the
-#   registers form loaded W_hh as uploaded, in fragment order, which took ~3–6 µs off its
-#   start: results/registers-staging-h100-2026-11-27.txt. Whether the first step now
-#   waits for chunk 0 is not measured.)
-# - A producer's pass of 32 rows × 32 gate columns over K=512 took 4.9 µs (its last of 64
-#   chunks at 314.4 µs), twice the prototype's 2.37 (benchmarks/fused_projection.cu).
-# - The launch ran 21–26 µs longer than the same kernel whose producers return at once (S=256:
-#   64 chunks) though no chunk was late when its flag was checked: ~6 µs of the producers'
-#   traffic and the rest with the flags, unexplained. Priced by the chunk: 0.33 and 0.40 µs
-#   at H=512 and 256 (fused-projection-parts); the price takes 0.45, since rows with fewer
-#   producers lost more (RNN_TANH H=512 B=8 S=64, 16 producers: 10 µs slower in a graph than
-#   with its projection before the launch, over 16 chunks).
+# - The first chunk is awaited. Since the registers form loads W_hh as uploaded
+#   (weights.fragment_index), its blocks start their first step ~0.8 µs into the launch and
+#   wait for chunk 0: 5.0 µs at LSTM fp16 H=512 B=8 (K=512), 3.4 at H=256 (K=256), which is
+#   chunk 0's passes plus ~1.8 µs (FUSED_FIRST_WAIT_SECONDS: W_ih's columns arriving;
+#   results/fused-producers-h100-2026-11-27.txt, fused_projection_waits). (While the blocks
+#   still gathered W_hh, ~6 µs, chunk 0 landed before their first step.)
+# - A producer's pass of 32 rows × 32 gate columns over K=512 takes 3.2 µs (producer 0's
+#   last of 64 chunks at 205.2 µs, its first at 4.9), since the division by the batch left
+#   its loops; 4.9 before (fused-producers), 2.37 in the prototype (fused_projection.cu).
+# - The launch runs 21–35 µs longer than the same kernel awaiting no flag (S=256: 64 chunks)
+#   though the producers are far ahead: unexplained (fused-producers tried the flag's load a
+#   chunk ahead, its line alone, cp.async). Priced by the chunk: 0.33 and 0.40 µs against
+#   the producers returning at once at H=512 and 256 (fused-projection-parts); the price
+#   takes 0.45, since rows with fewer producers lost more (RNN_TANH H=512 B=8 S=64, 16
+#   producers: 10 µs slower in a graph than with its projection before the launch, over 16
+#   chunks).
 # - Eager, the call saved a median 11.6 µs more than in a CUDA graph over the 11 rows of
 #   fused-projection-rows (−2 to 27: the projection's host call, less what of it the GPU's
 #   work hid), not the 9–25 µs of host time launch_seconds and library_call_seconds count.
 FUSED_CHUNK_SECONDS = 0.45e-6
-FUSED_PASS_SECONDS = 4.9e-6    # a producer's pass: 32 x rows × 32 gate columns over K = 512
+FUSED_PASS_SECONDS = 3.2e-6    # a producer's pass: 32 x rows × 32 gate columns over K = 512
 FUSED_PASS_K = 512
+FUSED_FIRST_WAIT_SECONDS = 1.8e-6  # the first step's wait beyond chunk 0's passes
 FUSED_EAGER_HOST_SECONDS = 11e-6
 # A producer's chunk may take at most the chunk's steps (at LSTM fp16 H=512 B=8 4.9 µs
 # beside 4 steps of 1.3, no chunk late; at B=16, two passes a chunk, the launch ran 1.59×
-# the one with the projection before it, in a graph).
+# the one with the projection before it in a graph, and with passes of 3.2 µs still 1.12×:
+# 165.8 against 148.0 µs at S=100, fused-producers).
 FUSED_AHEAD = 1.0
 FUSED_CHUNK = 4                # steps a flag (the prototype: 4 against 8, 1.026× against 1.031×)
 # In a CUDA graph a kernel that waits on the one before it in its stream starts about 2 µs
@@ -1209,10 +1213,11 @@ def fused_chunk_seconds(chunk: int, batch: int, k: int, pass_rows: int) -> float
     return math.ceil(chunk * batch / pass_rows) * fused_pass_seconds(k)
 
 
-def fused_projection_seconds(chunk: int, steps: int) -> float:
-    """What computing the projection inside the launch adds to it: FUSED_CHUNK_SECONDS a
-    chunk of the steps (the first chunk lands while W_hh is staged)."""
-    return math.ceil(steps / chunk) * FUSED_CHUNK_SECONDS
+def fused_projection_seconds(chunk: int, steps: int, first_chunk_seconds: float) -> float:
+    """What computing the projection inside the launch adds to it: the first step's wait
+    for chunk 0 (its passes, ``first_chunk_seconds``, and FUSED_FIRST_WAIT_SECONDS), then
+    FUSED_CHUNK_SECONDS a chunk of the steps."""
+    return FUSED_FIRST_WAIT_SECONDS + first_chunk_seconds + math.ceil(steps / chunk) * FUSED_CHUNK_SECONDS
 
 
 def separate_projection_seconds(projection_seconds: float, graphed: bool) -> float:

@@ -5,8 +5,9 @@ idle. Producer blocks in the same launch can compute x·W_ihᵀ + b chunk by chu
 recurrent cluster steps (tiles.FusedProjection): the projection's own launch, the part of
 its host time the GPU does not hide (~11 µs measured for eager calls) and the recurrent
 kernel's start after it leave the call; what it costs is ~0.45 µs a chunk of steps, the
-chunks' flags and the producers' traffic (passes/cost.py, fused_projection_seconds; the
-first chunk lands while W_hh is staged). So short eager calls fuse and long ones do not.
+chunks' flags and the producers' traffic, and the first step's wait for the first chunk
+(passes/cost.py, fused_projection_seconds). So short eager calls fuse and long ones and
+graphed ones do not.
 The decision is priced after persistence and the schedule, which it needs: the projection
 decided before is what the layer runs where fusion does not pay or cannot run, its reason
 and alternatives then saying what fusing was priced at.
@@ -74,7 +75,7 @@ def plan_projection_fusion(model, plan, target):
         chunk_s = fused_chunk_seconds(tile.chunk, o.batch, l.input_size, tile.PASS_ROWS)
         if chunk_s > FUSED_AHEAD * tile.chunk * step:
             return l  # the producers would not keep ahead of the steps
-        fused = fused_projection_seconds(tile.chunk, o.seq_len)
+        fused = fused_projection_seconds(tile.chunk, o.seq_len, chunk_s)
         before = l.projection_tile
         separate = separate_projection_seconds(projection_seconds_of(before), o.graphed)
         if fused >= separate:  # priced and rejected: the decision says so
