@@ -7,7 +7,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows).
+FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import sys
 
 import rnncc
-from rnncc.bench import Config, run_config, training_configs
+from rnncc.bench import Config, run_config, stack_configs, training_configs
 
 ROWS = [Config("lstm", "float16", 256, 8), Config("lstm", "float16", 512, 8),
         Config("lstm", "float16", 1024, 8), Config("gru", "float16", 256, 8),
@@ -33,7 +33,8 @@ ROW_SETS = {"small": ROWS,
                     Config("gru", "float32", 512, 4, seq_len=2200),
                     Config("lstm", "float32", 650, 1, seq_len=35),
                     Config("lstm", "float32", 1024, 4), Config("gru", "float32", 650, 1, seq_len=2200)],
-            "training": training_configs()}
+            "training": training_configs(),
+            "stacks": stack_configs()}
 
 if __name__ == "__main__":
     label = sys.argv[1]

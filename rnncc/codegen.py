@@ -252,8 +252,8 @@ def fused_projection_params(l: LayerPlan) -> list[Param]:
 
 def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tuple[Param, ...]:
     G, H = l.gates, l.hidden_size
-    weight = _ptr("w_hh_fragments", "T", "W_hh's mma A fragments, block by block, warp by warp, k-step by "
-                                         "k-step, 16 bytes a lane (weights.fragment_index)") \
+    weight = _ptr("w_hh_fragments", "T", "W_hh as the kernel holds it (mma fragments, or wgmma's swizzled "
+                                         "operand), block by block (weights.fragment_index)") \
         if l.fragments_tile is not None else \
         _ptr("w_hh_t", "T", f"[{H}, {G}·{H}] W_hhᵀ, column u·G+g (gate g of unit u)")
     params = [_ptr("h0", "T", f"[B, {H}] initial h (nullptr: zeros); row stride h0_stride_b"),

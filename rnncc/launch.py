@@ -248,11 +248,11 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
 
 
 def recurrent_fragments(l: LayerPlan, weights: dict[str, int]) -> dict[str, int]:
-    """The registers form's W_hh fragments (plan.LayerPlan.fragments_tile; the runtime
-    uploads them as weights.fragments_name), or nothing for other kernels. A folded
+    """W_hh as a tensor-core persistent kernel holds it (plan.LayerPlan.fragments_tile; the
+    runtime uploads it as weights.fragments_name), or nothing for other kernels. A folded
     LSTMP's recurrence is given its matrix's under the same name."""
     tile = l.fragments_tile
-    return {} if tile is None else {"w_hh_fragments": weights[fragments_name(tile)]}
+    return {} if tile is None else {"w_hh_fragments": weights[fragments_name(tile, l.hidden_size)]}
 
 
 def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,

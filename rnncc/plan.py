@@ -212,14 +212,12 @@ class LayerPlan:
 
     @property
     def fragments_tile(self) -> Any:
-        """The tiles.TensorTile of a recurrent kernel that keeps W_hh's mma A fragments in
-        registers (the tensor cluster kernel's registers form), which loads them from a
-        copy of W_hh in that order (weights.fragment_index, uploaded by the runtime); else
-        None."""
+        """The tiles.TensorTile of a persistent kernel on tensor cores (grid or cluster),
+        which copies W_hh from a copy of it in the order it holds it (weights.
+        fragment_index, uploaded by the runtime): mma fragments in registers or in shared
+        memory, or wgmma's swizzled operand; else None."""
         p = self.persistence.value
-        tile = getattr(p, "tile", None)
-        return tile if p.mode == "cluster" and p.math == "tensor" and \
-            getattr(tile, "weights_in_registers", False) else None
+        return p.tile if p.mode in ("grid", "cluster") and p.math == "tensor" else None
 
     @property
     def recurrence(self) -> "LayerPlan":

@@ -86,11 +86,11 @@ def _variant_weights(l) -> tuple[str, ...]:
     """Device weights layer l's plan reads beyond those every plan reads (_upload_weights):
     "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
     kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's rows kernel
-    needs whole 16-byte rows, W_hh's (or the folded matrix's) mma fragments in the order of
-    the registers form's tile (weights.fragments_name)."""
+    needs whole 16-byte rows, W_hh (or the folded matrix) as a tensor-core persistent
+    kernel holds it, in its tile's order (weights.fragments_name)."""
     names = ("w_fold_t",) if l.folded else ()
     if l.fragments_tile is not None:
-        names += (weights_mod.fragments_name(l.fragments_tile, folded=l.folded),)
+        names += (weights_mod.fragments_name(l.fragments_tile, l.hidden_size, folded=l.folded),)
     if l.steps_by_rows:
         names += ("w_hh",)
     if launch.projection_weights(l) == "w_ih_rows":
@@ -1273,8 +1273,8 @@ class CompiledModel:
         if l.folded:  # the recurrence on r (of every step, in the workspace) through W_hh·W_hr
             recurrence, recurrent_weights = l.recurrence, dict(weights, w_hh_t=weights["w_fold_t"])
             if l.fragments_tile is not None:  # the kernel's fragments are the folded matrix's
-                recurrent_weights[weights_mod.fragments_name(l.fragments_tile)] = \
-                    weights[weights_mod.fragments_name(l.fragments_tile, folded=True)]
+                recurrent_weights[weights_mod.fragments_name(l.fragments_tile, l.hidden_size)] = \
+                    weights[weights_mod.fragments_name(l.fragments_tile, l.hidden_size, folded=True)]
             item = DTYPES[self.model.dtype].itemsize
             r_time = Sequence(cell_output, item, B * l.hidden_size, l.hidden_size)
             r_run, y_time = (r_time.reversed(S), y.reversed(S)) if l.reverse else (r_time, y)

@@ -201,35 +201,61 @@ def pack_tensors(layer: Layer, weights: Mapping[str, Any], dtype: str) -> dict[s
     return {name: out[name] for name, _ in PACKED_ARRAYS if name in out}
 
 
-def fragments_name(tile: TensorTile, folded: bool = False) -> str:
-    """The device weight a registers-form kernel loads its A fragments from
-    (:func:`fragment_index`): one per tile shape, since the order follows the tile, and
-    apart for a folded LSTMP's matrix (``weights.fold_projection``)."""
-    return f"{'w_fold' if folded else 'w_hh'}_fragments_u{tile.units_per_block}_c{tile.cluster}"
+def fragment_blocks(tile: TensorTile, hidden: int) -> int:
+    """Blocks along the units that hold W_hh: a cluster's blocks, or the grid's columns."""
+    return tile.cluster or -(-hidden // tile.units_per_block)
+
+
+def fragments_name(tile: TensorTile, hidden: int, folded: bool = False) -> str:
+    """The device weight a tensor-core persistent kernel loads W_hh from
+    (:func:`fragment_index`): one per layout, since the order follows the tile, and apart
+    for a folded LSTMP's matrix (``weights.fold_projection``)."""
+    form = "registers" if tile.weights_in_registers else "wgmma" if tile.wgmma else "shared"
+    return (f"{'w_fold' if folded else 'w_hh'}_fragments_{form}_u{tile.units_per_block}_m{tile.m_tiles}"
+            f"_k{tile.k_split}_b{fragment_blocks(tile, hidden)}")
 
 
 def fragment_index(tile: TensorTile, hidden: int, gates: int, itemsize: int) -> np.ndarray:
-    """Where each element of the registers form's W_hh fragments comes from: indices into
-    W_hhᵀ [H, G·H] flattened row-major, ``H·G·H`` for a zero (padding rows, K past H, units
-    past H, a GRU's fourth row). Order [block rank][warp][k-step][lane][register][half],
-    so that lane l of warp w of block r loads its 16 bytes of k-step s, the mma A fragment
-    (PTX ISA, mma.m16n8k16 / m16n8k8), from uint4 ((r·m_tiles + w)·k_steps + s)·32 + l,
-    one coalesced 512-byte load a warp (templates/recurrent_cluster_tensor_registers.cu.j2).
-    Register i of a lane (grp, quad) = (l / 4, l % 4) holds row grp + 8·(i & 1), k
-    s·MMA_K + PAIR·quad + (MMA_K / 2)·(i >> 1) (+1 for a pair's second half); row m is gate
-    row_gate(m) of unit row_unit(m) of the warp, as the template defines them."""
+    """Where each element of a tensor-core persistent kernel's W_hh, as it holds it, comes
+    from: indices into W_hhᵀ [H, G·H] flattened row-major, ``H·G·H`` for a zero (padding
+    rows and K, units past H, a GRU's fourth row). Block by block (fragment_blocks), each
+    block's part in the order the kernel keeps it, so that the kernel copies it whole,
+    16 bytes a thread at a time:
+
+    - the registers form (recurrent_cluster_tensor_registers.cu.j2): [warp][k-step][lane]
+      [register][half], lane l of warp w loading its 16 bytes of k-step s, the mma A
+      fragment, from uint4 ((r·m_tiles + w)·k_steps + s)·32 + l of block r. Register i of a
+      lane (grp, quad) = (l / 4, l % 4) holds row grp + 8·(i & 1), k s·MMA_K + PAIR·quad +
+      (MMA_K / 2)·(i >> 1) (+1 for a pair's second half); row m is gate row_gate(m) of unit
+      row_unit(m) of the warp, as the template defines them;
+    - the shared-memory forms' w_frag (tensor_core.cuh.j2, W_BYTES a block): mma.sync's the
+      same fragments by 16-row tile of the block's rows, row m column u0·G + m of W_hhᵀ;
+      wgmma's A K-major with the 128-byte swizzle (swizzled_at)."""
     mk, pair = mma_k(itemsize), 4 // itemsize
-    kh, k_steps = mk // 2, tile.k_steps(hidden, itemsize)
-    gs = TensorTile.rows_per_unit(gates)
-    rank, warp, step, lane, reg, half = np.ix_(*(np.arange(n) for n in (
-        tile.cluster, tile.m_tiles, k_steps, 32, 4, pair)))
-    grp, quad = lane // 4, lane % 4
-    m = grp + 8 * (reg & 1)
-    k = step * mk + pair * quad + kh * (reg >> 1) + half
-    gate = 2 * (m // 8) + m % 2 if gs == 4 else np.zeros_like(m)
-    unit = rank * tile.units_per_block + warp * (16 // gs) + ((m % 8) // 2 if gs == 4 else m)
-    inside = (gate < gates) & (unit < hidden) & (k < hidden)
-    return np.where(inside, k * gates * hidden + unit * gates + gate, hidden * gates * hidden).reshape(-1)
+    kh = mk // 2
+    blocks = fragment_blocks(tile, hidden)
+    if tile.weights_in_registers:
+        gs = TensorTile.rows_per_unit(gates)
+        rank, warp, step, lane, reg, half = np.ix_(*(np.arange(n) for n in (
+            blocks, tile.m_tiles, tile.k_steps(hidden, itemsize), 32, 4, pair)))
+        m = lane // 4 + 8 * (reg & 1)
+        k = step * mk + pair * (lane % 4) + kh * (reg >> 1) + half
+        gate = 2 * (m // 8) + m % 2 if gs == 4 else np.zeros_like(m)
+        unit = rank * tile.units_per_block + warp * (16 // gs) + ((m % 8) // 2 if gs == 4 else m)
+        inside = (gate < gates) & (unit < hidden) & (k < hidden)
+        return np.where(inside, k * gates * hidden + unit * gates + gate, hidden * gates * hidden).reshape(-1)
+    m_pad, k_pad = tile.m_tiles * 16, tile.k_padded(hidden, itemsize)
+    if tile.wgmma:  # element (m, k) at swizzled_at(M_PAD, m, k), K in blocks of 64
+        rank, kb, m, chunk, e = np.ix_(*(np.arange(n) for n in (blocks, -(-k_pad // 64), m_pad, 8, 8)))
+        k = kb * 64 + (chunk ^ (m % 8)) * 8 + e
+    else:
+        rank, tile16, step, lane, reg, half = np.ix_(*(np.arange(n) for n in (
+            blocks, tile.m_tiles, k_pad // mk, 32, 4, pair)))
+        m = tile16 * 16 + lane // 4 + 8 * (reg & 1)
+        k = step * mk + pair * (lane % 4) + kh * (reg >> 1) + half
+    column = rank * tile.units_per_block * gates + m
+    inside = (m < tile.units_per_block * gates) & (column < gates * hidden) & (k < hidden)
+    return np.where(inside, k * gates * hidden + column, hidden * gates * hidden).reshape(-1)
 
 
 def fragments(w_hh_t: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -77,7 +77,7 @@ def test_fused_launch_geometry_and_arguments():
     assert launch.sync_words(m.plan.layers, 16) == ({"l0": 0}, 4)
     assert launch.sync_words(m.plan.layers, 13) == ({"l0": 0}, 4)
     x = Sequence(1 << 20, 2, 8 * 512, 512)
-    weights = {"w_hh_t": 16, "w_ih": 32, "bias": 48, "w_hh_fragments_u32_c16": 128}
+    weights = {"w_hh_t": 16, "w_ih": 32, "bias": 48, "w_hh_fragments_registers_u32_m8_k1_b16": 128}
     args = launch.persistent_arguments(
         l, t0=0, steps=16, S=16, B=8, y=Sequence(1 << 24, 2, 8 * 512, 512), h0=None, c0=0, c_out=0, cell=64,
         xproj=80, xproj_strides=(8 * 2048, 2048, 1), weights=weights, barrier=96, status=112,

@@ -499,18 +499,20 @@ def test_launch_grids_and_arguments_are_pure():
     p = l.persistence.value
     assert launch.persistent_grid(l, 8) == (-(-256 // p.tile.units_per_block), p.tile.batch_blocks)
     y = launch.Sequence(1000, 2, 8 * 256, 256)
+    fragments = rnncc.weights.fragments_name(p.tile, 256)  # W_hh as the tensor-core grid kernel holds it
+    assert fragments.startswith("w_hh_fragments_")
     args = launch.persistent_arguments(
         l, t0=0, steps=5, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
-        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, "w_ih": 12, "bias": 13},
+        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, "w_ih": 12, "bias": 13, fragments: 14},
         barrier=44, status=66, spin_timeout_ns=10**9)
     values = launch.arguments(k, args)
     named = dict(zip((q.name for q in k.params), values))
-    assert named["h0"] == 0 and named["y"] == 1000 and named["c_final"] == 77
+    assert named["h0"] == 0 and named["y"] == 1000 and named["c_final"] == 77 and named["w_hh_fragments"] == 14
     assert named["barrier"] == 44 and named["status"] == 66 and named["spin_timeout_ns"] == 10**9
     # A later chunk reads h of the step before it and does not write c_final early.
     later = launch.persistent_arguments(
         l, t0=2, steps=2, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
-        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11}, barrier=44, status=66,
+        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, fragments: 14}, barrier=44, status=66,
         spin_timeout_ns=1)
     assert later["h0"] == 1000 + 1 * 8 * 256 * 2 and later["c_final"] == 0 and later["first_chunk"] == 0
     with pytest.raises(rnncc.RuntimeCheckError, match="no value for parameter"):

@@ -199,6 +199,8 @@ def test_fragments_are_each_warps_rows_in_mma_order(gates, hidden, cluster, item
     w_hh = np.random.default_rng(1).standard_normal((gates * hidden, hidden)).astype(np.float32)
     w_hh_t = weights.interleave_gates(w_hh, gates).T  # PackedLayer.w_hh_t
     index = weights.fragment_index(tile, hidden, gates, itemsize)
+    assert weights.fragments_name(tile, hidden) == \
+        f"w_hh_fragments_registers_u{tile.units_per_block}_m{tile.m_tiles}_k1_b{tile.cluster}"
     frag = weights.fragments(w_hh_t, index).reshape(tile.cluster, tile.m_tiles, k_steps, 32, 4, pair)
     inside = index[index < hidden * gates * hidden]
     assert np.array_equal(np.sort(inside), np.arange(hidden * gates * hidden))
@@ -234,3 +236,39 @@ def test_fragments_tensor_is_fragments_byte_for_byte(dtype):
     packed = weights.pack_tensors(layer, {k: torch.from_numpy(v) for k, v in w.items()}, dtype)["w_hh_t"]
     got = weights.fragments_tensor(packed, torch.from_numpy(index))
     assert got.view(torch.uint8).numpy().tobytes() == host.tobytes()
+
+
+@pytest.mark.parametrize("gates,hidden,itemsize,tile", [
+    (4, 30, 2, rnncc.tiles.TensorTile(10, 8, 2, 3, cluster=3)),               # cluster, K split in 2
+    (3, 20, 2, rnncc.tiles.TensorTile(8, 8, 1, 2)),                           # grid: 3 blocks along x
+    (4, 20, 4, rnncc.tiles.TensorTile(6, 8, 1, 2, cluster=4)),                # TF32
+    (4, 40, 2, rnncc.tiles.TensorTile(16, 8, 1, 4, wgmma=True))])             # wgmma's swizzled A
+def test_fragments_are_each_blocks_shared_memory_image(gates, hidden, itemsize, tile):
+    """weights.fragment_index for the shared-memory forms: each block's W_BYTES, read back
+    as tensor_core.cuh.j2 addresses w_frag (mma.sync: the A fragment of 16-row tile m / 16,
+    k-step k / MMA_K; wgmma: swizzled_at(M_PAD, m, k)), are rows u0·G + m of W_hhᵀ's
+    columns over K, zero past the block's units, past G·H and past H."""
+    mk, pair = (16, 2) if itemsize == 2 else (8, 1)
+    w_hh_t = np.random.default_rng(2).standard_normal((hidden, gates * hidden)).astype(np.float32)
+    index = weights.fragment_index(tile, hidden, gates, itemsize)
+    blocks = weights.fragment_blocks(tile, hidden)
+    assert blocks == (tile.cluster or -(-hidden // tile.units_per_block))
+    m_pad, k_pad = tile.m_tiles * 16, tile.k_padded(hidden, itemsize)
+    k64 = -(-k_pad // 64) * 64
+    per_block = m_pad * (k64 if tile.wgmma else k_pad)
+    frag = weights.fragments(w_hh_t, index).reshape(blocks, per_block)
+    inside = index[index < hidden * gates * hidden]
+    assert np.array_equal(np.sort(inside), np.arange(hidden * gates * hidden))
+    for b in range(blocks):
+        for m in range(m_pad):
+            for k in range(k_pad):
+                if tile.wgmma:
+                    at = k // 64 * m_pad * 64 + m * 64 + ((k % 64 // 8) ^ (m % 8)) * 8 + k % 8
+                else:
+                    kk = k % mk
+                    lane, r = (m % 8) * 4 + (kk % (mk // 2)) // pair, (m % 16) // 8 + 2 * (kk // (mk // 2))
+                    at = (((m // 16) * (k_pad // mk) + k // mk) * 32 + lane) * 4 * pair + r * pair + kk % pair
+                column = b * tile.units_per_block * gates + m
+                want = w_hh_t[k, column] if m < tile.units_per_block * gates and column < gates * hidden \
+                    and k < hidden else 0.0
+                assert frag[b, at] == want, (b, m, k)

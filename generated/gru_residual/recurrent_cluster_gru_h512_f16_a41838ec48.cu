@@ -194,10 +194,10 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_8c005cbb43(
+rnncc_recurrent_cluster_gru_h512_f16_a41838ec48(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
-    const T* __restrict__ w_hh_fragments,       // W_hh's mma A fragments, block by block, warp by warp, k-step by k-step, 16 bytes a lane (weights.fragment_index)
+    const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
     const float* __restrict__ xproj_all,        // projection of these steps: step t, (b, u·G+g) at t·stride_t + b·stride_b + (u·G+g)·stride_n
     long long xproj_stride_t,                   // xproj_all: elements between steps
     long long xproj_stride_b,                   // xproj_all: elements between batch entries

@@ -180,7 +180,7 @@ constexpr int P_BYTES = KSPLIT * BATCH * MS * (int)sizeof(float);
 constexpr int EPT = (UNITS * BATCH + THREADS - 1) / THREADS;
 constexpr int M_BYTES = 0;  // mbarriers, after the partials (8-byte aligned)
 constexpr int SHARED_BYTES = W_BYTES + H_BYTES + P_BYTES + M_BYTES;
-static_assert((W_BYTES + H_BYTES + P_BYTES) % 8 == 0, "mbarrier alignment");
+static_assert((W_BYTES + H_BYTES + P_BYTES) % 8 == 0 && W_BYTES % 16 == 0, "mbarrier alignment, W's copies");
 static_assert(BATCH % 8 == 0 && M_TILES * 16 >= UNITS * G, "tile shape");
 __device__ __forceinline__ unsigned shared_address(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
@@ -226,10 +226,10 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 214016, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_f16_8e0989cb7f(
+rnncc_recurrent_persistent_lstm_h1024_f16_e9022c327d(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
-    const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
+    const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
     const float* __restrict__ xproj_all,        // projection of these steps: step t, (b, u·G+g) at t·stride_t + b·stride_b + (u·G+g)·stride_n
     long long xproj_stride_t,                   // xproj_all: elements between steps
     long long xproj_stride_b,                   // xproj_all: elements between batch entries
@@ -262,14 +262,13 @@ rnncc_recurrent_persistent_lstm_h1024_f16_8e0989cb7f(
         return v;
     };
 
-    for (int e = tid; e < KPAD * M_PAD; e += THREADS) {
-        const int m = e % M_PAD, k = e / M_PAD, gcol = u0 * G + m;
-        // w_hh_t is never null: the load reads a valid element even where it is not used,
-        // so nvcc may schedule it freely.
-        const bool inside = k < H && m < UNITS * G && gcol < GH;
-        const T w_any = w_hh_t[inside ? (long long)k * GH + gcol : 0];
-        const T w = inside ? w_any : from_float(0.0f);
-        w_frag[swizzled_at(M_PAD, m, k)] = w;  // wgmma's A (swizzled_at)
+    {
+        const uint4* w_src = reinterpret_cast<const uint4*>(w_hh_fragments) + (long long)(blockIdx.x) * (W_BYTES / 16);
+        const unsigned w_dst = (unsigned)__cvta_generic_to_shared(w_frag);
+#pragma unroll 8
+        for (int e = tid; e < W_BYTES / 16; e += THREADS)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(w_dst + 16 * e), "l"(w_src + e) : "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
     }
 
     const int batch_tiles = (batch + BATCH - 1) / BATCH;
