@@ -7,7 +7,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks).
+FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once).
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ ROW_SETS = {"small": ROWS,
                     Config("lstm", "float32", 650, 1, seq_len=35),
                     Config("lstm", "float32", 1024, 4), Config("gru", "float32", 650, 1, seq_len=2200)],
             "training": training_configs(),
-            "stacks": stack_configs()}
+            "stacks": stack_configs(),
+            # The rows that read slower at 48d1525: the registers form, several clusters at once.
+            "clusters": [Config("lstm", "bfloat16", 256, 64), Config("gru", "bfloat16", 256, 64),
+                         Config("gru", "float32", 256, 64, precision="tensor"),
+                         Config("lstm", "float32", 256, 64, precision="tensor"),
+                         Config("lstm", "float16", 512, 8, layers=2, bidirectional=True),
+                         Config("lstm", "float16", 512, 8)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]
