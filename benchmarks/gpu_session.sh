@@ -6,6 +6,8 @@
 # and TESTS_K a part of the tests (a pytest -k expression; the summary file is then named
 # gpu-tests-<date>-<TESTS_PART>.txt);
 # "floors" adds the exchange and step-floor microbenchmarks of issue 14's design.
+# SAVE_CUBINS=1 also writes the build cache (RNNCC_CACHE_DIR) as $OUT/cubins.tar.gz, so that
+# the next device call can carry the kernels this one compiled instead of building them again.
 set -uo pipefail
 OUT=${OUT:-gpu-session-out}
 mkdir -p "$OUT"
@@ -41,4 +43,7 @@ python3 benchmarks/step_floor.py 2>&1 | tee "$OUT/step-floor-h100-$day.txt"
 fi
 if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"
+fi
+if [[ -n "${SAVE_CUBINS:-}" && -d "${RNNCC_CACHE_DIR:-}" ]]; then
+    tar -czf "$OUT/cubins.tar.gz" -C "$RNNCC_CACHE_DIR" --exclude='*.lock' .
 fi
