@@ -140,3 +140,25 @@ def test_forcing_persistence_refits_or_drops_the_fusion():
     assert not dropped.projection_fused
     assert {k.family for k in m.with_persistence("l0", grid, "test").kernels} == \
         {"input_projection", "recurrent_persistent"}
+
+
+def test_producers_divide_by_the_batch_exactly():
+    """The producers' row → (step, batch entry) split (projection_producer.cuh.j2): r / B as
+    (r · ⌈2^32 / B⌉) >> 32 wherever CHUNK·B² < 2^32 (else a division), which is exact for every
+    row of a chunk, r < CHUNK·B: checked for every row at B ≤ 300 and at rows sampled up to
+    the bound's edge, and the kernel's source says the same."""
+    import random
+
+    def divide(r, b):
+        m = ((1 << 32) + b - 1) // b
+        return (r * m) >> 32 if FUSED_CHUNK * b * b < (1 << 32) else r // b
+    for b in range(1, 301):
+        assert all(divide(r, b) == r // b for r in range(FUSED_CHUNK * b)), b
+    rng = random.Random(3)
+    edge = int(((1 << 32) / FUSED_CHUNK) ** 0.5)
+    for b in (edge - 2, edge - 1, edge, edge + 1, 65535):
+        rows = [FUSED_CHUNK * b - 1, 0, b - 1, b] + [rng.randrange(FUSED_CHUNK * b) for _ in range(20000)]
+        assert all(divide(r, b) == r // b for r in rows), b
+    source = planned(layer(), batch=8, seq_len=16).kernel_of("l0", "recurrent").source
+    assert "((1ull << 32) + (unsigned)batch - 1) / (unsigned)batch" in source
+    assert "(unsigned long long)P_CHUNK * batch * batch < (1ull << 32)" in source
