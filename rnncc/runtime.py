@@ -443,14 +443,14 @@ class CompiledModel:
         done nothing, where that does not apply (the weights not on the GPU yet, a plan's
         other forms uploaded, a tensor not on the GPU): then call load_state_dict. ``stream``:
         the one the tensors were written on (torch's current), which orders the copies like
-        any call: not while another stream's call of this model runs. W_hh's fragments for
-        the registers form (weights.fragment_index) are gathered there too."""
+        any call: not while another stream's call of this model runs. W_hh as the
+        tensor-core persistent kernels hold it (weights.fragment_index) is gathered there too;
+        a folded LSTMP's matrix is not made on the device."""
         expected = weights_mod.expected_keys(self.model)
         base = {name for name, _ in weights_mod.PACKED_ARRAYS}
         if self._device_weights is None or set(tensors) != set(expected) \
-                or any(set(names) - base - {n for (l, n) in self._fragment_index if l == layer and
-                                            n.startswith("w_hh_fragments")}
-                       for layer, names in self._device_weights.items()) \
+                or not all(name in base or name.startswith("w_hh_fragments")
+                           for names in self._device_weights.values() for name in names) \
                 or not all(getattr(t, "is_cuda", False) and tuple(t.shape) == expected[k]
                            for k, t in tensors.items()):
             return False
@@ -460,7 +460,7 @@ class CompiledModel:
                 where = self._device_weights[layer.name]
                 packed_arrays = weights_mod.pack_tensors(layer, tensors, self.model.dtype)
                 for name in where:
-                    if name not in base:  # fragments (the check above admits no other form)
+                    if name not in base:  # W_hh's fragments, the one other form the check above admits
                         packed_arrays[name] = self._fragments_on_device(layer.name, name, packed_arrays["w_hh_t"])
                 for name, packed in packed_arrays.items():
                     nbytes = packed.numel() * packed.element_size()
