@@ -7,7 +7,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once).
+FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels).
 """
 
 from __future__ import annotations
@@ -40,7 +40,14 @@ ROW_SETS = {"small": ROWS,
                          Config("gru", "float32", 256, 64, precision="tensor"),
                          Config("lstm", "float32", 256, 64, precision="tensor"),
                          Config("lstm", "float16", 512, 8, layers=2, bidirectional=True),
-                         Config("lstm", "float16", 512, 8)]}
+                         Config("lstm", "float16", 512, 8)],
+            # Short calls on persistent kernels, where the h_n copy after the launch was a node
+            # of its own in a graph (~2 µs).
+            "short": [Config("lstm", "float16", 333, 3, seq_len=16), Config("lstm", "float16", 512, 8, seq_len=16),
+                      Config("gru", "float16", 777, 5, seq_len=16), Config("lstm", "float32", 512, 3, seq_len=4),
+                      Config("gru", "bfloat16", 256, 3, seq_len=12),
+                      Config("lstm", "float16", 512, 7, seq_len=8, layers=2),
+                      Config("gru", "float32", 1000, 13, seq_len=16)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]

@@ -20,7 +20,7 @@ from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
 from .tiles import (CLUSTER_BACKWARD_TILES, H_PROJECTION_BLOCK, BackwardKernelTile, ClusterBackwardTile,
                     ClusterTile, FmaClusterBackwardTile, KSplitBackwardTile, PersistentTile, StepRows,
-                    StepRowsTensor, StepTile)
+                    StepRowsTensor, StepTile, register_cap)
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,10 @@ def fused_projection_params(l: LayerPlan) -> list[Param]:
                           const=False)]
 
 
-def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tuple[Param, ...]:
+def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False,
+                      h_final: bool = True) -> tuple[Param, ...]:
+    """Parameters of a persistent (grid or cluster) kernel; ``h_final``: whether it writes
+    the call's h_n itself (runtime copies it from y after kernels that do not)."""
     G, H = l.gates, l.hidden_size
     weight = _ptr("w_hh_fragments", "T", "W_hh as the kernel holds it (mma fragments, or wgmma's swizzled "
                                          "operand), block by block (weights.fragment_index)") \
@@ -275,6 +278,10 @@ def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False) -> tup
                    _ptr("c", "float", f"[B, {H}] cell state in float32, updated in place", const=False),
                    _ptr("c_final", "T", f"[B, {H}] out: cell state after the last step, or nullptr",
                         const=False)]
+    if h_final:
+        params.append(_ptr("h_final", "T", f"[B, {H}] out: h after the launch's last step again, dense "
+                                           "(the call's h_n, given to the launch that ends the call), or nullptr",
+                           const=False))
     params += [_ptr("y", "T", f"[S, B, {H}] out: h of every step (the layer's output); step t "
                               "at t·y_stride_t", const=False),
                _i64("y_stride_t", "y: elements between steps"),
@@ -408,6 +415,13 @@ def _gates_step(l: LayerPlan, per_step: bool, lengths: bool) -> str | None:
     return "0" if per_step else "t"
 
 
+def _h_final_when(per_step: bool) -> str:
+    """For cells.unit_update, which stores h into ``h_final`` (the call's h_n) as well: when.
+    A step kernel is given h_final at the call's last step only; a persistent kernel at
+    the launch that ends the call, whose last step stores it."""
+    return "h_final != nullptr" if per_step else "t == steps - 1 && h_final != nullptr"
+
+
 def render_projection(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
     """Layer l's input-projection kernel, run by ``users`` (default: l alone); None where
     cuBLASLt runs it."""
@@ -480,13 +494,22 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             keys = keys + ("projection_tile",)
             name_form = "_fused"
             what += ", its input projection computed in the launch by producer blocks"
-        params = persistent_params(l, barrier=mode == "grid", lengths=lengths)
+        # The call's h_n is stored by the kernel itself (cells.unit_update), except where
+        # registers leave no room and it is copied after the launch: the staged FMA form
+        # (its registers form spilled 12-44 bytes at GRU H=1024, 16 units, 4 rows, 2 phases,
+        # with the store in the cell or after the step loop) and tensor-core blocks of 512
+        # threads (128 registers a thread: the grid kernel of LSTM fp32 TF32 H=1024 B=64,
+        # several batch tiles in registers, spilled 20-36 bytes instead of 12).
+        writes_h_n = form != "_staged" and not (tensor and register_cap(persistent.threads) <= 128)
+        params = persistent_params(l, barrier=mode == "grid", lengths=lengths, h_final=writes_h_n)
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,
             shared_bytes=persistent.shared_bytes, residual_step=_residual_step(l, per_step=False),
             lengths_step=_lengths_step(lengths, per_step=False),
-            gates_step=_gates_step(l, False, lengths), registers=registers, fused=fused,
+            gates_step=_gates_step(l, False, lengths),
+            h_final_when=_h_final_when(per_step=False) if writes_h_n else None,
+            registers=registers, fused=fused,
             input_size=l.input_size,
             fused_shared=fused.shared_bytes(l.input_size, DTYPES[plan.dtype].itemsize) if fused else 0,
             **common)
@@ -504,7 +527,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True),
-            gates_step=_gates_step(l, True, lengths), **common)
+            gates_step=_gates_step(l, True, lengths), h_final_when=_h_final_when(per_step=True), **common)
         block, shared, readable = (CELL_THREADS, 1, 1), 0, "cell_" + readable
     elif l.steps_by_rows:
         tile = l.step_tile.value
@@ -518,7 +541,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             row_stride=StepRows.row_stride(l.out_size, DTYPES[plan.dtype].itemsize),
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True),
-            gates_step=_gates_step(l, True, lengths), **common)
+            gates_step=_gates_step(l, True, lengths), h_final_when=_h_final_when(per_step=True), **common)
         block, shared, readable = (tile.threads, 1, 1), 0, ("rows_tensor_" if tensor else "rows_") + readable
     else:
         family, what, keys = "recurrent_step", ", recurrent step", RECURRENT_DECISIONS
@@ -529,7 +552,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             entry=_ENTRY, params=params, H=l.hidden_size, K=l.out_size, cell=l.cell, tile=tile,
             async_copy=tile.async_copy, residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True),
-            gates_step=_gates_step(l, True, lengths), **common)
+            gates_step=_gates_step(l, True, lengths), h_final_when=_h_final_when(per_step=True), **common)
         block, shared = _fma_block(tile), 0
     name, entry, source = _identify(f"{family}{name_form}_{readable}", source)
     cluster = l.persistence.value.tile.cluster if mode == "cluster" else 0

@@ -55,6 +55,13 @@ def arguments(kernel: KernelSource, values: dict[str, int]) -> list[int]:
                                 f"(given: {', '.join(sorted(values))})") from None
 
 
+def writes_h_n(kernel: KernelSource) -> bool:
+    """Whether the recurrent kernel writes the call's h_n itself, given ``h_final`` (every
+    step kernel, and the persistent ones with room in their registers: codegen.
+    render_recurrent); else h_n is copied from the layer's last step after it."""
+    return any(p.name == "h_final" for p in kernel.params)
+
+
 def check_grid(kernel: KernelSource, grid: tuple[int, int]) -> tuple[int, int]:
     if grid[1] > MAX_GRID_Y:
         raise RuntimeCheckError(f"{kernel.name}: grid {grid} exceeds {MAX_GRID_Y} blocks in y; "
@@ -223,9 +230,12 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                          xproj: int, xproj_strides: tuple[int, int, int], weights: dict[str, int],
                          barrier: int, status: int, spin_timeout_ns: int,
                          residual: Residual | None = None, lengths: int = 0,
-                         gates: Gates = NO_GATES, source: Sequence | None = None) -> dict[str, int]:
+                         gates: Gates = NO_GATES, source: Sequence | None = None,
+                         h_final: int = 0) -> dict[str, int]:
     """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1;
     y is the layer's h (for a residual layer not its output, which ``residual`` holds);
+    ``h_final``: a dense [B, H] array the call's last step writes h into as well (h_n;
+    0: none, h_n is then copied from y), given to the launch that ends the call;
     ``lengths``: the device array of each row's length (0: the call has none); ``gates``:
     where a training forward's kernel writes the pre-activations; ``barrier``: a grid
     layer's barrier, or the flags of a layer whose launch computes its projection from
@@ -235,7 +245,8 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
             **recurrent_fragments(l, weights), "xproj_all": xproj, "xproj_stride_t": xp_t, "xproj_stride_b": xp_b,
             "xproj_stride_n": xp_n, "y": y.at(t0), "y_stride_t": y.stride_t,
-            "y_stride_b": y.stride_b, "steps": steps, "batch": B, "barrier": barrier,
+            "y_stride_b": y.stride_b, "h_final": h_final if t0 + steps == S else 0,
+            "steps": steps, "batch": B, "barrier": barrier,
             "status": status, "spin_timeout_ns": spin_timeout_ns,
             "bias_hn": weights.get("bias_hn", 0)}
     if l.cell == "lstm":

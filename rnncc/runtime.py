@@ -200,7 +200,7 @@ class _LayerRun:
     c_arr: Any
     c_view: arrays.DeviceView | None
     lengths: int = 0       # the call's lengths on the device (0: none)
-    h_final: int = 0       # where the step kernel's last launch writes h_n (0: copied after)
+    h_final: int = 0       # where the recurrent kernel writes h_n at the call's last step (0: copied after)
     gates: launch.Gates = launch.NO_GATES  # where a training forward writes the pre-activations
 
 
@@ -1051,9 +1051,12 @@ class CompiledModel:
             return state_slot(h_all_view, l.name) if stacked else make((B, l.out_size))
         for r in runs:
             l, y = r.layer, r.y
-            # A launch a step writes h_n at its last step itself (launch.step_arguments):
-            # in a call of a few steps the copy after it was a node of its own, ~2 µs.
-            by_kernel = not pipelined(plan) and l.persistence.value.mode == "none" and not l.proj_size
+            # The recurrent kernel writes h_n at the call's last step itself where it can
+            # (launch.writes_h_n): the copy after it was a node of its own, ~2 µs in a graph.
+            # Not a projected LSTM's (its h comes from the h projection) nor a pipelined
+            # call's (h_n would be made before the fork).
+            by_kernel = not pipelined(plan) and not l.proj_size \
+                and launch.writes_h_n(variant.kernel_of(l.name, "recurrent"))
             if by_kernel:
                 h_arr, h_view = h_n_of(l)
                 r = replace(r, h_final=h_view.ptr)
@@ -1315,7 +1318,7 @@ class CompiledModel:
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
                     status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths,
-                    gates=r.gates, source=fused_source)
+                    gates=r.gates, source=fused_source, h_final=r.h_final)
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
                 for j in range(steps):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rnncc
-from rnncc import build, codegen, tiles
+from rnncc import build, codegen, launch, tiles
 from rnncc.passes import cost
 from rnncc.codegen import environment
 from rnncc.dtypes import DTYPES
@@ -230,6 +230,31 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
             assert "mbarrier.try_wait" in k.source and "report_timeout(status, 2u)" in k.source
         else:  # a cluster of one block waits only at __syncthreads
             assert "try_wait" not in k.source and "cluster.sync" not in k.source
+
+
+def test_persistent_kernels_write_h_n_themselves():
+    """Each persistent kernel takes h_final and stores h there at its last step (the call's
+    h_n; launch.persistent_arguments gives it to the launch that ends the call only), so
+    that no copy follows the launch: grid on tensor cores and FMA; clusters of lanes, FMA,
+    and tensor cores with W_hh in registers. The staged FMA form (W_hhᵀ in shared memory or
+    registers) and tensor-core blocks of 512 threads do not (the store made them spill), so
+    the runtime copies h_n after them."""
+    def one(persistence, precision, dtype, H, B):
+        spec = {"name": "hn", "dtype": dtype, "input_size": 64,
+                "layers": [{"name": "l0", "cell": "lstm", "hidden_size": H}]}
+        m = rnncc.compile(spec, target="h100", batch=B, persistence=persistence, precision=precision)
+        return m.kernel_of("l0", "recurrent")
+    forms = set()
+    for args in (("grid", "tensor", "float16", 64, 8), ("grid", "exact", "float32", 64, 8),
+                 ("grid", "exact", "float32", 1024, 64), ("grid", "exact", "float32", 1024, 8),
+                 ("cluster", "tensor", "float16", 64, 8), ("cluster", "tensor", "float16", 512, 8),
+                 ("cluster", "exact", "float32", 256, 64), ("grid", "tensor", "float32", 1024, 64)):
+        k = one(*args)
+        forms.add(k.name.rsplit("_", 1)[0])
+        copied = "_staged_" in k.name or "_registers_" in k.name or (args[1] == "tensor" and k.block[0] >= 512)
+        assert launch.writes_h_n(k) == (not copied), args
+        assert ("if (t == steps - 1 && h_final != nullptr) h_final[" in k.source) == (not copied), args
+    assert len(forms) == 8, forms
 
 
 @pytest.mark.parametrize("source,defines", [

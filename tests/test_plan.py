@@ -504,17 +504,24 @@ def test_launch_grids_and_arguments_are_pure():
     args = launch.persistent_arguments(
         l, t0=0, steps=5, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
         xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, "w_ih": 12, "bias": 13, fragments: 14},
-        barrier=44, status=66, spin_timeout_ns=10**9)
+        barrier=44, status=66, spin_timeout_ns=10**9, h_final=88)
     values = launch.arguments(k, args)
     named = dict(zip((q.name for q in k.params), values))
     assert named["h0"] == 0 and named["y"] == 1000 and named["c_final"] == 77 and named["w_hh_fragments"] == 14
+    assert named["h_final"] == 88  # the launch that ends the call writes h_n
     assert named["barrier"] == 44 and named["status"] == 66 and named["spin_timeout_ns"] == 10**9
     # A later chunk reads h of the step before it and does not write c_final early.
     later = launch.persistent_arguments(
         l, t0=2, steps=2, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
         xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, fragments: 14}, barrier=44, status=66,
-        spin_timeout_ns=1)
+        spin_timeout_ns=1, h_final=88)
     assert later["h0"] == 1000 + 1 * 8 * 256 * 2 and later["c_final"] == 0 and later["first_chunk"] == 0
+    assert later["h_final"] == 0  # nor h_n: steps 2 and 3 of 5
+    last = launch.persistent_arguments(
+        l, t0=3, steps=2, S=5, B=8, y=y, h0=None, c0=0, c_out=77, cell=55, xproj=99,
+        xproj_strides=(8 * 1024, 1024, 1), weights={"w_hh_t": 11, fragments: 14}, barrier=44, status=66,
+        spin_timeout_ns=1, h_final=88)
+    assert last["h_final"] == 88 and last["c_final"] == 77  # the chunk that ends the call
     with pytest.raises(rnncc.RuntimeCheckError, match="no value for parameter"):
         launch.arguments(k, {"h0": 0})
     with pytest.raises(rnncc.RuntimeCheckError, match="exceeds 65535 blocks"):

@@ -110,7 +110,7 @@ static_assert((CLUSTER - 1) * UNITS < H, "every block owns a unit (its slice of 
 static_assert((W_BYTES + H_FULL_BYTES) % 8 == 0, "the mbarriers 8-byte aligned");
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_lstm_h256_f32_50cc797da7(
+rnncc_recurrent_cluster_lstm_h256_f32_e7c3086c21(
     const T* __restrict__ h0,                   // [B, 256] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [256, 4·256] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -121,6 +121,7 @@ rnncc_recurrent_cluster_lstm_h256_f32_50cc797da7(
     const T* __restrict__ c0,                   // [B, 256] initial cell state, read when first_chunk (nullptr: zeros)
     float* __restrict__ c,                      // [B, 256] cell state in float32, updated in place
     T* __restrict__ c_final,                    // [B, 256] out: cell state after the last step, or nullptr
+    T* __restrict__ h_final,                    // [B, 256] out: h after the launch's last step again, dense (the call's h_n, given to the launch that ends the call), or nullptr
     T* __restrict__ y,                          // [S, B, 256] out: h of every step (the layer's output); step t at t·y_stride_t
     long long y_stride_t,                       // y: elements between steps
     long long y_stride_b,                       // y: elements between batch entries
@@ -299,6 +300,7 @@ rnncc_recurrent_cluster_lstm_h256_f32_50cc797da7(
                         if (c_final != nullptr) c_final[(long long)b * H + u] = from_float(c_new);
                     }
                     h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
+                    if (t == steps - 1 && h_final != nullptr) h_final[(long long)b * H + u] = from_float(h_new);
                     h_next[u][b - b_base] = to_float(from_float(h_new));
                 }
             }

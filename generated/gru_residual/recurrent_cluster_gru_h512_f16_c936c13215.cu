@@ -194,7 +194,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_a41838ec48(
+rnncc_recurrent_cluster_gru_h512_f16_c936c13215(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -203,6 +203,7 @@ rnncc_recurrent_cluster_gru_h512_f16_a41838ec48(
     long long xproj_stride_b,                   // xproj_all: elements between batch entries
     long long xproj_stride_n,                   // xproj_all: elements between gate columns
     const float* __restrict__ bias_hn,          // [512] b_hn, applied inside r * (h W_hnᵀ + b_hn)
+    T* __restrict__ h_final,                    // [B, 512] out: h after the launch's last step again, dense (the call's h_n, given to the launch that ends the call), or nullptr
     T* __restrict__ y,                          // [S, B, 512] out: h of every step (the layer's output); step t at t·y_stride_t
     long long y_stride_t,                       // y: elements between steps
     long long y_stride_b,                       // y: elements between batch entries
@@ -403,6 +404,7 @@ rnncc_recurrent_cluster_gru_h512_f16_a41838ec48(
                 const float gate_n = tanh_act(xp[2] + gate_r * (hw[2] + bias_hn[u]));
                 const float h_new = (1.0f - gate_z) * gate_n + gate_z * h_old;
                 h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
+                if (t == steps - 1 && h_final != nullptr) h_final[(long long)b * H + u] = from_float(h_new);
                 if (t + 1 < steps) h_next[h_at(row, u)] = from_float(h_new);
             }
         }

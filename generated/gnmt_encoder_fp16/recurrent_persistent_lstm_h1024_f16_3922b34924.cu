@@ -226,7 +226,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 214016, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_f16_e9022c327d(
+rnncc_recurrent_persistent_lstm_h1024_f16_3922b34924(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -237,6 +237,7 @@ rnncc_recurrent_persistent_lstm_h1024_f16_e9022c327d(
     const T* __restrict__ c0,                   // [B, 1024] initial cell state, read when first_chunk (nullptr: zeros)
     float* __restrict__ c,                      // [B, 1024] cell state in float32, updated in place
     T* __restrict__ c_final,                    // [B, 1024] out: cell state after the last step, or nullptr
+    T* __restrict__ h_final,                    // [B, 1024] out: h after the launch's last step again, dense (the call's h_n, given to the launch that ends the call), or nullptr
     T* __restrict__ y,                          // [S, B, 1024] out: h of every step (the layer's output); step t at t·y_stride_t
     long long y_stride_t,                       // y: elements between steps
     long long y_stride_b,                       // y: elements between batch entries
@@ -430,6 +431,7 @@ rnncc_recurrent_persistent_lstm_h1024_f16_e9022c327d(
                             if (c_out != nullptr) c_out[(long long)b * H + u] = from_float(c_new);
                         }
                         h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
+                        if (t == steps - 1 && h_final != nullptr) h_final[(long long)b * H + u] = from_float(h_new);
                     }
                 /* end cell */
             }
@@ -559,6 +561,7 @@ rnncc_recurrent_persistent_lstm_h1024_f16_e9022c327d(
                 c[cell_index] = c_new;
                 if (c_out != nullptr) c_out[cell_index] = from_float(c_new);
                 h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
+                if (t == steps - 1 && h_final != nullptr) h_final[(long long)b * H + u] = from_float(h_new);
             }
             __syncthreads();  // h_s and partials are reused by the next batch tile
         }

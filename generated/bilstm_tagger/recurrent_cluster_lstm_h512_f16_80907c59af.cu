@@ -194,7 +194,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_lstm_h512_f16_d2b67a4a6c(
+rnncc_recurrent_cluster_lstm_h512_f16_80907c59af(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -205,6 +205,7 @@ rnncc_recurrent_cluster_lstm_h512_f16_d2b67a4a6c(
     const T* __restrict__ c0,                   // [B, 512] initial cell state, read when first_chunk (nullptr: zeros)
     float* __restrict__ c,                      // [B, 512] cell state in float32, updated in place
     T* __restrict__ c_final,                    // [B, 512] out: cell state after the last step, or nullptr
+    T* __restrict__ h_final,                    // [B, 512] out: h after the launch's last step again, dense (the call's h_n, given to the launch that ends the call), or nullptr
     T* __restrict__ y,                          // [S, B, 512] out: h of every step (the layer's output); step t at t·y_stride_t
     long long y_stride_t,                       // y: elements between steps
     long long y_stride_b,                       // y: elements between batch entries
@@ -423,6 +424,7 @@ rnncc_recurrent_cluster_lstm_h512_f16_d2b67a4a6c(
                     if (c_out != nullptr) c_out[(long long)b * H + u] = from_float(c_new);
                 }
                 h_out[(long long)b * h_out_stride_b + u] = from_float(h_new);
+                if (t == steps - 1 && h_final != nullptr) h_final[(long long)b * H + u] = from_float(h_new);
                 if (t + 1 < steps) h_next[h_at(row, u)] = from_float(h_new);
             }
         }
