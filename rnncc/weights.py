@@ -232,23 +232,27 @@ def fragment_index(tile: TensorTile, hidden: int, gates: int, itemsize: int) -> 
       same fragments by 16-row tile of the block's rows, row m column u0·G + m of W_hhᵀ;
       wgmma's A K-major with the 128-byte swizzle (swizzled_at)."""
     mk, pair = mma_k(itemsize), 4 // itemsize
+    kh = mk // 2
     blocks = fragment_blocks(tile, hidden)
+    if tile.weights_in_registers:
+        gs = TensorTile.rows_per_unit(gates)
+        rank, warp, step, lane, reg, half = np.ix_(*(np.arange(n) for n in (
+            blocks, tile.m_tiles, tile.k_steps(hidden, itemsize), 32, 4, pair)))
+        m = lane // 4 + 8 * (reg & 1)
+        k = step * mk + pair * (lane % 4) + kh * (reg >> 1) + half
+        gate = 2 * (m // 8) + m % 2 if gs == 4 else np.zeros_like(m)
+        unit = rank * tile.units_per_block + warp * (16 // gs) + ((m % 8) // 2 if gs == 4 else m)
+        inside = (gate < gates) & (unit < hidden) & (k < hidden)
+        return np.where(inside, k * gates * hidden + unit * gates + gate, hidden * gates * hidden).reshape(-1)
     m_pad, k_pad = tile.m_tiles * 16, tile.k_padded(hidden, itemsize)
     if tile.wgmma:  # element (m, k) at swizzled_at(M_PAD, m, k), K in blocks of 64
         rank, kb, m, chunk, e = np.ix_(*(np.arange(n) for n in (blocks, -(-k_pad // 64), m_pad, 8, 8)))
         k = kb * 64 + (chunk ^ (m % 8)) * 8 + e
-    else:  # mma.sync's A fragments by 16-row tile (in the registers form a warp's) and k-step
+    else:
         rank, tile16, step, lane, reg, half = np.ix_(*(np.arange(n) for n in (
             blocks, tile.m_tiles, k_pad // mk, 32, 4, pair)))
-        row = lane // 4 + 8 * (reg & 1)  # in the tile
-        k = step * mk + pair * (lane % 4) + mk // 2 * (reg >> 1) + half
-        if tile.weights_in_registers:  # row: gate row_gate(row) of unit row_unit(row) of the warp
-            gs = TensorTile.rows_per_unit(gates)
-            gate = 2 * (row // 8) + row % 2 if gs == 4 else np.zeros_like(row)
-            unit = rank * tile.units_per_block + tile16 * (16 // gs) + ((row % 8) // 2 if gs == 4 else row)
-            inside = (gate < gates) & (unit < hidden) & (k < hidden)
-            return np.where(inside, k * gates * hidden + unit * gates + gate, hidden * gates * hidden).reshape(-1)
-        m = tile16 * 16 + row
+        m = tile16 * 16 + lane // 4 + 8 * (reg & 1)
+        k = step * mk + pair * (lane % 4) + kh * (reg >> 1) + half
     column = rank * tile.units_per_block * gates + m
     inside = (m < tile.units_per_block * gates) & (column < gates * hidden) & (k < hidden)
     return np.where(inside, k * gates * hidden + column, hidden * gates * hidden).reshape(-1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -184,16 +186,19 @@ def test_pack_tensors_is_pack_byte_for_byte(dtype):
             assert t.view(torch.uint8).numpy().tobytes() == expected.tobytes(), (layer.name, name)
 
 
-@pytest.mark.parametrize("gates,hidden,cluster,itemsize", [(4, 40, 3, 2), (3, 33, 2, 2), (1, 50, 4, 2),
-                                                           (4, 24, 2, 4), (3, 20, 1, 4)])
-def test_fragments_are_each_warps_rows_in_mma_order(gates, hidden, cluster, itemsize):
+@pytest.mark.parametrize("gates,hidden,cluster,itemsize,wgmma", [
+    (4, 40, 3, 2, False), (3, 33, 2, 2, False), (1, 50, 4, 2, False), (4, 24, 2, 4, False), (3, 20, 1, 4, False),
+    (4, 40, 3, 2, True), (1, 256, 1, 2, True)])
+def test_fragments_are_each_warps_rows_in_mma_order(gates, hidden, cluster, itemsize, wgmma):
     """weights.fragment_index (the registers form's W_hh, uploaded in the order its lanes
     load it): read back through the PTX ISA's A-fragment layout (lane l, register i, half
     p: row l / 4 + 8·(i & 1), k (MMA_K / 2)·(i >> 1) + PAIR·(l % 4) + p), each warp's 16
     rows over K are the gates of its units as the template orders them (a unit's gate g
     in row 8·(g / 2) + 2·unit + g % 2), zero past H and past G; and every element of W_hh
-    is there exactly once."""
-    tile = rnncc.tiles.TensorTile.registers_form(hidden, gates, cluster, 8)
+    is there exactly once. The same with its product by wgmma, whose A comes from the
+    same registers (not the shared-memory wgmma form's swizzled image: afa4f4e took that
+    one for it, and the GPU tests of the wgmma registers form failed)."""
+    tile = replace(rnncc.tiles.TensorTile.registers_form(hidden, gates, cluster, 8), wgmma=wgmma)
     mk, pair = (16, 2) if itemsize == 2 else (8, 1)
     k_steps = tile.k_steps(hidden, itemsize)
     w_hh = np.random.default_rng(1).standard_normal((gates * hidden, hidden)).astype(np.float32)
