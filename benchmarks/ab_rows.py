@@ -7,7 +7,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels).
+FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step).
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ ROW_SETS = {"small": ROWS,
                       Config("gru", "float16", 777, 5, seq_len=16), Config("lstm", "float32", 512, 3, seq_len=4),
                       Config("gru", "bfloat16", 256, 3, seq_len=12),
                       Config("lstm", "float16", 512, 7, seq_len=8, layers=2),
-                      Config("gru", "float32", 1000, 13, seq_len=16)]}
+                      Config("gru", "float32", 1000, 13, seq_len=16)],
+            # One-step calls whose graph-plan times moved between runs at 48d1525 and 522ceb4.
+            "one_step": [Config("lstm", "float16", 650, 5, seq_len=1), Config("gru", "float32", 256, 1, seq_len=1),
+                         Config("lstm", "float32", 650, 5, seq_len=1), Config("lstm", "float16", 1024, 1, seq_len=1)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]
@@ -63,4 +66,5 @@ if __name__ == "__main__":
                           "cudnn_ms": round(r["cudnn_ms"], 4),
                           "twin_ms": round(r["twin_ms"], 4) if "twin_ms" in r else None,
                           "rnncc_graph_ms": r.get("rnncc_graph_ms"),
-                          "cudnn_graph_ms": r.get("cudnn_graph_ms")}), flush=True)
+                          "cudnn_graph_ms": r.get("cudnn_graph_ms"),
+                          "rnncc_graph_plan_ms": r.get("rnncc_graph_plan_ms")}), flush=True)
