@@ -259,6 +259,8 @@ def test_persistent_kernels_write_h_n_themselves():
 
 @pytest.mark.parametrize("source,defines", [
     ("cluster_exchange.cu", ["-DCL=4"]),
+    ("cross_cluster_exchange.cu", ["-DCL=16", "-DNC=4"]),
+    ("cross_cluster_exchange.cu", ["-DCL=8", "-DNC=8"]),
     ("grid_exchange.cu", ["-DBLOCKS=128", "-DVALUES=64"]),
     ("step_floor.cu", ["-DH=100", "-DKS=8", "-DLANES=8"]),
     ("step_floor.cu", ["-DH=33", "-DKS=16", "-DLANES=16"]),
