@@ -5,7 +5,8 @@
 # PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit,
 # and TESTS_K a part of the tests (a pytest -k expression; the summary file is then named
 # gpu-tests-<date>-<TESTS_PART>.txt);
-# "floors" adds the exchange and step-floor microbenchmarks of issue 14's design.
+# "floors" adds the exchange and step-floor microbenchmarks of issue 14's design (the grid's,
+# and between clusters when W_hh spans several).
 # SAVE_CUBINS=1 also writes the build cache (RNNCC_CACHE_DIR) as $OUT/cubins.tar.gz, so that
 # the next device call can carry the kernels this one compiled instead of building them again.
 set -uo pipefail
@@ -40,6 +41,7 @@ fi
 if [[ " $PARTS " == *" floors "* ]]; then
 python3 benchmarks/grid_exchange.py 2>&1 | tee "$OUT/grid-exchange-h100-$day.txt"
 python3 benchmarks/step_floor.py 2>&1 | tee "$OUT/step-floor-h100-$day.txt"
+python3 benchmarks/cross_cluster_exchange.py 2>&1 | tee "$OUT/cross-cluster-exchange-h100-$day.txt"
 fi
 if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"
