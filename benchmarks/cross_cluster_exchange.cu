@@ -11,8 +11,8 @@
 //     clusters' counters (one thread each, ld.acquire.gpu), then reads their values
 //     (__ldcg) and its own cluster's from shared memory.
 // No grid barrier: a block waits only for what it reads. The sum and next_value are
-// grid_exchange.cu's, in the same order, so k_cross's output equals that file's k_flags'
-// at BLOCKS = NC·CL (cross_cluster_exchange.py checks it). Every spin gives up after
+// grid_exchange.cu's (exchange_common.cuh), in the same order, so k_cross's output equals
+// that file's k_flags' at BLOCKS = NC·CL (cross_cluster_exchange.py checks it). Every spin gives up after
 // SPIN_LIMIT polls or once another block has, and sets *failed: the benchmark cannot hang.
 #ifndef CL
 #define CL 16
@@ -30,22 +30,7 @@
 static_assert(TOTAL % BLOCKS == 0 && VALUES <= NT && TOTAL % NT == 0, "shape");
 static_assert(2 * CLUSTER_VALUES * 4 <= 40 * 1024, "both parities of the cluster's h fit static shared memory");
 
-__device__ __forceinline__ float next_value(float sum, int block, int i) {
-    return sum * (1.0f / TOTAL) + 1e-3f * (block * VALUES + i);
-}
-
-__device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
-    return *reinterpret_cast<const volatile unsigned*>(p);
-}
-
-__device__ __forceinline__ bool give_up(unsigned& spins, unsigned* failed) {
-    ++spins;
-    if (spins > SPIN_LIMIT || ((spins & 1023u) == 0 && load_volatile(failed))) {
-        atomicExch(failed, 1u);
-        return true;
-    }
-    return false;
-}
+#include "exchange_common.cuh"
 
 __device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -59,18 +44,8 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// grid_exchange.cu's block_sum: the threads' partials summed in thread order.
-__device__ float block_sum(float partial, float* scratch) {
-    scratch[threadIdx.x] = partial;
-    __syncthreads();
-    float s = 0.f;
-    for (int j = 0; j < NT; ++j) s += scratch[j];
-    __syncthreads();
-    return s;
-}
-
-extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) k_cross(float* h, unsigned* counters, unsigned* failed,
-                                                         float* out, int steps) {
+extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT)
+k_cross(float* h, unsigned* counters, unsigned* failed, float* out, int steps) {
     __shared__ float own[2][CLUSTER_VALUES];              // the cluster's h, by parity of the step
     __shared__ __align__(8) unsigned long long bar[2];    // its mbarriers: all peers' bytes landed
     __shared__ float scratch[NT];

@@ -28,34 +28,7 @@
 
 static_assert(TOTAL % NT == 0, "every thread reads the same number of values");
 
-__device__ __forceinline__ float next_value(float sum, int block, int i) {
-    return sum * (1.0f / TOTAL) + 1e-3f * (block * VALUES + i);
-}
-
-__device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
-    return *reinterpret_cast<const volatile unsigned*>(p);
-}
-
-// True when a spin must stop: past its bound, or another block gave up.
-__device__ __forceinline__ bool give_up(unsigned& spins, unsigned* failed) {
-    ++spins;
-    if (spins > SPIN_LIMIT || ((spins & 1023u) == 0 && load_volatile(failed))) {
-        atomicExch(failed, 1u);
-        return true;
-    }
-    return false;
-}
-
-// Sum of all h that this block reads, in a fixed order: thread j reads every NT-th value,
-// the block then sums the threads' partials in thread order.
-__device__ float block_sum(float partial, float* scratch) {
-    scratch[threadIdx.x] = partial;
-    __syncthreads();
-    float s = 0.f;
-    for (int j = 0; j < NT; ++j) s += scratch[j];
-    __syncthreads();
-    return s;
-}
+#include "exchange_common.cuh"
 
 // k_counter and k_flags after their wait: all of h of this step, plain loads from L2,
 // summed in block_sum's order, gives this thread's next value.
