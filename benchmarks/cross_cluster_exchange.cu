@@ -28,6 +28,7 @@
 #define SPIN_LIMIT (1u << 22)
 
 static_assert(TOTAL % BLOCKS == 0 && VALUES <= NT && TOTAL % NT == 0, "shape");
+static_assert(CLUSTER_VALUES % NT == 0, "a cluster owns whole rows of NT values");
 static_assert(2 * CLUSTER_VALUES * 4 <= 40 * 1024, "both parities of the cluster's h fit static shared memory");
 
 #include "exchange_common.cuh"
@@ -99,11 +100,19 @@ k_cross(float* h, unsigned* counters, unsigned* failed, float* out, int steps) {
         }
         __syncthreads();
         if (stop) break;  // leaves the loop, not the kernel: the cluster's last barrier below
-        float partial = 0.f;
-        for (int i = threadIdx.x; i < TOTAL; i += NT) {
-            const int owner = i / CLUSTER_VALUES;
-            partial += owner == cluster ? own[p][i - owner * CLUSTER_VALUES] : __ldcg(ht + i);
+        // Unrolled with the owner of each k known at compile time, so that all the loads of
+        // the other clusters' values are in flight at once, as k_flags' are; a loop whose
+        // owner is computed per element serialises them (4.0-4.6 us a step, against 3.0).
+        float values[TOTAL / NT];
+#pragma unroll
+        for (int k = 0; k < TOTAL / NT; ++k) {
+            constexpr int per_cluster = CLUSTER_VALUES / NT;
+            values[k] = k / per_cluster == cluster ? own[p][(k % per_cluster) * NT + threadIdx.x]
+                                                   : __ldcg(ht + k * NT + threadIdx.x);
         }
+        float partial = 0.f;
+#pragma unroll
+        for (int k = 0; k < TOTAL / NT; ++k) partial += values[k];
         const float s = block_sum(partial, scratch);
         if (threadIdx.x < VALUES) mine = next_value(s, blockIdx.x, threadIdx.x);
     }

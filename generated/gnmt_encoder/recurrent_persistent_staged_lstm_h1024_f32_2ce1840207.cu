@@ -1,4 +1,4 @@
-// model lstm_1024: layer l0 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
+// model gnmt_encoder: layers l1, l2 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
 // target h100 (sm_90a); planned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
@@ -60,10 +60,15 @@ __device__ __forceinline__ float tanh_act(float v) { return tanhf(v); }
 // starts from the flipped value. (The earlier design, a counter the last block reset and
 // a generation word it then advanced, put a store, a fence and a second atomic on every
 // step's critical path.) The release on the add makes the block's writes of this step,
-// ordered before it by __syncthreads, visible device-wide before the arrival; the acquire
-// after the poll orders the next step's reads after every block's. barrier[1] is set when
-// a block gave up (all words zeroed before each call). Returns false when the block must
-// stop: its wait passed the bound (reported as 1 in *status), or another block's did.
+// ordered before it by __syncthreads, visible device-wide before the arrival. The poll is
+// an acquire load (the atomics on the word form one release sequence, so the load that
+// sees the last arrival's add synchronises with every block's), and the __syncthreads
+// after it orders the block's next reads after the poll: CUTLASS's GenericBarrier waits
+// the same way. A relaxed poll with a fence.acq_rel.gpu after it cost 0.32-0.40 µs more
+// a step (results/barrier-forms-h100-2026-11-27.txt; the outputs bit-identical).
+// barrier[1] is set when a block gave up (all words zeroed before each call). Returns
+// false when the block must stop: its wait passed the bound (reported as 1 in *status),
+// or another block's did.
 // Every spin-wait is bounded in time: a wait that has not ended after spin_timeout_ns
 // (%globaltimer; 0 means at once, a debug knob) reports in *status, a word of host memory
 // the runtime reads, and the kernel gives up instead of hanging. The clock is read only
@@ -105,7 +110,7 @@ __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status
         unsigned spins = 0;
         unsigned long long start = 0;
         do {
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
             if (((before ^ now) & 0x80000000u) != 0) break;
             if (spin_expired(++spins, start, spin_timeout_ns)
                 || (spins % SPIN_CHECK == 0 && *reinterpret_cast<volatile unsigned*>(&barrier[1]))) {
@@ -115,7 +120,6 @@ __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status
                 break;
             }
         } while (true);
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
     }
     __syncthreads();
     return stop == 0;
@@ -152,7 +156,7 @@ __device__ __forceinline__ void stage16(float* dst, const float* src, bool valid
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_f32_c405979614(
+rnncc_recurrent_persistent_staged_lstm_h1024_f32_2ce1840207(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)

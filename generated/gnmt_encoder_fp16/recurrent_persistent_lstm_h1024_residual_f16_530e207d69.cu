@@ -63,10 +63,15 @@ __device__ __forceinline__ float sigmoid(float v) { return fmaf(0.5f, tanh_act(0
 // starts from the flipped value. (The earlier design, a counter the last block reset and
 // a generation word it then advanced, put a store, a fence and a second atomic on every
 // step's critical path.) The release on the add makes the block's writes of this step,
-// ordered before it by __syncthreads, visible device-wide before the arrival; the acquire
-// after the poll orders the next step's reads after every block's. barrier[1] is set when
-// a block gave up (all words zeroed before each call). Returns false when the block must
-// stop: its wait passed the bound (reported as 1 in *status), or another block's did.
+// ordered before it by __syncthreads, visible device-wide before the arrival. The poll is
+// an acquire load (the atomics on the word form one release sequence, so the load that
+// sees the last arrival's add synchronises with every block's), and the __syncthreads
+// after it orders the block's next reads after the poll: CUTLASS's GenericBarrier waits
+// the same way. A relaxed poll with a fence.acq_rel.gpu after it cost 0.32-0.40 µs more
+// a step (results/barrier-forms-h100-2026-11-27.txt; the outputs bit-identical).
+// barrier[1] is set when a block gave up (all words zeroed before each call). Returns
+// false when the block must stop: its wait passed the bound (reported as 1 in *status),
+// or another block's did.
 // Every spin-wait is bounded in time: a wait that has not ended after spin_timeout_ns
 // (%globaltimer; 0 means at once, a debug knob) reports in *status, a word of host memory
 // the runtime reads, and the kernel gives up instead of hanging. The clock is read only
@@ -108,7 +113,7 @@ __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status
         unsigned spins = 0;
         unsigned long long start = 0;
         do {
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
             if (((before ^ now) & 0x80000000u) != 0) break;
             if (spin_expired(++spins, start, spin_timeout_ns)
                 || (spins % SPIN_CHECK == 0 && *reinterpret_cast<volatile unsigned*>(&barrier[1]))) {
@@ -118,7 +123,6 @@ __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status
                 break;
             }
         } while (true);
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
     }
     __syncthreads();
     return stop == 0;
@@ -226,7 +230,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 214016, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_18bdda2a6c(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_530e207d69(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
