@@ -7,7 +7,8 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step).
+FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
+the shapes whose plan moves if the grid models subtract the acquire poll's saving).
 """
 
 from __future__ import annotations
@@ -50,7 +51,16 @@ ROW_SETS = {"small": ROWS,
                       Config("gru", "float32", 1000, 13, seq_len=16)],
             # One-step calls whose graph-plan times moved between runs at 48d1525 and 522ceb4.
             "one_step": [Config("lstm", "float16", 650, 5, seq_len=1), Config("gru", "float32", 256, 1, seq_len=1),
-                         Config("lstm", "float32", 650, 5, seq_len=1), Config("lstm", "float16", 1024, 1, seq_len=1)]}
+                         Config("lstm", "float32", 650, 5, seq_len=1), Config("lstm", "float16", 1024, 1, seq_len=1)],
+            # The shapes whose plan moves to a grid kernel when the grid forms' prices fall by
+            # the acquire poll's saving (16 of 1500 shapes of a CPU census), and the bench's
+            # grid rows at H=1024 B=8.
+            "barrier_moves": [Config("lstm", "float16", 512, 128), Config("gru", "float16", 512, 128),
+                              Config("lstm", "bfloat16", 512, 128, seq_len=16),
+                              Config("gru", "float32", 256, 128), Config("gru", "float32", 333, 1),
+                              Config("gru", "float16", 2048, 20, seq_len=4),
+                              Config("lstm", "float16", 1024, 8), Config("gru", "float16", 1024, 8),
+                              Config("lstm", "float32", 1024, 8)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]

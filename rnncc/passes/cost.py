@@ -334,6 +334,17 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
 # sums) are left out. The model before, a throughput model with a 1.5 µs barrier and 1.7 µs
 # a batch tile, read these cases 0.6–2.6× what they ran (GRU H=512 B=4: 6.3 µs a step
 # predicted for its pick, 3.6 at the fastest tile, 5.8 at the pick).
+# The grid forms' fixed parts (GRID_FMA_, STAGED_, REGISTERS_ and the tensor GRID_STEP_SECONDS)
+# were fitted with the grid barrier polling relaxed and fencing after. Its acquire poll
+# (2026-11-27) runs a step 0.34-0.50 µs faster in every form (benchmarks/barrier_forms.py,
+# results/barrier-forms-h100-2026-11-27.txt: this form 0.36 and 0.34, staged 0.50,
+# registers 0.40, tensor 0.32-0.35), which is NOT subtracted here. Subtracted, 16 of 1500
+# shapes of a census plan a grid kernel instead; measured old against new
+# (results/ab-barrier-moves-h100-2026-11-27.jsonl), four ran 3-16% faster but two slower: GRU
+# fp32 H=333 B=1 (FMA grid against the cluster, whose model reads it 25% slow: 7% slower)
+# and GRU fp16 H=2048 B=20 S=4 eager (the grid start of 225 KiB blocks, unpriced: ~50%
+# slower). Until those two models are fixed, the plans stay as they were and the saving
+# stays with the kernels.
 GRID_FMA_STEP_SECONDS = 1.7309e-6   # the grid barrier and the fixed part of a step
 GRID_FMA_TILE_SECONDS = 0.1173e-6   # a batch tile a block runs (its block barriers)
 GRID_FMA_LOAD_SECONDS = 0.0251e-6   # a thread's load of h into shared memory, for a batch tile
@@ -388,7 +399,8 @@ def persistent_seconds(batch: int, hidden: int, gates: int,
 # benchmarks/results/staged-sweep-h100-2026-11-27.jsonl (12 float32 cases, H 300–1024, B
 # 8–64; rnncc/ at 5530e26 plus this kernel). Median error 6.8%; at 9 of the 11 cases with
 # H % 4 = 0 the pick is the fastest staged tile timed, at the other two within 5%. The
-# copies were fitted at zero (the cp.async copies overlap the product).
+# copies were fitted at zero (the cp.async copies overlap the product). The acquire poll's
+# 0.50 µs is not subtracted (see GRID_FMA_STEP_SECONDS).
 STAGED_STEP_SECONDS = 2.5021e-6   # the grid barrier and the fixed part of a step
 STAGED_CHUNK_SECONDS = 0.3410e-6  # a chunk: its cp.async wait and block barrier
 STAGED_COPY_SECONDS = 0.0         # a thread's 16-byte copy of h
@@ -474,7 +486,8 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
 # by the counts of `register_terms`: an NNLS fit (relative error) to the kernel's GPU time
 # (torch.profiler) at 90 tiles of 12 cases, `benchmarks/staged_sweep.py --form registers
 # --fit`, results/registers-sweep-h100-2026-11-27.jsonl (at cd14e68). Median error 4.6%,
-# worst 14.9%; at 12 of 12 cases the pick is within 4% of the fastest tile timed.
+# worst 14.9%; at 12 of 12 cases the pick is within 4% of the fastest tile timed. The
+# acquire poll's 0.40 µs is not subtracted (see GRID_FMA_STEP_SECONDS).
 REGISTERS_STEP_SECONDS = 1.9828e-6      # the grid barrier and the fixed part of a step
 REGISTERS_COPY_SECONDS = 0.15157e-6     # a lane's 16-byte copy of h (its warp waits for all)
 REGISTERS_FLOAT_SECONDS = 0.45764e-6    # a lane's round of 8 float loads of h (H % 4 ≠ 0)
@@ -920,7 +933,7 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 # the fastest (GRU fp16 H=650 B=20: 17.9 µs against 9.4 for K split 8).
 # The fixed cost was fitted with the counter-and-generation barrier; the barrier whose top
 # bit flips took 0.54 µs less a step (results/step-split-h100-2026-11-24.txt at 45d6ab9),
-# subtracted here (1.36 fitted).
+# subtracted here (1.36 fitted). The acquire poll's 0.34 µs is not (see GRID_FMA_STEP_SECONDS).
 # Not refitted since a block keeps several batch tiles in registers (it looped over them
 # from memory): 5% less a step at LSTM fp16 H=1024 B=64 (step-split file above). The
 # wider tiles (twice the fewest units, the batch split over blocks) are predicted 1.5-2x
