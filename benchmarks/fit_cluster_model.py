@@ -16,7 +16,7 @@ with --shared: the lines without " lanes", the exchange measured alone taken off
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/cluster-tile-sweep-exchange-h100-2026-11-24.txt --shared
 
-The tensor-core cluster kernel, both forms (CLUSTER_* and REGISTERS_*,
+The tensor-core cluster kernel, both forms (CLUSTER_* and TENSOR_REGISTERS_*,
 ``cost.tensor_cluster_terms``), with --tensor: the exchange measured alone
 (``cost.cluster_exchange_seconds``) is taken off each time first, and each wave of
 clusters counted.

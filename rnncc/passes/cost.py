@@ -875,29 +875,31 @@ CLUSTER_K_STEP_SECONDS = 0.0453e-6   # a k-step and batch tile of 8 of a warp's 
 CLUSTER_WARP_SECONDS = 0.0120e-6     # a warp of the block (barriers, the K split's sums)
 CLUSTER_M_TILE_SECONDS = 0.0341e-6   # 16 rows of the block's W_hh: their cells in the epilogue
 CLUSTER_BUSY_SECONDS = 0.4763e-6     # all the GPU's SMs busy (× the share the clusters fill), both forms
-REGISTERS_STEP_SECONDS = 0.0172e-6
-REGISTERS_K_STEP_SECONDS = 0.0131e-6
-REGISTERS_TILE_SECONDS = 0.1236e-6   # a batch tile of 8: a warp runs the cell of all its elements
-REGISTERS_WARP_SECONDS = 0.0
-REGISTERS_M_TILE_SECONDS = 0.0270e-6
+TENSOR_REGISTERS_STEP_SECONDS = 0.0172e-6
+TENSOR_REGISTERS_K_STEP_SECONDS = 0.0131e-6
+TENSOR_REGISTERS_TILE_SECONDS = 0.1236e-6   # a batch tile of 8: a warp runs the cell of all its elements
+TENSOR_REGISTERS_WARP_SECONDS = 0.0
+TENSOR_REGISTERS_M_TILE_SECONDS = 0.0270e-6
 # The registers form with its product by wgmma (TensorTile.wgmma) in place of mma.sync: a
 # fixed cost a step (the fences, the commit and the wait) and one per batch tile of 8 in
-# place of REGISTERS_TILE_SECONDS. In the sweep above mma.sync is faster at one batch tile
-# (LSTM fp16 H=256 B=8, cluster of 8: 0.92 against 0.96 µs a step) and wgmma at two.
+# place of TENSOR_REGISTERS_TILE_SECONDS. In the sweep above mma.sync is faster at one
+# batch tile (LSTM fp16 H=256 B=8, cluster of 8: 0.92 against 0.96 µs a step) and wgmma at
+# two. (The registers form's prices are TENSOR_REGISTERS_*, apart from the FMA grid
+# kernel's registers form, REGISTERS_*.)
 WGMMA_STEP_SECONDS = 0.0996e-6
 WGMMA_TILE_SECONDS = 0.0387e-6
 TENSOR_CLUSTER_PRICES = {name: globals()[name] for name in (
     "CLUSTER_STEP_SECONDS", "CLUSTER_K_STEP_SECONDS", "CLUSTER_WARP_SECONDS", "CLUSTER_M_TILE_SECONDS",
-    "CLUSTER_BUSY_SECONDS", "REGISTERS_STEP_SECONDS", "REGISTERS_K_STEP_SECONDS", "REGISTERS_TILE_SECONDS",
-    "REGISTERS_WARP_SECONDS", "REGISTERS_M_TILE_SECONDS", "WGMMA_STEP_SECONDS", "WGMMA_TILE_SECONDS")}
+    "CLUSTER_BUSY_SECONDS", "TENSOR_REGISTERS_STEP_SECONDS", "TENSOR_REGISTERS_K_STEP_SECONDS", "TENSOR_REGISTERS_TILE_SECONDS",
+    "TENSOR_REGISTERS_WARP_SECONDS", "TENSOR_REGISTERS_M_TILE_SECONDS", "WGMMA_STEP_SECONDS", "WGMMA_TILE_SECONDS")}
 
 
 def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
                          itemsize: int) -> dict[str, float]:
     """The counts of one wave of steps of the tensor-core cluster kernel that the CLUSTER_*
-    (shared-memory form) or REGISTERS_* constants price, by constant name (the features
+    (shared-memory form) or TENSOR_REGISTERS_* constants price, by constant name (the features
     benchmarks/fit_cluster_model.py --tensor fits)."""
-    form = "REGISTERS" if tile.weights_in_registers else "CLUSTER"
+    form = "TENSOR_REGISTERS" if tile.weights_in_registers else "CLUSTER"
     n_tiles = tile.batch_per_block // MMA_N
     busy = min(1.0, math.ceil(batch / tile.batch_per_block) * tile.cluster / target.sm_count)
     terms = {f"{form}_STEP_SECONDS": 1.0,
@@ -912,7 +914,7 @@ def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, 
         terms["WGMMA_STEP_SECONDS"] = 1.0
         terms["WGMMA_TILE_SECONDS"] = n_tiles
     elif tile.weights_in_registers:
-        terms["REGISTERS_TILE_SECONDS"] = n_tiles
+        terms["TENSOR_REGISTERS_TILE_SECONDS"] = n_tiles
     return terms
 
 
