@@ -8,7 +8,8 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
 FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
-the shapes whose plan moves if the grid models subtract the acquire poll's saving).
+the shapes whose plan moves if the grid models subtract the acquire poll's saving;
+"stage_groups": the tensor grid kernel's rows).
 """
 
 from __future__ import annotations
@@ -60,7 +61,13 @@ ROW_SETS = {"small": ROWS,
                               Config("gru", "float32", 256, 128), Config("gru", "float32", 333, 1),
                               Config("gru", "float16", 2048, 20, seq_len=4),
                               Config("lstm", "float16", 1024, 8), Config("gru", "float16", 1024, 8),
-                              Config("lstm", "float32", 1024, 8)]}
+                              Config("lstm", "float32", 1024, 8)],
+            # The tensor grid kernel's rows, a stack of them, and a control whose H is not
+            # whole 16-byte vectors (h staged by K range was tried on these: docs/design-notes.md).
+            "stage_groups": [Config("lstm", "float16", 1024, 8), Config("gru", "float16", 1024, 8),
+                             Config("lstm", "bfloat16", 1024, 8), Config("lstm", "float32", 1024, 8, precision="tensor"),
+                             Config("lstm", "float16", 1024, 13, seq_len=4), Config("lstm", "float16", 1024, 8, layers=4),
+                             Config("gru", "float16", 777, 5, seq_len=16)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]
