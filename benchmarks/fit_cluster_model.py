@@ -27,6 +27,15 @@ The FMA grid kernel (GRID_FMA_*, ``cost.grid_fma_terms``), with --grid: a sweep 
 ``benchmarks/grid_tile_sweep.py fma``.
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-fma-h100-2026-11-24.txt --grid
+
+The grid kernel on tensor cores (GRID_STEP_, GRID_TILE_, GRID_K_STEP_ and the GRID_WGMMA_*
+prices of ``cost.tensor_seconds``), with --tensor-grid: a sweep by
+``benchmarks/grid_tile_sweep.py`` (grid, wide or wgmma), by plain least squares as first
+fitted (``fit_tensor_grid``). The chain is taken as latency (a k-step's price), not the SM's
+mma throughput, which binds at none of the swept tiles; a line whose tile the model prices
+otherwise (the throughput bound) is left out and counted.
+
+    python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt --tensor-grid
 """
 
 from __future__ import annotations
@@ -38,11 +47,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
 
+from rnncc.passes import cost
 from rnncc.passes.cost import (cluster_exchange_seconds, cluster_shared_terms, grid_fma_terms, lanes_terms,
                                measured_exchange_seconds, tensor_cluster_terms, tensor_cluster_waves)
-from rnncc.tiles import ClusterTile, PersistentTile, TensorTile, lanes_k_tile
+from rnncc.tiles import ClusterTile, PersistentTile, TensorTile, batch_tiles_per_block, lanes_k_tile
 from rnncc.target import PRESETS
 
 LINE = re.compile(r"(\w+) float32 H=(\d+) B=(\d+): cluster=(\d+) units=(\d+) bpb=(\d+) rows/thread=(\d+) "
@@ -101,9 +110,79 @@ def grid_rows(text: str):
         yield (cell, H, B), tile, float(m.group(11)), grid_fma_terms(B, H, GATES.get(cell, 1), tile)
 
 
+TENSOR_GRID_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
+                              r"batch_blocks=(\d+) threads=(\d+)( wgmma)?: measured ([\d.]+)")
+
+
+def tensor_grid_terms(B: int, H: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
+    """The counts of one step of the grid kernel on tensor cores that cost.tensor_seconds
+    prices, its chain taken as latency: per batch tile a block runs, the tile's fixed work
+    and its warps' chain (mma.sync: k-steps × batch tiles of 8; wgmma: k-steps, and the K
+    split's partial sums per batch tile of 8)."""
+    tiles = batch_tiles_per_block(B, tile.batch_per_block, tile.batch_blocks)
+    k_steps, n_tiles = tile.k_steps(H, itemsize), tile.batch_per_block // 8
+    terms = {"GRID_STEP_SECONDS": 1.0, "GRID_TILE_SECONDS": tiles}
+    if tile.wgmma:
+        terms |= {"GRID_WGMMA_K_STEP_SECONDS": tiles * k_steps,
+                  "GRID_WGMMA_SPLIT_SECONDS": tiles * tile.k_split * n_tiles}
+    else:
+        terms["GRID_K_STEP_SECONDS"] = tiles * k_steps * n_tiles
+    return terms
+
+
+def tensor_grid_rows(text: str):
+    """(case, tile, µs a step, {term: count}) of each line of a grid sweep on tensor cores
+    whose model price is the latency chain; also how many lines the throughput bound prices."""
+    target, rows, bound = PRESETS["h100"], [], 0
+    for m in TENSOR_GRID_LINE.finditer(text):
+        cell, dtype = m.group(1), m.group(2)
+        H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
+        tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)))
+        assert tile.threads == threads, m.group(0)
+        itemsize, gates = (4 if dtype == "float32" else 2), GATES.get(cell, 1)
+        terms = tensor_grid_terms(B, H, gates, tile, itemsize)
+        priced = sum(getattr(cost, n) * c for n, c in terms.items())
+        if abs(priced - cost.tensor_seconds(B, H, gates, tile, target, itemsize)) > 1e-12:
+            bound += 1  # the model prices this tile by the SM's throughput: not a chain point
+            continue
+        rows.append(((cell, dtype, H, B), tile, float(m.group(12)), terms))
+    return rows, bound
+
+
+def fit_tensor_grid(path: str, text: str) -> None:
+    """cost.tensor_seconds' grid prices by plain least squares over the tiles whose rows load
+    as 16-byte vectors (H · itemsize a multiple of 16), as they were first fitted: on
+    results/grid-tile-sweep-h100-2026-11-23.txt this gives GRID_STEP 1.362, GRID_TILE 2.512
+    and GRID_K_STEP 0.0324 µs, the committed values (GRID_STEP less the barrier's 0.54 since).
+    Per case, the measured time of the tile the fit ranks first against the fastest."""
+    found, bound = tensor_grid_rows(text)
+    rows = [r for r in found if r[0][2] * (4 if r[0][1] == "float32" else 2) % 16 == 0]
+    print(f"{len(rows)} tiles of {len({r[0] for r in rows})} cases, from {path}; left out: "
+          f"{len(found) - len(rows)} whose rows are not 16-byte vectors, {bound} the model prices by "
+          "the SM's mma throughput")
+    names = sorted({n for *_, t in rows for n in t})
+    a = np.array([[t.get(n, 0.0) for n in names] for *_, t in rows])
+    y = np.array([us for _, _, us, _ in rows])
+    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+    for n, v in zip(names, coef):
+        print(f"{n} = {v:.4f}e-6   (cost.py: {getattr(cost, n) * 1e6:.4f}e-6)")
+    fit = a @ coef
+    errors = np.abs(fit - y) / y
+    print(f"relative error: median {np.median(errors):.0%}, max {errors.max():.0%}")
+    by_case: dict = {}
+    for (case, _, us, _), predicted in zip(rows, fit):
+        by_case.setdefault(case, []).append((predicted, us))
+    for case, rs in by_case.items():
+        pick, fastest = min(rs)[1], min(us for _, us in rs)
+        print(f"{case}: the pick runs {pick:.2f} µs a step, the fastest {fastest:.2f} ({pick / fastest:.2f}×)")
+
+
 def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False,
-         old_lanes: bool = False) -> None:
+         old_lanes: bool = False, tensor_grid: bool = False) -> None:
     text = Path(path).read_text()
+    if tensor_grid:
+        fit_tensor_grid(path, text)
+        return
     if grid:
         found = list(grid_rows(text))
         rows = [(case, tile, us, 1) for case, tile, us, _ in found]
@@ -122,6 +201,8 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: b
         # exchange), taken off as for the tensor kernel; the lanes form's pushed h is in its
         # terms.
         fixed = np.array([w * measured_exchange_seconds(tile) * 1e6 for _, tile, _, w in rows])
+    from scipy.optimize import nnls  # the NNLS fits only (fit_tensor_grid needs numpy alone)
+
     names = sorted({n for t in terms for n in t})
     a = np.array([[t.get(n, 0.0) * w for n in names] for t, (_, _, _, w) in zip(terms, rows)])
     y = np.array([us for _, _, us, _ in rows])
@@ -145,4 +226,4 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: b
 
 if __name__ == "__main__":
     main(sys.argv[1], "--all-lanes" in sys.argv, "--tensor" in sys.argv, "--shared" in sys.argv,
-         "--grid" in sys.argv, "--old-lanes" in sys.argv)
+         "--grid" in sys.argv, "--old-lanes" in sys.argv, "--tensor-grid" in sys.argv)
