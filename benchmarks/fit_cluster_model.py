@@ -31,7 +31,7 @@ The FMA grid kernel (GRID_FMA_*, ``cost.grid_fma_terms``), with --grid: a sweep 
 The grid kernel on tensor cores (GRID_STEP_, GRID_TILE_, GRID_K_STEP_ and the GRID_WGMMA_*
 prices of ``cost.tensor_seconds``), with --tensor-grid: a sweep by
 ``benchmarks/grid_tile_sweep.py`` (grid, wide or wgmma), by plain least squares as first
-fitted (``fit_tensor_grid``). The chain is taken as latency (a k-step's price), not the SM's
+fitted (``tensor_grid_fit``). The chain is taken as latency (a k-step's price), not the SM's
 mma throughput, which binds at none of the swept tiles; a line whose tile the model prices
 otherwise (the throughput bound) is left out and counted.
 
@@ -114,7 +114,7 @@ TENSOR_GRID_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d
                               r"batch_blocks=(\d+) threads=(\d+)( wgmma)?: measured ([\d.]+)")
 
 
-def tensor_grid_terms(B: int, H: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
+def tensor_grid_terms(B: int, H: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
     """The counts of one step of the grid kernel on tensor cores that cost.tensor_seconds
     prices, its chain taken as latency: per batch tile a block runs, the tile's fixed work
     and its warps' chain (mma.sync: k-steps × batch tiles of 8; wgmma: k-steps, and the K
@@ -140,7 +140,7 @@ def tensor_grid_rows(text: str):
         tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)))
         assert tile.threads == threads, m.group(0)
         itemsize, gates = (4 if dtype == "float32" else 2), GATES.get(cell, 1)
-        terms = tensor_grid_terms(B, H, gates, tile, itemsize)
+        terms = tensor_grid_terms(B, H, tile, itemsize)
         priced = sum(getattr(cost, n) * c for n, c in terms.items())
         if abs(priced - cost.tensor_seconds(B, H, gates, tile, target, itemsize)) > 1e-12:
             bound += 1  # the model prices this tile by the SM's throughput: not a chain point
@@ -149,24 +149,30 @@ def tensor_grid_rows(text: str):
     return rows, bound
 
 
-def fit_tensor_grid(path: str, text: str) -> None:
+def tensor_grid_fit(text: str) -> tuple[list, dict[str, float], np.ndarray, int, int]:
     """cost.tensor_seconds' grid prices by plain least squares over the tiles whose rows load
     as 16-byte vectors (H · itemsize a multiple of 16), as they were first fitted: on
     results/grid-tile-sweep-h100-2026-11-23.txt this gives GRID_STEP 1.362, GRID_TILE 2.512
-    and GRID_K_STEP 0.0324 µs, the committed values (GRID_STEP less the barrier's 0.54 since).
-    Per case, the measured time of the tile the fit ranks first against the fastest."""
+    and GRID_K_STEP 0.0324 µs, the committed values (GRID_STEP less the barrier's 0.54 since;
+    test_plan checks it). Returns the rows fitted, {price: µs}, each row's fitted µs, and
+    the lines left out: rows that are not 16-byte vectors, tiles priced by the throughput bound."""
     found, bound = tensor_grid_rows(text)
     rows = [r for r in found if r[0][2] * (4 if r[0][1] == "float32" else 2) % 16 == 0]
-    print(f"{len(rows)} tiles of {len({r[0] for r in rows})} cases, from {path}; left out: "
-          f"{len(found) - len(rows)} whose rows are not 16-byte vectors, {bound} the model prices by "
-          "the SM's mma throughput")
     names = sorted({n for *_, t in rows for n in t})
     a = np.array([[t.get(n, 0.0) for n in names] for *_, t in rows])
-    y = np.array([us for _, _, us, _ in rows])
-    coef = np.linalg.lstsq(a, y, rcond=None)[0]
-    for n, v in zip(names, coef):
+    coef = np.linalg.lstsq(a, np.array([us for _, _, us, _ in rows]), rcond=None)[0]
+    return rows, dict(zip(names, coef)), a @ coef, len(found) - len(rows), bound
+
+
+def fit_tensor_grid(path: str, text: str) -> None:
+    """Prints tensor_grid_fit's prices beside cost.py's, the fit's error and, per case, the
+    measured time of the tile the fit ranks first against the fastest."""
+    rows, prices, fit, unaligned, bound = tensor_grid_fit(text)
+    print(f"{len(rows)} tiles of {len({r[0] for r in rows})} cases, from {path}; left out: "
+          f"{unaligned} whose rows are not 16-byte vectors, {bound} the model prices by the SM's mma throughput")
+    for n, v in prices.items():
         print(f"{n} = {v:.4f}e-6   (cost.py: {getattr(cost, n) * 1e6:.4f}e-6)")
-    fit = a @ coef
+    y = np.array([us for _, _, us, _ in rows])
     errors = np.abs(fit - y) / y
     print(f"relative error: median {np.median(errors):.0%}, max {errors.max():.0%}")
     by_case: dict = {}

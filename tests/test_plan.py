@@ -1563,8 +1563,6 @@ def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):
     here; a changed term of tensor_seconds that the fit no longer reproduces fails."""
     from pathlib import Path
 
-    import numpy as np
-
     from rnncc.passes import cost
 
     root = Path(__file__).resolve().parent.parent
@@ -1572,12 +1570,8 @@ def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):
     import fit_cluster_model
 
     text = (root / "benchmarks" / "results" / "grid-tile-sweep-h100-2026-11-23.txt").read_text()
-    found, bound = fit_cluster_model.tensor_grid_rows(text)
-    rows = [r for r in found if r[0][2] * (4 if r[0][1] == "float32" else 2) % 16 == 0]
+    rows, fitted, _, _, bound = fit_cluster_model.tensor_grid_fit(text)
     assert bound == 0 and len(rows) == 68
-    names = sorted({n for *_, t in rows for n in t})
-    a = np.array([[t.get(n, 0.0) for n in names] for *_, t in rows])
-    fitted = dict(zip(names, np.linalg.lstsq(a, np.array([us for _, _, us, _ in rows]), rcond=None)[0]))
     assert abs(fitted["GRID_TILE_SECONDS"] - cost.GRID_TILE_SECONDS * 1e6) < 0.005
     assert abs(fitted["GRID_K_STEP_SECONDS"] - cost.GRID_K_STEP_SECONDS * 1e6) < 0.0005
     assert abs(fitted["GRID_STEP_SECONDS"] - 0.54 - cost.GRID_STEP_SECONDS * 1e6) < 0.005
