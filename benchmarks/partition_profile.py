@@ -8,7 +8,12 @@ Per variant the rows give the graph and eager times, each kernel kind's duration
 recurrent chunks, the input projections), the idle time between a stream's kernels, and
 the trace itself. A variant "… alone" runs the same partition tiles one layer and chunk
 after another on one stream: the recurrent chunk's time with nothing beside it. Writes
-DIR/partition-profile-<gpu>.jsonl. Needs a GPU, PyTorch and PyCUDA.
+DIR/partition-profile-<gpu>.jsonl, each variant with the schedule model's prediction
+(``predicted_ms``, the eager plan's). ``--case NAME`` (repeatable) runs those cases only;
+``--graph-plans`` plans for graphed calls instead (launches='graph': the chunks' projections
+priced without the host's time), every (chunk, parts) of GRAPH_PAIRS and the plan's own pick,
+into DIR/partition-profile-graph-plans-<gpu>.jsonl.
+Needs a GPU, PyTorch and PyCUDA.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 import torch
 
 import rnncc
-from rnncc.passes.schedule import sequential_schedule
+from rnncc.passes.schedule import predicted_seconds, sequential_schedule
 from rnncc.runtime import CompiledModel
 from rnncc.timing import time_graph, time_interleaved
 
@@ -32,12 +37,16 @@ from pipeline_schedule import stack, with_chunk  # run as a script: benchmarks/ 
 
 # (name, spec, S, B, precision, the (chunk, parts) variants)
 CASES = [("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None,
-          [(64, 2), (64, 3), (32, 2), (32, 3), (128, 2)]),
-         ("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
+          [(64, 2), (64, 3), (32, 2), (32, 3), (16, 3), (128, 2)]),
+         ("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None,
+          [(64, 2), (64, 3), (32, 2), (32, 3), (16, 2), (16, 3)]),
          ("4×GRU fp16 H=1024 B=8", stack(4, 1024, "float16", "gru"), 256, 8, None,
           [(64, 2), (64, 3), (64, 4), (32, 3), (32, 4)]),
          ("3×LSTM bf16 H=1024 B=8", stack(3, 1024, "bfloat16"), 256, 8, None, [(64, 2), (64, 3), (32, 2), (32, 3)]),
-         ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact", [(32, 4), (64, 4), (64, 2)])]
+         ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact",
+          [(32, 4), (64, 4), (64, 2), (16, 4)])]
+# With --graph-plans, every case's variants: each chunk with each SM partition.
+GRAPH_PAIRS = [(chunk, parts) for chunk in (16, 32, 64) for parts in (2, 3, 4)]
 
 
 def alone(pipelined: CompiledModel) -> CompiledModel:
@@ -83,35 +92,47 @@ def summary(events: list[dict]) -> dict:
                       for e in events]}
 
 
-def script_args(doc: str) -> argparse.Namespace:
+def script_args(doc: str, cases: bool = False) -> argparse.Namespace:
     """The options of a measuring script here: -o DIR, and --build-only (plan for the h100
     preset and fill the cubin cache, no GPU); ``target`` is the one to compile for."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("-o", "--output", default="benchmarks/results")
     ap.add_argument("--build-only", action="store_true", help="plan and build on this machine (h100 preset)")
+    if cases:
+        ap.add_argument("--case", action="append", default=[], help="only the cases of this name (repeatable)")
+        ap.add_argument("--graph-plans", action="store_true",
+                        help="plans for graphed calls (launches='graph'), every (chunk, parts) of GRAPH_PAIRS")
     args = ap.parse_args()
     args.target = "h100" if args.build_only else "device"
     return args
 
 
 def main() -> None:
-    args = script_args(__doc__)
+    args = script_args(__doc__, cases=True)
+    launches = "graph" if args.graph_plans else None
     cases = []
     for name, spec, S, B, precision, pairs in CASES:
+        if args.case and name not in args.case:
+            continue
         base = rnncc.compile(spec, target=args.target, seq_len=S, batch=B,
-                             precision=precision, schedule="sequential")
+                             precision=precision, schedule="sequential", launches=launches)
         models = {"sequential": base}
-        for chunk, parts in pairs:
+        if args.graph_plans:
+            models["chosen"] = rnncc.compile(spec, target=args.target, seq_len=S, batch=B,
+                                             precision=precision, launches=launches)
+        for chunk, parts in (GRAPH_PAIRS if args.graph_plans else pairs):
             pipelined = with_chunk(base, chunk, parts)
             models[f"C={chunk} parts={parts}"] = pipelined
-            models[f"C={chunk} parts={parts} alone"] = alone(pipelined)
+            if not args.graph_plans:
+                models[f"C={chunk} parts={parts} alone"] = alone(pipelined)
         cases.append((name, S, B, base, models))
     from rnncc.build import compile_all
     kernels = {k.name: k for c in cases for m in c[4].values() for k in m.kernels}
     compile_all(list(kernels.values()), cases[0][3].target.arch)
     if args.build_only:
         return
-    out = Path(args.output) / f"partition-profile-{torch.cuda.get_device_name().split()[1].lower()}.jsonl"
+    gpu = torch.cuda.get_device_name().split()[1].lower()
+    out = Path(args.output) / f"partition-profile{'-graph-plans' if args.graph_plans else ''}-{gpu}.jsonl"
     with open(out, "w") as f:
         for name, S, B, base, models in cases:
             x = torch.randn(S, B, base.model.input_size, device="cuda", dtype=getattr(torch, base.model.dtype))
@@ -119,7 +140,11 @@ def main() -> None:
                 l = m.plan.layers[0].persistence.value
                 graph = [round(time_graph(lambda: m(x), warmup=2, repeats=10).median_ms, 3) for _ in range(2)]
                 eager = round(time_interleaved({"m": lambda: m(x)}, warmup=2, repeats=10)["m"].median_ms, 3)
-                row = {"case": name, "variant": label, "blocks": l.blocks, "graph_ms": graph, "eager_ms": eager,
+                d = m.plan.schedule
+                predicted = predicted_seconds(m.plan, d.value, S, m.target)
+                row = {"case": name, "variant": label, "schedule": d.value.label, "blocks": l.blocks,
+                       "graph_ms": graph, "eager_ms": eager,
+                       "predicted_ms": round(predicted * 1e3, 3),
                        **summary(trace(m, x))}
                 f.write(json.dumps(row) + "\n")
                 f.flush()
