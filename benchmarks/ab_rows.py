@@ -9,7 +9,8 @@ ROWS names a set of rows (default: "small", the small-batch rows; "b64": the row
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
 FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
-"stage_groups": the tensor grid kernel's rows).
+"stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
+moved with the schedule's prices of 2026-11-27).
 """
 
 from __future__ import annotations
@@ -67,7 +68,22 @@ ROW_SETS = {"small": ROWS,
             "stage_groups": [Config("lstm", "float16", 1024, 8), Config("gru", "float16", 1024, 8),
                              Config("lstm", "bfloat16", 1024, 8), Config("lstm", "float32", 1024, 8, precision="tensor"),
                              Config("lstm", "float16", 1024, 13, seq_len=4), Config("lstm", "float16", 1024, 8, layers=4),
-                             Config("gru", "float16", 777, 5, seq_len=16)]}
+                             Config("gru", "float16", 777, 5, seq_len=16)],
+            # Stacks whose pipelined plan moves when a chunk's projection is chosen by its GPU
+            # time and tensor-core partitions beside 2 or 3 others start as beside 1 (a
+            # CPU census of 1006 stacks: 105 moved): bench rows, chunks and partitions, plans
+            # that were sequential, and projections alone.
+            "schedule_moves": [Config("lstm", "float16", 1024, 8, layers=4),
+                               Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt"),
+                               Config("lstm", "float16", 1024, 8, seq_len=100, layers=3),
+                               Config("gru", "bfloat16", 1024, 8, seq_len=128, layers=3),
+                               Config("lstm", "float16", 333, 64, seq_len=35, layers=2),
+                               Config("lstm", "float32", 256, 20, seq_len=35, layers=4),
+                               Config("lstm", "float16", 512, 20, seq_len=35, layers=8),
+                               Config("gru", "float32", 512, 8, seq_len=16, layers=2),
+                               Config("lstm", "float16", 1024, 1, layers=2),
+                               Config("gru", "float16", 512, 3, layers=2),
+                               Config("lstm", "bfloat16", 650, 1, seq_len=128, layers=4)]}
 
 if __name__ == "__main__":
     label = sys.argv[1]

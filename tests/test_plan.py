@@ -1022,9 +1022,12 @@ def test_grid_kernels_that_hold_their_sms_take_turns():
     """Partitioned tensor-core grid kernels (a block > half an SM's shared memory) are slots
     that the pipelined stack's layers wait for, each chunk priced as a launch beside the
     others; the fp32 FMA tile of 64 blocks (95 KiB) shares its SMs, and clusters start one
-    by one. With this, the traced stacks pick their fastest measured (chunk, parts):
-    4 × LSTM fp16 H=1024 B=8 and GNMT B=8 chunks of 64 in 2 parts, 4 × LSTM fp32 H=512
-    chunks of 32 in 4 (benchmarks/results/partition-profile-cublas-h100-2026-11-25.jsonl)."""
+    by one. With this, the traced stacks pick their fastest measured (chunk, parts), eager
+    and for graphed calls: 4 × LSTM fp16 H=1024 B=8, GNMT B=8 and 3 × LSTM bf16 H=1024 B=8
+    chunks of 32 in 3 parts, 4 × LSTM fp32 H=512 chunks of 32 in 4
+    (benchmarks/results/partition-profile-graph-plans-h100-2026-11-27.jsonl: 1.901, 1.981,
+    1.453 and 1.942 ms in graphs, against 2.007, 2.120, 1.567 and 1.942 for the picks of
+    the prices before)."""
     from rnncc.passes.schedule import (GRID_LAUNCH_BESIDE_SECONDS, GRID_LAUNCH_SECONDS, chunk_seconds,
                                        holds_its_sms, partitioned)
 
@@ -1037,10 +1040,27 @@ def test_grid_kernels_that_hold_their_sms_take_turns():
     fp32 = plan_of(stack(4, 512, "float32"), batch=8, schedule="sequential", precision="exact")
     assert not holds_its_sms(partitioned(fp32, 2, target).layers[0], target)
     assert not holds_its_sms(plan_of(stack(8, 512), batch=8, schedule="sequential").layers[0], target)
-    for plan, (chunk, parts) in ((plan_of(stack(4, 1024), batch=8), (64, 2)),
-                                 (plan_of("examples/gnmt_encoder_fp16.yaml", batch=8, seq_len=128), (64, 2)),
-                                 (plan_of(stack(4, 512, "float32"), batch=8, precision="exact"), (32, 4))):
-        assert (plan.schedule.value.chunk, plan.schedule.value.parts) == (chunk, parts)
+    for launches in (None, "graph"):
+        for plan, (chunk, parts) in (
+                (plan_of(stack(4, 1024), batch=8, launches=launches), (32, 3)),
+                (plan_of("examples/gnmt_encoder_fp16.yaml", batch=8, seq_len=128, launches=launches), (32, 3)),
+                (plan_of(stack(3, 1024, "bfloat16"), batch=8, launches=launches), (32, 3)),
+                (plan_of(stack(4, 512, "float32"), batch=8, precision="exact", launches=launches), (32, 4))):
+            assert (plan.schedule.value.chunk, plan.schedule.value.parts) == (chunk, parts)
+
+
+def test_a_pipelined_chunks_projection_is_chosen_by_its_gpu_time():
+    """A pipelined call's host time is priced per chunk by the schedule, so a chunk's
+    projection is chosen by GPU time: cuBLASLt at 256 rows (4.7-7.2 µs measured against
+    rnncc's 17-27, results/projection-small-m-h100-2026-11-25.jsonl), even for eager calls,
+    which a call one layer after another prices with the library call's host time. The
+    host-bound variant with rnncc's projections is still weighed beside it."""
+    plan = plan_of(stack(4, 1024), batch=8)
+    assert plan.schedule.value.chunk == 32
+    assert all(isinstance(l.projection_tile.value, LibraryProjection) for l in plan.layers)
+    assert any(k.endswith(", rnncc projections") for k in plan.schedule.alternatives)
+    one = plan_of(lstm(1024, dtype="float16"), batch=8, seq_len=32)  # one layer, eager: the host's time counts
+    assert not isinstance(one.layers[0].projection_tile.value, LibraryProjection)
 
 
 def test_forced_schedule_and_bad_value():

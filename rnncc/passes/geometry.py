@@ -52,11 +52,15 @@ def projection_seconds_of(d: Decision) -> float:
     return d.alternatives[projection_label(d.value)]
 
 
-def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool = False) -> Decision:
+def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool = False,
+                        host_apart: bool = False) -> Decision:
     """Layer l's projection of ``rows`` rows (steps × batch of one launch): rnncc's best
     tile or cuBLASLt, by predicted time, unless an option or autotuning says.
     ``host_bound``: the call waits on the host, where a library call costs more than a
-    launch, so rnncc's kernel unless an option or autotuning says cuBLASLt."""
+    launch, so rnncc's kernel unless an option or autotuning says cuBLASLt.
+    ``host_apart``: the call's host time is priced elsewhere (a pipelined chunk's, by the
+    schedule), so the projection is chosen by its GPU time, as for a graphed call."""
+    gpu_only = o.graphed or host_apart
     # Autotuning times a layer with one source: a merged input's projection (a fused
     # loader here, a merge kernel or a call per source in cuBLASLt) was not measured,
     # so it stays the cost model's (or the user's) choice.
@@ -109,24 +113,26 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
                   for s in (l.sources[:1] if summed else l.sources))
     if summed:
-        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target, o.graphed)
+        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target, gpu_only)
     if l.layout.value != "xw":
         if gemm == "cublas":
             reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
         return Decision(value, reason, alternatives=alternatives)
     alternatives[projection_label(LibraryProjection())] = library
-    host = library_call_seconds(o.graphed) * (1 if summed else len(l.sources))
+    host = library_call_seconds(gpu_only) * (1 if summed else len(l.sources))
+    host_note = "its host time priced per chunk by the schedule" if host_apart and not o.graphed \
+        else f"{host * 1e6:.0f} µs of the host's"
     if gemm == "cublas" or library + host < costs[best]:
         why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                if gemm == "cublas" else
                f"{rows}×{cols}×{l.input_size} GEMM"
                f"{f' in {len(l.sources)} calls' if len(l.sources) > 1 and not summed else ''}"
                f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
-               f"predicted {library * 1e6:.1f} µs in cuBLASLt (and {host * 1e6:.0f} µs of the host's) "
+               f"predicted {library * 1e6:.1f} µs in cuBLASLt (and {host_note}) "
                f"vs {costs[best] * 1e6:.1f} µs in rnncc's best kernel ({projection_label(best)})")
         return Decision(LibraryProjection(), why + "; bias in the library's epilogue",
                         chooser if gemm == "cublas" else "model", alternatives)
-    reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs and {host * 1e6:.0f} µs of the host's)"
+    reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs and {host_note})"
     return Decision(value, reason, alternatives=alternatives)
 
 

@@ -68,16 +68,30 @@ PERSISTENT_LAUNCH_SECONDS = 5e-6
 # (benchmarks/results/pipeline-partitions-h100-2026-11-24*.jsonl). Priced at the cluster's
 # 5 µs, chunks of 32 had looked the faster there.
 GRID_LAUNCH_SECONDS = 45e-6
-# A grid kernel of a pipelined stack in SM partitions starts late beside the others: its
-# steps run no slower than alone, but each chunk's fixed part grows. Measured as the
-# intercept of a layer's recurrent chunks of 32 and of 64 steps, beside the others and
-# alone (benchmarks/results/partition-profile-cublas-h100-2026-11-25.jsonl, fp16/bf16
-# H=1024 B=8 stacks and 4 × LSTM fp32 H=512): tensor-core tiles 20–34 µs beside 1 other
-# (alone 12–15), 58–72 beside 2 or 3 (alone 22–31); per step within 1% of alone but one
-# case (4 %). The FMA tiles (float32) 18 µs beside 3 (alone 7). Priced here per chunk,
-# the launch's host-side start included, for a kernel beside `parts - 1` others, in place
-# of GRID_LAUNCH_SECONDS.
-GRID_LAUNCH_BESIDE_SECONDS = {"tensor": {2: 29e-6, 3: 65e-6, 4: 68e-6}, "fma": {2: 18e-6, 3: 18e-6, 4: 18e-6}}
+# A grid kernel of a pipelined stack in SM partitions starts late beside the others: each
+# chunk's fixed part grows. Measured as the intercept of a layer's recurrent chunks of 32
+# and of 64 steps (kernel durations in a trace), beside the others and alone; priced here
+# per chunk, the launch's host-side start included, for a kernel beside `parts - 1`
+# others, in place of GRID_LAUNCH_SECONDS.
+# - At d89d6bf (benchmarks/results/partition-profile-cublas-h100-2026-11-25.jsonl, fp16/bf16
+#   H=1024 B=8 stacks and 4 × LSTM fp32 H=512): tensor-core tiles 20–34 µs beside 1 other
+#   (alone 12–15), 58–72 beside 2 or 3 (alone 22–31); the FMA tiles 18 beside 3 (alone 7).
+#   Priced 29 beside 1, 65 and 68 beside 2 and 3.
+# - At db065d1 (partition-profile-graph-plans-h100-2026-11-27.jsonl, the same stacks and
+#   GNMT's encoder, chunks' projections in cuBLASLt): tensor-core tiles 10.6–19.5 beside 1
+#   (median 16), 10.5–17.2 beside 2 (15), 8.8 beside 3 (4 × GRU, the one stack with such
+#   tiles); alone 0–5 (partition-profile-h100-2026-11-27.jsonl). W_hh's upload in the
+#   kernels' order and the grid barrier's acquire poll shortened a start, and beside 2 or 3
+#   now costs what beside 1 does. So the tensor tiles are priced 29 whatever the partition:
+#   at 65 beside 2, stacks of H=1024 took chunks of 64 in 2 partitions where chunks of 32 in
+#   3 ran 3–8% faster, eager and in graphs (and do since: ab-schedule-moves-h100-2026-11-27.jsonl).
+#   Not lowered to today's 15–16: GRID_LAUNCH_SECONDS (45, a launch alone) was not refitted
+#   with it (its intercept reads 0–5 today, but lowered to that it moves ~60 of 1006 stacks
+#   of a CPU census between sequential and pipelined, unmeasured), and the further partitions
+#   are priced below it, the more short calls take them for that difference alone.
+# - The FMA tiles read 17 beside 1, 2 beside 2 and 9 beside 3 at db065d1 (4 × LSTM fp32
+#   H=512), too scattered to refit; 18 kept, which picks that stack's measured best.
+GRID_LAUNCH_BESIDE_SECONDS = {"tensor": {2: 29e-6, 3: 29e-6, 4: 29e-6}, "fma": {2: 18e-6, 3: 18e-6, 4: 18e-6}}
 # Host time of one chunk of a pipelined call: its projection's launch, its recurrent
 # launch, its events and the Python around them. Measured 49.5 µs (8 × LSTM fp16 H=512,
 # B=8, chunks of 32) and 53.7 µs (2 × H=256) a chunk in eager calls, where the launches
@@ -333,9 +347,17 @@ def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
 def pipelined_plan(plan, chunk: int, target, parts: int = 1,
                    host_bound: bool = False) -> tuple[object, Schedule]:
     """The plan with every layer in chunks of ``chunk`` steps (its unroll and projection
-    decided again for chunk × B rows, ``host_bound`` or not: see projection_decision),
-    and its pipelined schedule; ``parts``: the plan's grid layers were re-tiled by
-    ``partitioned(plan, parts)``."""
+    decided again for chunk × B rows), and its pipelined schedule; ``parts``: the plan's
+    grid layers were re-tiled by ``partitioned(plan, parts)``. A chunk's projection is
+    chosen by its GPU time: a pipelined call's host time is priced apart, per chunk
+    (pipelined_host_seconds, a cuBLASLt call's included), and the host queues chunks ahead
+    of the GPU. Priced with the host's time of a library call added, as a call one layer
+    after another is, cuBLASLt lost to rnncc's kernel at 128-256 rows (2.5 + 16 µs against
+    17.4) where it runs 4.7-7.2 µs against 17-27 (results/projection-small-m-h100-2026-11-25.jsonl),
+    so eager plans took chunks of 64 where chunks of 32 with the library's projections
+    measured 3-8% faster, eager and in graphs (results/partition-profile-graph-plans-h100-2026-11-27.jsonl).
+    ``host_bound``: rnncc's kernels instead (see projection_decision), the variant for calls
+    the host bounds."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
 
@@ -343,7 +365,8 @@ def pipelined_plan(plan, chunk: int, target, parts: int = 1,
         why = (f"the schedule's chunk: {chunk} steps a projection and a recurrent launch, "
                "layers pipelined")
         return replace(l, unroll=Decision(chunk, why),
-                       projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize, host_bound))
+                       projection_tile=projection_decision(l, chunk * o.batch, o, target, itemsize,
+                                                           host_bound, host_apart=True))
     chunked = plan.map_layers(rechunk)
     return chunked, Schedule("pipelined", chunk, stages(chunked, target, own_streams=True, parts=parts), parts)
 
