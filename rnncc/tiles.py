@@ -463,8 +463,16 @@ class TensorTile:
     weights_in_registers: bool = False
     tiles_per_block: int = 1
     wgmma: bool = False
+    # Mode grid, 16-bit operands: the first `register_steps` k-steps of each warp's share of
+    # K stay in its registers, shared memory holds the rest (a block holds more of W_hh than
+    # shared memory alone: fp16 H=1024 in 32 blocks, 4 layers side by side). Not planned yet.
+    register_steps: int = 0
 
     def __post_init__(self) -> None:
+        if self.register_steps and (self.cluster or self.wgmma or self.weights_in_registers):
+            raise ValueError(f"tiles: TensorTile register_steps={self.register_steps} needs mode grid "
+                             f"on mma.sync with W_hh in shared memory, got cluster={self.cluster}, "
+                             f"wgmma={self.wgmma}, weights_in_registers={self.weights_in_registers}")
         if self.wgmma and not ((self.weights_in_registers or self.cluster == 0) and self.m_tiles % 4 == 0):
             raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form or mode grid "
                              f"(cluster 0), and whole warpgroups (m_tiles a multiple of 4), got "
@@ -538,7 +546,7 @@ class TensorTile:
         if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
             k64 = math.ceil(k / 64) * 64
             return (self.m_tiles * MMA_M + self.batch_per_block) * k64 * itemsize + partial
-        w = self.m_tiles * MMA_M * k * itemsize
+        w = self.m_tiles * MMA_M * (k - self.register_steps * mma_k(itemsize) * self.k_split) * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         mbarriers = 2 * 8 if self.cluster else 0
         return w + h + partial + mbarriers
@@ -740,6 +748,8 @@ class Persistent:
                 del tile["tiles_per_block"]
             if not self.tile.wgmma:
                 del tile["wgmma"]
+            if not self.tile.register_steps:
+                del tile["register_steps"]
         out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:
