@@ -353,6 +353,18 @@ def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -
     return math.ceil(math.ceil(batch / batch_per_block) / batch_blocks)
 
 
+# Registers a thread of the tensor grid kernel takes besides W_hh's part in registers
+# (register_steps): a base, the accumulators and B operands of each batch tile of 8, and the
+# projection and cell state of its (unit, row) elements in each batch tile a block runs. Fitted
+# to ptxas over 30 kernels of a census of fp16/bf16 layers (H 1024-2048, B 1-256): with these,
+# every kernel estimated to fit ran without spills, and every one that spilled was estimated
+# not to (LSTM fp16 H=1024 in 32-unit blocks, K split 2, 512 threads: 12 k-steps in registers
+# used 128 of 128; H=2048 in 16-unit blocks at 3 batch tiles a block spilled 24 bytes at 9).
+HYBRID_BASE_REGISTERS = 68
+HYBRID_REGISTERS_PER_BATCH_TILE = 6
+HYBRID_REGISTERS_PER_ELEMENT_VALUE = 2
+
+
 def register_cap(threads: int) -> int:
     """Registers a thread may use in a block of ``threads`` with one block per SM, as ptxas
     caps them: 64 K registers over the threads rounded up to 128, at most 255 (128 at
@@ -523,6 +535,25 @@ class TensorTile:
         b_operands = 2 * k_steps * n_tiles if itemsize == 4 else (12 if n_tiles == 1 else 8) * n_tiles
         need = 4 * k_steps + b_operands + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
         return need <= register_cap(self.threads)
+
+    def with_weights_in_registers_for(self, hidden: int, gates: int, itemsize: int,
+                                      budget: int) -> "TensorTile | None":
+        """This grid tile (mma.sync, 16-bit operands) with the fewest k-steps of each warp's
+        share of W_hh in registers (register_steps) that bring its shared memory within
+        ``budget`` bytes, where the registers allow them (4 a k-step beside the HYBRID_*
+        estimate of the rest, under register_cap); None where no such split exists."""
+        if itemsize != 2 or self.cluster or self.wgmma or self.weights_in_registers:
+            return None
+        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
+        other = (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
+                 + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.tiles_per_block * elements * (gates + 1))
+        for steps in range(1, self.k_steps(hidden, itemsize)):
+            tile = replace(self, register_steps=steps)
+            if 4 * steps + other > register_cap(self.threads):
+                return None
+            if tile.shared_bytes(hidden, gates, itemsize) <= budget:
+                return tile
+        return None
 
     def k_steps(self, hidden: int, itemsize: int) -> int:
         """mma k-steps of one warp's chain over its share of K (padded)."""

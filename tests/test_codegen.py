@@ -829,3 +829,21 @@ def test_hybrid_w_grid_tile_compiles_without_spills(nvcc, tmp_path, monkeypatch)
     assert used.spill_stores == used.spill_loads == 0 and used.registers <= 128
     with pytest.raises(ValueError, match="register_steps"):
         TensorTile(32, 8, 2, 8, cluster=16, register_steps=12)
+
+
+@pytest.mark.parametrize("cell,hidden,batch", [("lstm", 2048, 1), ("lstm", 2048, 20), ("gru", 2048, 20),
+                                               ("lstm", 1536, 64), ("gru", 1280, 64), ("lstm", 1280, 20)])
+def test_planned_hybrid_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, hidden, batch):
+    """Layers whose W_hh fits the SMs only with part of it in registers plan grid tiles with
+    register_steps (persistence.grid_family): the register estimate
+    (TensorTile.with_weights_in_registers_for) admits none that ptxas spills."""
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    spec = {"name": "l", "dtype": "float16", "input_size": hidden,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
+    m = rnncc.compile(spec, target="h100", seq_len=35, batch=batch)
+    tile = m.plan.layers[0].persistence.value.tile
+    assert m.plan.layers[0].persistence.value.mode == "grid" and tile.register_steps > 0
+    kernel = m.kernel_of("l0", "recurrent")
+    build.compile_cubin(kernel, "sm_90a")
+    used = build.resources(kernel, "sm_90a")
+    assert used.spill_stores == used.spill_loads == 0, (tile, used)
