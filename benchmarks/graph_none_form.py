@@ -23,6 +23,8 @@ from rnncc.errors import PlanError
 from rnncc.passes.schedule import step_seconds_of
 from rnncc.timing import time_graphs_interleaved
 
+from pipeline_schedule import stack  # run as a script: benchmarks/ is on sys.path
+
 # (cell, dtype, layers, H, B, S)
 SHAPES = [("lstm", "bfloat16", 1, 650, 1, 128), ("lstm", "float16", 1, 650, 1, 128),
           ("lstm", "float16", 1, 1024, 1, 256), ("gru", "float16", 1, 650, 1, 128),
@@ -30,17 +32,12 @@ SHAPES = [("lstm", "bfloat16", 1, 650, 1, 128), ("lstm", "float16", 1, 650, 1, 1
 MODES = ("none", "grid", "cluster")
 
 
-def spec_of(cell: str, dtype: str, layers: int, hidden: int) -> dict:
-    return {"name": f"{cell}{layers}_{hidden}", "dtype": dtype, "input_size": hidden,
-            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": hidden} for i in range(1, layers + 1)]}
-
-
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for cell, dtype, layers, hidden, batch, seq_len in SHAPES:
-        spec = spec_of(cell, dtype, layers, hidden)
+        spec = stack(layers, hidden, dtype, cell)
         models = {"graph plan": rnncc.compile(spec, target="device", seq_len=seq_len, batch=batch, launches="graph"),
                   "eager plan": rnncc.compile(spec, target="device", seq_len=seq_len, batch=batch)}
         for mode in MODES:
