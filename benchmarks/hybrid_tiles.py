@@ -8,6 +8,7 @@ against what the plan ran before: per case, CUDA-graph replays interleaved in on
   plan before), and GRU alike.
 
     python3 benchmarks/hybrid_tiles.py OUT_DIR   (from the repository root; needs a GPU)
+    python3 benchmarks/hybrid_tiles.py --build-only   (plan for the h100 preset, fill the cubin cache)
 
 Writes OUT_DIR/hybrid-tiles-h100-<date>.json and prints a table.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 import rnncc
+from rnncc.build import compile_all
 from rnncc.cli import _environment
 from rnncc.passes.schedule import partitioned, step_seconds_of
 from rnncc.timing import time_graphs_interleaved
@@ -31,8 +33,8 @@ def spec_of(cell: str, dtype: str, hidden: int) -> dict:
             "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
 
 
-def partition_variants(cell: str, dtype: str, hidden: int, batch: int) -> dict:
-    base = rnncc.compile(spec_of(cell, dtype, hidden), target="device", seq_len=S, batch=batch)
+def partition_variants(cell: str, dtype: str, hidden: int, batch: int, target: str) -> dict:
+    base = rnncc.compile(spec_of(cell, dtype, hidden), target=target, seq_len=S, batch=batch)
     out = {"own tile": base}
     for parts in (2, 3, 4):
         l = partitioned(base.plan, parts, base.target).layers[0]
@@ -42,10 +44,10 @@ def partition_variants(cell: str, dtype: str, hidden: int, batch: int) -> dict:
     return out
 
 
-def large_variants(cell: str, dtype: str, hidden: int, batch: int) -> dict:
+def large_variants(cell: str, dtype: str, hidden: int, batch: int, target: str) -> dict:
     spec = spec_of(cell, dtype, hidden)
-    return {"planned": rnncc.compile(spec, target="device", seq_len=S, batch=batch),
-            "a launch a step": rnncc.compile(spec, target="device", seq_len=S, batch=batch, persistence="none")}
+    return {"planned": rnncc.compile(spec, target=target, seq_len=S, batch=batch),
+            "a launch a step": rnncc.compile(spec, target=target, seq_len=S, batch=batch, persistence="none")}
 
 
 CASES = [("partitions", c, d, 1024, 8) for c in ("lstm", "gru") for d in ("float16", "bfloat16")] + \
@@ -53,11 +55,17 @@ CASES = [("partitions", c, d, 1024, 8) for c in ("lstm", "gru") for d in ("float
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+    build_only = "--build-only" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--build-only"]
+    target = "h100" if build_only else "device"
+    cases = [(c, (partition_variants if c[0] == "partitions" else large_variants)(*c[1:], target)) for c in CASES]
+    compile_all([k for _, models in cases for m in models.values() for k in m.kernels], "sm_90a")
+    if build_only:
+        return
+    out = Path(args[0] if args else "benchmarks/results")
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for kind, cell, dtype, hidden, batch in CASES:
-        models = (partition_variants if kind == "partitions" else large_variants)(cell, dtype, hidden, batch)
+    for (kind, cell, dtype, hidden, batch), models in cases:
         x = torch.randn(S, batch, hidden, device="cuda", dtype=getattr(torch, dtype))
         outputs = {k: m(x)[0].float() for k, m in models.items()}
         first = next(iter(outputs.values()))
