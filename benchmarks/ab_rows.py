@@ -13,7 +13,8 @@ FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its st
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
-planned on grid tiles with W_hh partly in registers).
+planned on grid tiles with W_hh partly in registers; "replay_moves": stacks whose eager plan
+moves when a pipelined eager call is priced as the CUDA graph the runtime replays it from).
 """
 
 from __future__ import annotations
@@ -101,7 +102,23 @@ ROW_SETS = {"small": ROWS,
                              Config("lstm", "float16", 1536, 8, seq_len=128, layers=8),
                              Config("gru", "bfloat16", 1536, 1, layers=8),
                              Config("lstm", "bfloat16", 1536, 1, seq_len=128, layers=3),
-                             Config("gru", "float16", 1536, 8, seq_len=35, layers=8)]}
+                             Config("gru", "float16", 1536, 8, seq_len=35, layers=8)],
+            # Stacks whose eager plan moves when a pipelined eager call is priced as the CUDA
+            # graph the runtime replays it from (schedule.replayed; CPU census of 2026-11-28):
+            # to shorter chunks, cuBLASLt's projections, sequential ↔ pipelined.
+            "replay_moves": [Config("lstm", "float16", 1024, 8, layers=4),
+                             Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt"),
+                             Config("lstm", "float16", 512, 8, layers=8),
+                             Config("lstm", "float16", 256, 8, seq_len=100, layers=8),
+                             Config("gru", "bfloat16", 333, 3, seq_len=100, layers=8),
+                             Config("lstm", "bfloat16", 650, 20, seq_len=16, layers=4),
+                             Config("gru", "bfloat16", 768, 64, seq_len=100, layers=2),
+                             Config("lstm", "float32", 512, 8, seq_len=100, layers=8),
+                             Config("lstm", "float16", 1024, 8, seq_len=100, layers=3),
+                             Config("gru", "float16", 650, 20, layers=2),
+                             Config("lstm", "float16", 128, 64, layers=4),
+                             Config("lstm", "float32", 256, 20, seq_len=35, layers=8),
+                             Config("gru", "float16", 256, 1, seq_len=100, layers=3)]}
 
 
 def build_only(configs: list) -> None:
