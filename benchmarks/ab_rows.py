@@ -5,7 +5,8 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
     PYTHONPATH=old:$PYTHONPATH python3 benchmarks/ab_rows.py old
     PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new [ROWS]
     PYTHONPATH=old python3 benchmarks/ab_rows.py --build-only [ROWS]   (no GPU: fill the
-        cubin cache with the rows' kernels, eager and graph plans, for the h100 preset)
+        cubin cache with the rows' kernels, eager and graph plans, for the h100 preset;
+        ROWS "bench": the bench's forward rows and graph_plans.py's points)
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
@@ -131,12 +132,15 @@ def build_only(configs: list) -> None:
 
     kernels = {}
     for cfg in configs:
+        if cfg.packed or cfg.passes != "forward":
+            continue  # other harnesses, built where they run
         if cfg.model == "gnmt":
             model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
         else:
             cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
             model, _ = rnncc.from_torch(cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers,
-                                            bidirectional=cfg.bidirectional).to(getattr(torch, cfg.dtype)))
+                                            bidirectional=cfg.bidirectional,
+                                            **({"proj_size": cfg.proj} if cfg.proj else {})).to(getattr(torch, cfg.dtype)))
         for launches in (None, "graph"):
             m = rnncc.compile(model, target="h100", batch=cfg.batch, seq_len=cfg.seq_len,
                               precision=cfg.math, launches=launches)
@@ -147,7 +151,12 @@ def build_only(configs: list) -> None:
 if __name__ == "__main__":
     label = sys.argv[1]
     if label == "--build-only":
-        build_only(ROW_SETS[sys.argv[2] if len(sys.argv) > 2 else "small"])
+        if len(sys.argv) > 2 and sys.argv[2] == "bench":  # the bench's rows and graph_plans.py's points
+            from graph_plans import configs
+            from rnncc.bench import issue_configs, stack_configs
+            build_only(list(dict.fromkeys(configs() + issue_configs() + stack_configs())))
+        else:
+            build_only(ROW_SETS[sys.argv[2] if len(sys.argv) > 2 else "small"])
         sys.exit(0)
     if label.endswith("-noncooperative"):  # the same code with plain launches, for the A/B
         from rnncc import runtime

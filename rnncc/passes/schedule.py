@@ -392,12 +392,15 @@ def pipelined_plan(plan, chunk: int, target, parts: int = 1,
     decided again for chunk × B rows), and its pipelined schedule; ``parts``: the plan's
     grid layers were re-tiled by ``partitioned(plan, parts)``. A chunk's projection is
     chosen by its GPU time: a pipelined call's host time is priced apart, per chunk
-    (pipelined_host_seconds, a cuBLASLt call's included), and the host queues chunks ahead
-    of the GPU. Priced with the host's time of a library call added, as a call one layer
+    (pipelined_host_seconds, a cuBLASLt call's included; the host queues chunks ahead of
+    the GPU), or as one replay where the runtime replays the call from a CUDA graph
+    (``replayed``). Priced with the host's time of a library call added, as a call one layer
     after another is, cuBLASLt lost to rnncc's kernel at 128-256 rows (2.5 + 16 µs against
     17.4) where it runs 4.7-7.2 µs against 17-27 (results/projection-small-m-h100-2026-11-25.jsonl),
-    so eager plans took chunks of 64 where chunks of 32 with the library's projections
-    measured 3-8% faster, eager and in graphs (results/partition-profile-graph-plans-h100-2026-11-27.jsonl).
+    which, with the beside prices before GRID_LAUNCH_BESIDE_SECONDS was refitted (the other
+    half of it), made eager plans take chunks of 64 where chunks of 32 with the library's
+    projections measured 3-8% faster, eager and in graphs
+    (results/partition-profile-graph-plans-h100-2026-11-27.jsonl).
     ``host_bound``: rnncc's kernels instead (see projection_decision), the variant for calls
     the host bounds."""
     o = plan.options
