@@ -4,13 +4,18 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
     PYTHONPATH=old:$PYTHONPATH python3 benchmarks/ab_rows.py old
     PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new [ROWS]
+    PYTHONPATH=old python3 benchmarks/ab_rows.py --build-only [ROWS]   (no GPU: fill the
+        cubin cache with the rows' kernels, eager and graph plans, for the h100 preset;
+        ROWS "bench": the bench's forward rows and graph_plans.py's points)
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
 FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
-moved with the schedule's prices of 2026-11-27).
+moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
+planned on grid tiles with W_hh partly in registers; "replay_moves": stacks whose eager plan
+moves when a pipelined eager call is priced as the CUDA graph the runtime replays it from).
 """
 
 from __future__ import annotations
@@ -83,10 +88,76 @@ ROW_SETS = {"small": ROWS,
                                Config("gru", "float32", 512, 8, seq_len=16, layers=2),
                                Config("lstm", "float16", 1024, 1, layers=2),
                                Config("gru", "float16", 512, 3, layers=2),
-                               Config("lstm", "bfloat16", 650, 1, seq_len=128, layers=4)]}
+                               Config("lstm", "bfloat16", 650, 1, seq_len=128, layers=4)],
+            # Shapes whose plan moves to a grid tile with W_hh partly in registers
+            # (TensorTile.register_steps): single layers of H=1536/2048 from a launch a step
+            # or a smaller grid tile, stacks of H=1536 from sequential to pipelined, fp16
+            # H=1024 stacks from 3 to 4 partitions (CPU census of 2026-11-28).
+            "hybrid_moves": [Config("lstm", "float16", 1536, 20), Config("lstm", "bfloat16", 1536, 64),
+                             Config("gru", "float16", 1536, 20), Config("gru", "bfloat16", 1536, 64),
+                             Config("lstm", "float16", 2048, 8), Config("lstm", "bfloat16", 2048, 20),
+                             Config("gru", "float16", 2048, 1), Config("gru", "float16", 2048, 64),
+                             Config("lstm", "float16", 1024, 8, layers=4),
+                             Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt"),
+                             Config("lstm", "float16", 1024, 3, seq_len=100, layers=4),
+                             Config("lstm", "float16", 1536, 8, seq_len=128, layers=8),
+                             Config("gru", "bfloat16", 1536, 1, layers=8),
+                             Config("lstm", "bfloat16", 1536, 1, seq_len=128, layers=3),
+                             Config("gru", "float16", 1536, 8, seq_len=35, layers=8)],
+            # Stacks whose eager plan moves when a pipelined eager call is priced as the CUDA
+            # graph the runtime replays it from (schedule.replayed; CPU census of 2026-11-28):
+            # to shorter chunks, cuBLASLt's projections, sequential ↔ pipelined.
+            "replay_moves": [Config("lstm", "float16", 1024, 8, layers=4),
+                             Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt"),
+                             Config("lstm", "float16", 512, 8, layers=8),
+                             Config("lstm", "float16", 256, 8, seq_len=100, layers=8),
+                             Config("gru", "bfloat16", 333, 3, seq_len=100, layers=8),
+                             Config("lstm", "bfloat16", 650, 20, seq_len=16, layers=4),
+                             Config("gru", "bfloat16", 768, 64, seq_len=100, layers=2),
+                             Config("lstm", "float32", 512, 8, seq_len=100, layers=8),
+                             Config("lstm", "float16", 1024, 8, seq_len=100, layers=3),
+                             Config("gru", "float16", 650, 20, layers=2),
+                             Config("lstm", "float16", 128, 64, layers=4),
+                             Config("lstm", "float32", 256, 20, seq_len=35, layers=8),
+                             Config("gru", "float16", 256, 1, seq_len=100, layers=3)]}
+
+
+def build_only(configs: list) -> None:
+    """Plan every row for the h100 preset, eager and for graphed calls, and build the kernels
+    into the cubin cache (the twins' are built on the GPU, at their first call)."""
+    import torch
+
+    from rnncc.bench import gnmt_spec
+    from rnncc.build import compile_all
+
+    kernels = {}
+    for cfg in configs:
+        if cfg.packed or cfg.passes != "forward":
+            continue  # other harnesses, built where they run
+        if cfg.model == "gnmt":
+            model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
+        else:
+            cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+            model, _ = rnncc.from_torch(cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers,
+                                            bidirectional=cfg.bidirectional,
+                                            **({"proj_size": cfg.proj} if cfg.proj else {})).to(getattr(torch, cfg.dtype)))
+        for launches in (None, "graph"):
+            m = rnncc.compile(model, target="h100", batch=cfg.batch, seq_len=cfg.seq_len,
+                              precision=cfg.math, launches=launches)
+            kernels |= {k.name: k for k in m.kernels}
+    compile_all(list(kernels.values()), "sm_90a")
+
 
 if __name__ == "__main__":
     label = sys.argv[1]
+    if label == "--build-only":
+        if len(sys.argv) > 2 and sys.argv[2] == "bench":  # the bench's rows and graph_plans.py's points
+            from graph_plans import configs
+            from rnncc.bench import issue_configs, stack_configs
+            build_only(list(dict.fromkeys(configs() + issue_configs() + stack_configs())))
+        else:
+            build_only(ROW_SETS[sys.argv[2] if len(sys.argv) > 2 else "small"])
+        sys.exit(0)
     if label.endswith("-noncooperative"):  # the same code with plain launches, for the A/B
         from rnncc import runtime
         launch_ = runtime.CompiledModel._launch

@@ -39,7 +39,7 @@ from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
 from .launch import Sequence
 from .passes.fusion import with_persistence_forced
-from .passes.schedule import Task, queue_order
+from .passes.schedule import REPLAY_BYTES, REPLAY_MIN_OPERATIONS, Task, queue_order
 from .passes.shapes import shape_class
 from .passes.workspace import part_name, pipelined, workspace_parts
 from .plan import Decision, Plan
@@ -166,8 +166,9 @@ class _CallMemory:
 # workspace and outputs for its life (up to GRAPHS_A_MODEL graphs), which bounds the bytes:
 # past them a model would hold over half a GiB for calls whose GPU time hides more of the
 # host's.
-GRAPH_MIN_OPERATIONS = 8
-FORWARD_GRAPH_BYTES = 128 << 20
+# The planner prices pipelined eager calls by the same rule (passes/schedule.replayed).
+GRAPH_MIN_OPERATIONS = REPLAY_MIN_OPERATIONS
+FORWARD_GRAPH_BYTES = REPLAY_BYTES
 GRAPHS_A_MODEL = 4
 
 

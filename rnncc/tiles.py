@@ -353,6 +353,18 @@ def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -
     return math.ceil(math.ceil(batch / batch_per_block) / batch_blocks)
 
 
+# Registers a thread of the tensor grid kernel takes besides W_hh's part in registers
+# (register_steps): a base, the accumulators and B operands of each batch tile of 8, and the
+# projection and cell state of its (unit, row) elements in each batch tile a block runs. Fitted
+# to ptxas over 30 kernels of a census of fp16/bf16 layers (H 1024-2048, B 1-256): with these,
+# every kernel estimated to fit ran without spills, and every one that spilled was estimated
+# not to (LSTM fp16 H=1024 in 32-unit blocks, K split 2, 512 threads: 12 k-steps in registers
+# used 128 of 128; H=2048 in 16-unit blocks at 3 batch tiles a block spilled 24 bytes at 9).
+HYBRID_BASE_REGISTERS = 68
+HYBRID_REGISTERS_PER_BATCH_TILE = 6
+HYBRID_REGISTERS_PER_ELEMENT_VALUE = 2
+
+
 def register_cap(threads: int) -> int:
     """Registers a thread may use in a block of ``threads`` with one block per SM, as ptxas
     caps them: 64 K registers over the threads rounded up to 128, at most 255 (128 at
@@ -463,8 +475,16 @@ class TensorTile:
     weights_in_registers: bool = False
     tiles_per_block: int = 1
     wgmma: bool = False
+    # Mode grid, 16-bit operands: the first `register_steps` k-steps of each warp's share of
+    # K stay in its registers, shared memory holds the rest (a block holds more of W_hh than
+    # shared memory alone: fp16 H=1024 in 32 blocks, 4 layers side by side). Not planned yet.
+    register_steps: int = 0
 
     def __post_init__(self) -> None:
+        if self.register_steps and (self.cluster or self.wgmma or self.weights_in_registers):
+            raise ValueError(f"tiles: TensorTile register_steps={self.register_steps} needs mode grid "
+                             f"on mma.sync with W_hh in shared memory, got cluster={self.cluster}, "
+                             f"wgmma={self.wgmma}, weights_in_registers={self.weights_in_registers}")
         if self.wgmma and not ((self.weights_in_registers or self.cluster == 0) and self.m_tiles % 4 == 0):
             raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form or mode grid "
                              f"(cluster 0), and whole warpgroups (m_tiles a multiple of 4), got "
@@ -516,6 +536,25 @@ class TensorTile:
         need = 4 * k_steps + b_operands + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
         return need <= register_cap(self.threads)
 
+    def with_weights_in_registers_for(self, hidden: int, gates: int, itemsize: int,
+                                      budget: int) -> "TensorTile | None":
+        """This grid tile (mma.sync, 16-bit operands) with the fewest k-steps of each warp's
+        share of W_hh in registers (register_steps) that bring its shared memory within
+        ``budget`` bytes, where the registers allow them (4 a k-step beside the HYBRID_*
+        estimate of the rest, under register_cap); None where no such split exists."""
+        if itemsize != 2 or self.cluster or self.wgmma or self.weights_in_registers:
+            return None
+        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
+        other = (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
+                 + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.tiles_per_block * elements * (gates + 1))
+        for steps in range(1, self.k_steps(hidden, itemsize)):
+            tile = replace(self, register_steps=steps)
+            if 4 * steps + other > register_cap(self.threads):
+                return None
+            if tile.shared_bytes(hidden, gates, itemsize) <= budget:
+                return tile
+        return None
+
     def k_steps(self, hidden: int, itemsize: int) -> int:
         """mma k-steps of one warp's chain over its share of K (padded)."""
         return self.k_padded(hidden, itemsize) // mma_k(itemsize) // self.k_split
@@ -538,7 +577,7 @@ class TensorTile:
         if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
             k64 = math.ceil(k / 64) * 64
             return (self.m_tiles * MMA_M + self.batch_per_block) * k64 * itemsize + partial
-        w = self.m_tiles * MMA_M * k * itemsize
+        w = self.m_tiles * MMA_M * (k - self.register_steps * mma_k(itemsize) * self.k_split) * itemsize
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         mbarriers = 2 * 8 if self.cluster else 0
         return w + h + partial + mbarriers
@@ -740,6 +779,8 @@ class Persistent:
                 del tile["tiles_per_block"]
             if not self.tile.wgmma:
                 del tile["wgmma"]
+            if not self.tile.register_steps:
+                del tile["register_steps"]
         out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:

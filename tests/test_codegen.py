@@ -801,3 +801,49 @@ def test_register_grid_kernels_render_and_compile(nvcc, cell):
     for k, tile, hidden in kernels:
         r = build.resources(k, "sm_90a")
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)
+
+
+def test_hybrid_w_grid_tile_compiles_without_spills(nvcc, tmp_path, monkeypatch):
+    """The grid kernel on tensor cores with the first k-steps of each warp's share of W_hh
+    in registers and the rest in shared memory (TensorTile.register_steps): LSTM fp16
+    H=1024 in 32 blocks of 32 units (a quarter of the SMs, 256 KiB of W_hh a block), 12 of
+    each warp's 32 k-steps in registers, renders, compiles within the launch's shared
+    memory and spills nothing at 512 threads (128 registers). With register_steps 0 every
+    kernel's source is what it was (a CPU census of 800 plans' kernel names)."""
+    from rnncc.tiles import Persistent, TensorTile
+
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    spec = {"name": "l", "dtype": "float16", "input_size": 1024,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 1024}]}
+    m = rnncc.compile(spec, target="h100", seq_len=256, batch=8)
+    tile = TensorTile(32, 8, 2, 8, register_steps=12)
+    p = Persistent.of("grid", "tensor", tile, 1024, 4, 2)
+    assert (p.blocks, tile.threads) == (32, 512)
+    assert p.shared_bytes == tile.shared_bytes(1024, 4, 2) <= m.target.shared_memory_per_block_optin
+    assert TensorTile(32, 8, 2, 8).shared_bytes(1024, 4, 2) > m.target.shared_memory_per_block_optin
+    forced = m.with_persistence("l0", p, "forced: the hybrid tile")
+    kernel = next(k for k in forced.kernels if k.family == "recurrent_persistent")
+    assert "REG_STEPS = 12" in kernel.source
+    build.compile_cubin(kernel, "sm_90a")
+    used = build.resources(kernel, "sm_90a")
+    assert used.spill_stores == used.spill_loads == 0 and used.registers <= 128
+    with pytest.raises(ValueError, match="register_steps"):
+        TensorTile(32, 8, 2, 8, cluster=16, register_steps=12)
+
+
+@pytest.mark.parametrize("cell,hidden,batch", [("lstm", 2048, 1), ("lstm", 2048, 20), ("gru", 2048, 20),
+                                               ("lstm", 1536, 64), ("gru", 1280, 64), ("lstm", 1280, 20)])
+def test_planned_hybrid_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, hidden, batch):
+    """Layers whose W_hh fits the SMs only with part of it in registers plan grid tiles with
+    register_steps (persistence.grid_family): the register estimate
+    (TensorTile.with_weights_in_registers_for) admits none that ptxas spills."""
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    spec = {"name": "l", "dtype": "float16", "input_size": hidden,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
+    m = rnncc.compile(spec, target="h100", seq_len=35, batch=batch)
+    tile = m.plan.layers[0].persistence.value.tile
+    assert m.plan.layers[0].persistence.value.mode == "grid" and tile.register_steps > 0
+    kernel = m.kernel_of("l0", "recurrent")
+    build.compile_cubin(kernel, "sm_90a")
+    used = build.resources(kernel, "sm_90a")
+    assert used.spill_stores == used.spill_loads == 0, (tile, used)

@@ -456,6 +456,29 @@ def test_tensor_grid_several_batch_tiles_a_block(gpu, cell, dtype, batch, tiles)
     assert "constexpr int TILES = %d;" % tiles in m.kernel_of("l0", "recurrent").source
 
 
+# The grid kernel on tensor cores with W_hh held half in registers, half in shared memory
+# (TensorTile.register_steps), its tile forced: every cell, fp16 and bf16; H=1024 in 32 blocks
+# (the tile that would let 4 layers of a stack run side by side), H=100 with K padded (the
+# register part's k-steps past H are zeros), batches of 3, 8 and 13 (a second batch tile
+# along y, several tiles a block, and past the planned batch the loop from memory).
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("hidden,units,k_split,reg_steps,batch,seq",
+                         [(1024, 32, 2, 12, 8, 64), (1024, 32, 2, 12, 3, 17), (100, 16, 2, 2, 13, 33)])
+def test_tensor_grid_weights_half_in_registers(gpu, cell, dtype, hidden, units, k_split, reg_steps, batch, seq):
+    gates = len(CELL_GATES[cell])
+    tile = TensorTile(units, 8, k_split, -(-units * gates // 16), 0, 1, register_steps=reg_steps)
+
+    def force(m):
+        return m.with_persistence("l0", Persistent.of("grid", "tensor", tile, hidden, gates, 2),
+                                  "forced by the test: W_hh half in registers")
+    m, _, _ = run_and_compare(single(cell, hidden, hidden, dtype), seq, batch, seed=hidden + batch,
+                              with_state=batch % 2 == 1, persistence="grid", precision="tensor",
+                              seq_len=seq, batch=8, force=force)
+    assert m.plan.layers[0].persistence.value.tile == tile
+    assert "constexpr int REG_STEPS = %d;" % reg_steps in m.kernel_of("l0", "recurrent").source
+
+
 # The grid kernel on tensor cores with its product by wgmma (W_hh and h in shared memory as
 # core matrices), its tile forced: whole warpgroups (GRU's and RNN's rows padded), K split
 # 1 and 2 (H=100 padded to 112 or 128), batch tiles of 8 to 32 rows, one and several a

@@ -227,7 +227,12 @@ def grid_family(l, batch: int, target, itemsize: int,
             if itemsize == 4 else []
         tiles, price, math_ = persistent_tiles(H, G, batch, target, units) + forms, persistent_seconds, "fma"
     budget = grid_shared_max(target.shared_memory_per_block_optin)
-    return [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget], price, math_
+    fitting = [t for t in tiles if t.shared_bytes(H, G, itemsize) <= budget]
+    if math_ == "tensor":  # W_hh past shared memory: part of it in registers (16-bit operands)
+        hybrid = (t.with_weights_in_registers_for(H, G, itemsize, budget) for t in tiles
+                  if t.shared_bytes(H, G, itemsize) > budget)
+        fitting += [t for t in hybrid if t is not None]
+    return fitting, price, math_
 
 
 def grid_description(value: Persistent) -> str:

@@ -30,9 +30,11 @@ keeps any other off its SM (more than half its shared memory: the partition tile
 tensor cores) is a slot instead: it starts only where its share fits beside the others
 running, then runs at its own pace, and beside others each chunk starts later
 (GRID_LAUNCH_BESIDE_SECONDS). The host's time bounds an
-eager call from below; a pipelined chunk measured 50 µs of it, which makes the eager
-call's best chunk longer than a captured one's: the plan is made for eager calls. The
-pipelined plan is taken when predicted below PIPELINE_MARGIN of the sequential one.
+eager call from below: a pipelined chunk measured 50 µs of it when each call queued its
+launches. The runtime now replays an eager call seen before from a CUDA graph where it
+queues many operations and its buffers are few enough (``replayed``): a pipelined plan
+is then priced as a graphed one plus the replay's time. The pipelined plan is taken when
+predicted below PIPELINE_MARGIN of the sequential one.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..tiles import Persistent
 from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once, partition_units
 from .geometry import projection_decision, projection_seconds_of
 from .persistence import grid_description, grid_family, persistence_label
+from .workspace import call_bytes
 
 CHUNKS = (16, 32, 64, 128)
 # SM partitions tried for a pipelined stack's grid-persistent layers: each re-tiled to hold
@@ -111,6 +114,41 @@ PIPELINED_LIBRARY_CALL_SECONDS = 17e-6
 # benchmarks/results/graph-plans-h100-2026-11-27-before-exact-floor.json): 0.15 ms and the
 # 24 µs predicted the other way over 32 more chunks, ~5 µs a chunk.
 PIPELINED_CHUNK_GRAPH_SECONDS = 5e-6
+# An eager call of PyTorch tensors, without initial states, whose signature was seen before
+# is replayed from a CUDA graph (runtime.CompiledModel._run, call_graphs.py) where it queues
+# at least REPLAY_MIN_OPERATIONS operations and its buffers (workspace, input, outputs) fit
+# REPLAY_BYTES; runtime.py reads both from here. Its host then queues a copy and a graph
+# launch instead of a call or launch a chunk, so PIPELINED_CHUNK_HOST_SECONDS does not bound
+# it: 4 × LSTM fp16 H=1024 B=8 in 4 partitions, 32 chunks, ran 1.787 ms eager with cuBLASLt's
+# projections (67 µs a chunk priced, 2.14 ms) and 2.177 with rnncc's kernel, which the host's
+# price had chosen (results/partition-profile-graph-plans-h100-2026-11-28.jsonl,
+# ab-hybrid-moves-h100-2026-11-28.jsonl). A pipelined plan for such calls is priced as a
+# graphed one plus REPLAYED_CALL_SECONDS, what the replay costs an eager call beyond what
+# the sequential plans' eager prices carry (a launch, ~10 µs over the graphed price). In that
+# A/B file eager calls measured 65-134 µs (median 81) over the same plan in the caller's own
+# graph where replayed (7 stacks), 39-129 (median 55) where run directly (6 single layers):
+# the replay ~26 µs more, and 26 + 10 is the price.
+REPLAY_MIN_OPERATIONS = 8
+REPLAY_BYTES = 128 << 20
+REPLAYED_CALL_SECONDS = 36e-6
+
+
+def replayed(plan, schedule: Schedule, seq_len: int) -> bool:
+    """Whether an eager call of ``plan`` under ``schedule`` is replayed from a CUDA graph
+    once seen again (a call of PyTorch tensors without initial states): at least
+    REPLAY_MIN_OPERATIONS operations (counted from below: a projection and a recurrent
+    launch a layer and chunk) and its buffers within REPLAY_BYTES."""
+    if plan.options.graphed or not plan.layers:
+        return False
+    operations = sum(2 * -(-seq_len // min(l.unroll.value, seq_len)) for l in plan.layers)
+    scheduled = replace(plan, schedule=Decision(schedule, "the candidate being priced"))
+    return operations >= REPLAY_MIN_OPERATIONS and call_bytes(scheduled, seq_len, plan.options.batch) <= REPLAY_BYTES
+
+
+def graph_priced(plan, schedule: Schedule, seq_len: int) -> bool:
+    """Whether a pipelined call's chunks are priced as a CUDA graph's: the plan is for
+    graphed calls, or its eager calls are replayed from one."""
+    return schedule.pipelined and (plan.options.graphed or replayed(plan, schedule, seq_len))
 
 
 @dataclass(frozen=True)
@@ -309,6 +347,7 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
     itemsize = DTYPES[plan.dtype].itemsize
     work, after, share = {}, {}, {}
     previous: tuple[str, int] | None = None
+    in_graph = graph_priced(plan, schedule, seq_len)
     for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)  # a pipelined plan's unroll is its chunk
         chunks = -(-seq_len // chunk)
@@ -319,7 +358,7 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
             work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target, schedule.parts)
-            if schedule.pipelined and plan.options.graphed:
+            if in_graph:
                 work[key] += PIPELINED_CHUNK_GRAPH_SECONDS
             if schedule.pipelined:
                 after[key] = ((l.name, k - 1),) * (k > 0) + stage.chunk_after(k, chunks)
@@ -332,10 +371,13 @@ def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
 
 def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     """The call's predicted time: the timeline's end, or the host's time if longer. A plan
-    for calls replayed from a CUDA graph (CompileOptions.launches) has no host time a call."""
+    for calls replayed from a CUDA graph (CompileOptions.launches) has no host time a call;
+    a pipelined eager call the runtime replays from a graph (``replayed``) the replay's."""
     end = max(t.end for t in timeline(plan, schedule, seq_len, target))
     if plan.options.graphed:
         return end
+    if graph_priced(plan, schedule, seq_len):
+        return end + REPLAYED_CALL_SECONDS
     host = 0.0
     for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)
@@ -350,12 +392,15 @@ def pipelined_plan(plan, chunk: int, target, parts: int = 1,
     decided again for chunk × B rows), and its pipelined schedule; ``parts``: the plan's
     grid layers were re-tiled by ``partitioned(plan, parts)``. A chunk's projection is
     chosen by its GPU time: a pipelined call's host time is priced apart, per chunk
-    (pipelined_host_seconds, a cuBLASLt call's included), and the host queues chunks ahead
-    of the GPU. Priced with the host's time of a library call added, as a call one layer
+    (pipelined_host_seconds, a cuBLASLt call's included; the host queues chunks ahead of
+    the GPU), or as one replay where the runtime replays the call from a CUDA graph
+    (``replayed``). Priced with the host's time of a library call added, as a call one layer
     after another is, cuBLASLt lost to rnncc's kernel at 128-256 rows (2.5 + 16 µs against
     17.4) where it runs 4.7-7.2 µs against 17-27 (results/projection-small-m-h100-2026-11-25.jsonl),
-    so eager plans took chunks of 64 where chunks of 32 with the library's projections
-    measured 3-8% faster, eager and in graphs (results/partition-profile-graph-plans-h100-2026-11-27.jsonl).
+    which, with the beside prices before GRID_LAUNCH_BESIDE_SECONDS was refitted (the other
+    half of it), made eager plans take chunks of 64 where chunks of 32 with the library's
+    projections measured 3-8% faster, eager and in graphs
+    (results/partition-profile-graph-plans-h100-2026-11-27.jsonl).
     ``host_bound``: rnncc's kernels instead (see projection_decision), the variant for calls
     the host bounds."""
     o = plan.options
@@ -405,7 +450,8 @@ def plan_schedule(model, plan, target):
                 chunked, schedule = pipelined_plan(base, chunk, target, parts)
                 pipelines[schedule.label] = (chunked, schedule)
                 predicted[schedule.label] = predicted_seconds(chunked, schedule, o.seq_len, target)
-                if not o.graphed and any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
+                if not graph_priced(chunked, schedule, o.seq_len) and \
+                        any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
                     # Where the host bounds the call, rnncc's projection kernel costs it less.
                     own, schedule = pipelined_plan(base, chunk, target, parts, host_bound=True)
                     label = f"{schedule.label}, rnncc projections"

@@ -76,6 +76,16 @@ def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
             "layer_sequences": sum(n for _, n in sequence_parts(plan, seq_len, batch))}
 
 
+def call_bytes(plan, seq_len: int, batch: int) -> int:
+    """The bytes a call takes and makes besides its weights: the workspace, the input and
+    the output sequences and final states (what a CUDA graph replaying it keeps)."""
+    itemsize = DTYPES[plan.dtype].itemsize
+    outputs = sum(seq_len * batch * l.tensor_width * itemsize for l in plan.layers if l.is_output and l.column == 0)
+    states = sum(batch * (l.out_size + (l.hidden_size if l.cell == "lstm" else 0)) * itemsize for l in plan.layers)
+    x = seq_len * batch * plan.layers[0].input_size * itemsize if plan.layers else 0
+    return sum(workspace_bytes(plan, seq_len, batch).values()) + outputs + states + x
+
+
 def plan_workspace(model, plan, target):
     o = plan.options
     parts = workspace_bytes(plan, o.seq_len, o.batch)
