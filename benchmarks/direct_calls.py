@@ -12,16 +12,15 @@ Writes OUT_DIR/direct-calls-h100-<date>.json and prints a table.
 """
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 import rnncc
-from rnncc.cli import _environment
 from rnncc.timing import time_interleaved
 
 from pipeline_schedule import stack  # run as a script: benchmarks/ is on sys.path
+from result_files import write_results
 
 CASES = [("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8),
          ("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8),
@@ -50,9 +49,7 @@ def main() -> None:
                "eager_ms": {k: round(t.median_ms, 4) for k, t in timed.items()}}
         rows.append(row)
         print(json.dumps(row, ensure_ascii=False), flush=True)
-    path = out / f"direct-calls-h100-{time.strftime('%Y-%m-%d')}.json"
-    path.write_text(json.dumps({"environment": _environment(torch), "results": rows}, indent=1, ensure_ascii=False))
-    print(f"wrote {path}")
+    write_results(out, "direct-calls", rows)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,18 @@ price for graphed calls goes wrong before it moves.
 
 Writes OUT_DIR/graph-none-form-h100-<date>.json and prints a table.
 """
-import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 import rnncc
-from rnncc.cli import _environment
 from rnncc.errors import PlanError
 from rnncc.passes.schedule import step_seconds_of
 from rnncc.timing import time_graphs_interleaved
 
 from pipeline_schedule import stack  # run as a script: benchmarks/ is on sys.path
+from result_files import write_results
 
 # (cell, dtype, layers, H, B, S)
 SHAPES = [("lstm", "bfloat16", 1, 650, 1, 128), ("lstm", "float16", 1, 650, 1, 128),
@@ -61,9 +59,7 @@ def main() -> None:
             print(f"  {k:14s} {row['modes'][k]:8s} {row['schedules'][k]:26s} graph {ms[k]:8.4f} ms  "
                   f"{row['measured_us_per_layer_step'][k]:6.2f} µs a layer-step, predicted "
                   f"{row['predicted_us_per_step'][k]:6.2f}", flush=True)
-    path = out / f"graph-none-form-h100-{time.strftime('%Y-%m-%d')}.json"
-    path.write_text(json.dumps({"environment": _environment(torch), "results": rows}, indent=1, ensure_ascii=False))
-    print(f"wrote {path}")
+    write_results(out, "graph-none-form", rows)
 
 
 if __name__ == "__main__":

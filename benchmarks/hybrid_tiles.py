@@ -12,18 +12,17 @@ against what the plan ran before: per case, CUDA-graph replays interleaved in on
 
 Writes OUT_DIR/hybrid-tiles-h100-<date>.json and prints a table.
 """
-import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 import rnncc
 from rnncc.build import compile_all
-from rnncc.cli import _environment
 from rnncc.passes.schedule import chunk_seconds, partitioned
 from rnncc.timing import time_graphs_interleaved
+
+from result_files import write_results  # run as a script: benchmarks/ is on sys.path
 
 S = 256
 
@@ -91,9 +90,7 @@ def main() -> None:
         for k in ms:
             print(f"  {k:28s} {row['us_per_step'][k]:7.3f} µs a step (predicted {row['predicted_us_per_step'][k]:6.2f}),"
                   f" max |Δ| {row['max_abs_difference'][k]:.2e}", flush=True)
-    path = out / f"hybrid-tiles-h100-{time.strftime('%Y-%m-%d')}.json"
-    path.write_text(json.dumps({"environment": _environment(torch), "results": rows}, indent=1, ensure_ascii=False))
-    print(f"wrote {path}")
+    write_results(out, "hybrid-tiles", rows)
 
 
 if __name__ == "__main__":
