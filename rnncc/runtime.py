@@ -811,7 +811,7 @@ class CompiledModel:
             self._graphs = CallGraphs(capacity=GRAPHS_A_MODEL, outputs="separate")
         return self._graphs
 
-    def _graph_replayed_with_states(self, program: call_program.CallProgram, x, state: Mapping[str, Any],
+    def _graph_replayed_with_states(self, program: call_program.CallProgram, x, states: dict[str, tuple],
                                     inputs: list[int], key: tuple):
         """A recorded call with initial states replayed from a CUDA graph, as
         _graph_replayed does one without: x and the state tensors copied into the graph's
@@ -819,8 +819,9 @@ class CompiledModel:
         graph's copy of the tensor it lies in. A caller that carries its state from call to
         call (a language model's batches) otherwise queues each launch from Python: 8 × LSTM
         fp16 H=512 B=8 in chunks of 16 ran 5.57 ms so against 1.20 replayed
-        (results/direct-calls-h100-2026-11-28.json)."""
-        tensors = [t for parts in _torch_tensors(state, x).values() for t in parts]
+        (results/direct-calls-h100-2026-11-28.json). ``states``: the call's state tensors
+        by layer, as _torch_tensors gives them."""
+        tensors = [t for parts in states.values() for t in parts]
         where = []
         for p in inputs[1:]:
             i = next(i for i, t in enumerate(tensors) if t.data_ptr() <= p < t.data_ptr() + t.nbytes)
@@ -922,9 +923,10 @@ class CompiledModel:
             if found is None or found.variant is not variant:
                 ops = call_program.Recorder(stream, (x_view.ptr, _extent(x_view)), self._constants)
             elif found.program is not None:
-                if found.graphed and self.graphs and state and x.is_contiguous() and _torch_tensors(state, x):
+                tensors = _torch_tensors(state, x) if found.graphed and self.graphs and x.is_contiguous() else {}
+                if tensors:
                     memory.release()  # the graph's replay has its own
-                    return self._graph_replayed_with_states(found.program, x, state, inputs, key)
+                    return self._graph_replayed_with_states(found.program, x, tensors, inputs, key)
                 make = self._replay_outputs(x, memory, stream) if kind == "torch" else \
                     lambda shape: _pointer_of(self._output(kind, x, False, shape, memory, stream))
                 return self._replay(found.program, inputs, stream, memory, make)

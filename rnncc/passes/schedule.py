@@ -342,13 +342,15 @@ def queue_order(stages, chunks: int) -> list[tuple[str, int]]:
     return order
 
 
-def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
+def timeline(plan, schedule: Schedule, seq_len: int, target, in_graph: bool | None = None) -> list[Task]:
     """The predicted timeline of a call of ``seq_len`` steps at the planned batch: per
-    layer and chunk, when it starts and ends."""
+    layer and chunk, when it starts and ends. ``in_graph``: graph_priced's answer, where
+    the caller has it already."""
     itemsize = DTYPES[plan.dtype].itemsize
     work, after, share = {}, {}, {}
     previous: tuple[str, int] | None = None
-    in_graph = graph_priced(plan, schedule, seq_len)
+    if in_graph is None:
+        in_graph = graph_priced(plan, schedule, seq_len)
     for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)  # a pipelined plan's unroll is its chunk
         chunks = -(-seq_len // chunk)
@@ -374,10 +376,11 @@ def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     """The call's predicted time: the timeline's end, or the host's time if longer. A plan
     for calls replayed from a CUDA graph (CompileOptions.launches) has no host time a call;
     a pipelined eager call the runtime replays from a graph (``replayed``) the replay's."""
-    end = max(t.end for t in timeline(plan, schedule, seq_len, target))
+    in_graph = graph_priced(plan, schedule, seq_len)
+    end = max(t.end for t in timeline(plan, schedule, seq_len, target, in_graph))
     if plan.options.graphed:
         return end
-    if graph_priced(plan, schedule, seq_len):
+    if in_graph:
         return end + REPLAYED_CALL_SECONDS
     host = 0.0
     for l in plan.layers:
