@@ -113,6 +113,18 @@ def _device_allocation(nbytes: int):
     return cuda.mem_alloc(nbytes)
 
 
+def _torch_tensors(state: Mapping[str, Any], x) -> dict[str, tuple]:
+    """The initial states' tensors per layer ((h,) or (h, c)), where every one is a
+    contiguous tensor of x's type (what a graph's input copy takes); else {}."""
+    out = {}
+    for name, given in state.items():
+        parts = tuple(given) if isinstance(given, (tuple, list)) else (given,)
+        if not all(type(t) is type(x) and t.is_contiguous() for t in parts):
+            return {}
+        out[name] = parts
+    return out
+
+
 def _extent(v: arrays.DeviceView) -> int:
     """Bytes from a view's pointer to one past its last element."""
     return (sum((n - 1) * abs(st) for n, st in zip(v.shape, v.strides)) + 1) * DTYPES[v.dtype].itemsize
@@ -785,15 +797,51 @@ class CompiledModel:
         return self._replay(found.program, inputs, stream, memory,
                             self._replay_outputs(x, memory, stream))
 
+    @staticmethod
+    def _graph_worthy(program: call_program.CallProgram, x, memory: _CallMemory, states: tuple) -> bool:
+        """Whether a recorded call is replayed from a CUDA graph once seen again: it queues
+        GRAPH_MIN_OPERATIONS or more, and its buffers, input and initial states fit
+        FORWARD_GRAPH_BYTES (never under the debug knob: a replay would not poison)."""
+        nbytes = program.buffer_bytes(x.element_size()) + x.nbytes + sum(t.nbytes for t in states)
+        return not memory.poison and nbytes <= FORWARD_GRAPH_BYTES and program.operations() >= GRAPH_MIN_OPERATIONS
+
+    def _graph_cache(self):
+        if self._graphs is None:
+            from .call_graphs import CallGraphs
+            self._graphs = CallGraphs(capacity=GRAPHS_A_MODEL, outputs="separate")
+        return self._graphs
+
+    def _graph_replayed_with_states(self, program: call_program.CallProgram, x, states: dict[str, tuple],
+                                    inputs: list[int], key: tuple):
+        """A recorded call with initial states replayed from a CUDA graph, as
+        _graph_replayed does one without: x and the state tensors copied into the graph's
+        own, each state pointer of ``inputs`` (the program's, after x's) re-based onto the
+        graph's copy of the tensor it lies in. A caller that carries its state from call to
+        call (a language model's batches) otherwise queues each launch from Python: 8 × LSTM
+        fp16 H=512 B=8 in chunks of 16 ran 5.57 ms so against 1.20 replayed
+        (results/direct-calls-h100-2026-11-28.json). ``states``: the call's state tensors
+        by layer, as _torch_tensors gives them."""
+        tensors = [t for parts in states.values() for t in parts]
+        where = []
+        for p in inputs[1:]:
+            i = next(i for i, t in enumerate(tensors) if t.data_ptr() <= p < t.data_ptr() + t.nbytes)
+            where.append((i, p - tensors[i].data_ptr()))
+
+        def body(statics: list) -> list:
+            x_ = statics[0]
+            stream = arrays.stream_of(x_, "torch")
+            memory = _CallMemory(x_.device, stream, False)
+            pointers = [x_.data_ptr()] + [statics[1 + i].data_ptr() + offset for i, offset in where]
+            result = self._replay(program, pointers, stream, memory, self._replay_outputs(x_, memory, stream))
+            return program.result_arrays(result)
+        return program.result_of(self._graph_cache().run(("with states", key), [x, *tensors], body))
+
     def _graph_replayed(self, program: call_program.CallProgram, x, key: tuple):
         """A recorded call on PyTorch tensor x replayed from a CUDA graph of it, captured on
         the second call that gets here (call_graphs.py): x copied into the graph's input,
         the graph launched, each output copied into a new tensor. The graph's input is
         contiguous, so x must be (the caller checks)."""
-        graphs = self._graphs
-        if graphs is None:
-            from .call_graphs import CallGraphs
-            graphs = self._graphs = CallGraphs(capacity=GRAPHS_A_MODEL, outputs="separate")
+        graphs = self._graph_cache()
 
         def body(inputs: list) -> list:
             x_ = inputs[0]
@@ -875,6 +923,10 @@ class CompiledModel:
             if found is None or found.variant is not variant:
                 ops = call_program.Recorder(stream, (x_view.ptr, _extent(x_view)), self._constants)
             elif found.program is not None:
+                tensors = _torch_tensors(state, x) if found.graphed and self.graphs and x.is_contiguous() else {}
+                if tensors:
+                    memory.release()  # the graph's replay has its own
+                    return self._graph_replayed_with_states(found.program, x, tensors, inputs, key)
                 make = self._replay_outputs(x, memory, stream) if kind == "torch" else \
                     lambda shape: _pointer_of(self._output(kind, x, False, shape, memory, stream))
                 return self._replay(found.program, inputs, stream, memory, make)
@@ -891,16 +943,20 @@ class CompiledModel:
                     recorded = _Recorded(variant, None, str(exc), memory.poison)
                 if len(self._programs) >= 256:
                     self._drop_programs()
+                tensors = _torch_tensors(state, x) if kind == "torch" and state and not gates else {}
+                if recorded.program is not None and tensors:
+                    # A call with initial states is replayed from a CUDA graph as one
+                    # without (_graph_replayed_with_states), the states copied in with x.
+                    recorded = replace(recorded, graphed=self._graph_worthy(
+                        recorded.program, x, memory, sum(tensors.values(), ())))
                 self._programs[key] = recorded
                 fast_key = self._replay_key(x, batch_first, stacked, env, gates_given) \
                     if recorded.program is not None and kind == "torch" and not state else None
                 if fast_key is not None:
                     # The same program under the key that __call__ and run_torch look up
                     # first (_replayed), from the tensors alone.
-                    program = recorded.program
-                    nbytes = program.buffer_bytes(x.element_size()) + x.nbytes
-                    recorded = replace(recorded, graphed=not memory.poison and nbytes <= FORWARD_GRAPH_BYTES
-                                       and program.operations() >= GRAPH_MIN_OPERATIONS and not gates)
+                    recorded = replace(recorded, graphed=not gates and self._graph_worthy(
+                        recorded.program, x, memory, ()))
                     self._programs[fast_key] = recorded
                     self._replay_type = type(x)
             return result

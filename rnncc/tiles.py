@@ -477,7 +477,8 @@ class TensorTile:
     wgmma: bool = False
     # Mode grid, 16-bit operands: the first `register_steps` k-steps of each warp's share of
     # K stay in its registers, shared memory holds the rest (a block holds more of W_hh than
-    # shared memory alone: fp16 H=1024 in 32 blocks, 4 layers side by side). Not planned yet.
+    # shared memory alone: fp16 H=1024 in 32 blocks, 4 layers side by side; planned by
+    # persistence.grid_family where W_hh does not fit shared memory alone).
     register_steps: int = 0
 
     def __post_init__(self) -> None:

@@ -1413,6 +1413,50 @@ def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
     assert all(torch.equal(a, b) for a, b in zip(y, flat_result(m(strided.contiguous(), batch_first=batch_first))))
 
 
+@pytest.mark.parametrize("case", ["grid fp16, cuBLASLt projection", "stacked, pipelined",
+                                  "bidirectional, residual, pipelined"])
+def test_calls_with_states_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
+    """A call with initial states is replayed from a CUDA graph too, its states copied into
+    the graph's with x (CompiledModel._graph_replayed_with_states): on five inputs and
+    states every output equals the forward's bit for bit, one graph is captured, and a
+    caller that feeds each call's final state into the next (a language model's batches)
+    gets the forward's numbers throughout."""
+    from rnncc import runtime
+
+    monkeypatch.delenv("RNNCC_DEBUG_POISON")
+    monkeypatch.setattr(runtime, "GRAPH_MIN_OPERATIONS", 0)
+    spec, S, B, options, batch_first = GRAPH_CASES[case]
+    m = rnncc.compile(spec, target="device", seq_len=S, batch=B, seed=4, **options)
+    tdt = getattr(torch, m.model.dtype)
+    shape = (B, S, m.model.input_size) if batch_first else (S, B, m.model.input_size)
+    xs = [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(5)]
+    rng = np.random.default_rng(5)
+
+    def device_state():
+        given = random_state(m.model, B, rng, m.model.dtype)
+        return {k: tuple(torch.from_numpy(p).to("cuda", tdt) for p in v) if isinstance(v, tuple)
+                else torch.from_numpy(v).to("cuda", tdt) for k, v in given.items()}
+    states = [device_state() for _ in xs]
+    m.replay = False
+    want = [[t.clone() for t in flat_result(m(x, st, batch_first=batch_first))] for x, st in zip(xs, states)]
+    m.replay = True
+    got = [flat_result(m(x, st, batch_first=batch_first)) for x, st in zip(xs, states)]
+    assert m._graphs is not None and m._graphs.captures == 1 and not m._graphs.failed
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert all(torch.equal(a, b) for a, b in zip(g, w)), f"input {i}"
+    storages = {t.untyped_storage().data_ptr() for g in got for t in g}
+    assert len(storages) == sum(len(g) for g in got)
+
+    def carried(replay: bool) -> list:
+        m.replay = replay
+        state, out = states[0], []
+        for x in xs:
+            y, state = m(x, state, batch_first=batch_first)
+            out += [t.clone() for t in flat_result((y, state))]
+        return out
+    assert all(torch.equal(a, b) for a, b in zip(carried(True), carried(False)))
+
+
 def test_a_graph_captured_under_inference_mode_replays_outside_it(gpu, torch, monkeypatch):
     """A forward's graph captured inside torch.inference_mode replays outside it and back:
     its input copy is a normal tensor (an inference tensor refuses in-place copies outside

@@ -120,8 +120,8 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
         return Decision(value, reason, alternatives=alternatives)
     alternatives[projection_label(LibraryProjection())] = library
     host = library_call_seconds(gpu_only) * (1 if summed else len(l.sources))
-    host_note = "its host time priced per chunk by the schedule" if host_apart and not o.graphed \
-        else f"{host * 1e6:.0f} µs of the host's"
+    host_note = ("its host time priced apart by the schedule: per chunk, or as the call's graph replay"
+                 if host_apart and not o.graphed else f"{host * 1e6:.0f} µs of the host's")
     if gemm == "cublas" or library + host < costs[best]:
         why = (f"{'measured' if chooser == 'measured' else 'forced by the user'} (gemm='cublas')"
                if gemm == "cublas" else

@@ -114,8 +114,8 @@ PIPELINED_LIBRARY_CALL_SECONDS = 17e-6
 # benchmarks/results/graph-plans-h100-2026-11-27-before-exact-floor.json): 0.15 ms and the
 # 24 µs predicted the other way over 32 more chunks, ~5 µs a chunk.
 PIPELINED_CHUNK_GRAPH_SECONDS = 5e-6
-# An eager call of PyTorch tensors, without initial states, whose signature was seen before
-# is replayed from a CUDA graph (runtime.CompiledModel._run, call_graphs.py) where it queues
+# An eager call of PyTorch tensors whose signature was seen before (initial states copied in
+# with x) is replayed from a CUDA graph (runtime.CompiledModel._run, call_graphs.py) where it queues
 # at least REPLAY_MIN_OPERATIONS operations and its buffers (workspace, input, outputs) fit
 # REPLAY_BYTES; runtime.py reads both from here. Its host then queues a copy and a graph
 # launch instead of a call or launch a chunk, so PIPELINED_CHUNK_HOST_SECONDS does not bound
@@ -135,14 +135,15 @@ REPLAYED_CALL_SECONDS = 36e-6
 
 def replayed(plan, schedule: Schedule, seq_len: int) -> bool:
     """Whether an eager call of ``plan`` under ``schedule`` is replayed from a CUDA graph
-    once seen again (a call of PyTorch tensors without initial states): at least
+    once seen again (a call of PyTorch tensors, with initial states or without): at least
     REPLAY_MIN_OPERATIONS operations (counted from below: a projection and a recurrent
     launch a layer and chunk) and its buffers within REPLAY_BYTES."""
     if plan.options.graphed or not plan.layers:
         return False
     operations = sum(2 * -(-seq_len // min(l.unroll.value, seq_len)) for l in plan.layers)
     scheduled = replace(plan, schedule=Decision(schedule, "the candidate being priced"))
-    return operations >= REPLAY_MIN_OPERATIONS and call_bytes(scheduled, seq_len, plan.options.batch) <= REPLAY_BYTES
+    return (operations >= REPLAY_MIN_OPERATIONS
+            and call_bytes(scheduled, seq_len, plan.options.batch) <= REPLAY_BYTES)
 
 
 def graph_priced(plan, schedule: Schedule, seq_len: int) -> bool:
@@ -341,13 +342,15 @@ def queue_order(stages, chunks: int) -> list[tuple[str, int]]:
     return order
 
 
-def timeline(plan, schedule: Schedule, seq_len: int, target) -> list[Task]:
+def timeline(plan, schedule: Schedule, seq_len: int, target, in_graph: bool | None = None) -> list[Task]:
     """The predicted timeline of a call of ``seq_len`` steps at the planned batch: per
-    layer and chunk, when it starts and ends."""
+    layer and chunk, when it starts and ends. ``in_graph``: graph_priced's answer, where
+    the caller has it already."""
     itemsize = DTYPES[plan.dtype].itemsize
     work, after, share = {}, {}, {}
     previous: tuple[str, int] | None = None
-    in_graph = graph_priced(plan, schedule, seq_len)
+    if in_graph is None:
+        in_graph = graph_priced(plan, schedule, seq_len)
     for l in plan.layers:
         chunk = min(l.unroll.value, seq_len)  # a pipelined plan's unroll is its chunk
         chunks = -(-seq_len // chunk)
@@ -373,10 +376,11 @@ def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
     """The call's predicted time: the timeline's end, or the host's time if longer. A plan
     for calls replayed from a CUDA graph (CompileOptions.launches) has no host time a call;
     a pipelined eager call the runtime replays from a graph (``replayed``) the replay's."""
-    end = max(t.end for t in timeline(plan, schedule, seq_len, target))
+    in_graph = graph_priced(plan, schedule, seq_len)
+    end = max(t.end for t in timeline(plan, schedule, seq_len, target, in_graph))
     if plan.options.graphed:
         return end
-    if graph_priced(plan, schedule, seq_len):
+    if in_graph:
         return end + REPLAYED_CALL_SECONDS
     host = 0.0
     for l in plan.layers:
