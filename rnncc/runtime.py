@@ -819,7 +819,8 @@ class CompiledModel:
         graph's copy of the tensor it lies in. A caller that carries its state from call to
         call (a language model's batches) otherwise queues each launch from Python: 8 × LSTM
         fp16 H=512 B=8 in chunks of 16 ran 5.57 ms so against 1.20 replayed
-        (results/direct-calls-h100-2026-11-28.json). ``states``: the call's state tensors
+        (results/direct-calls-h100-2026-11-28-at-8563c0a.json; 1.21 ms replayed so, in
+        results/direct-calls-h100-2026-11-28.json). ``states``: the call's state tensors
         by layer, as _torch_tensors gives them."""
         tensors = [t for parts in states.values() for t in parts]
         where = []
