@@ -655,8 +655,9 @@ class RowsProjectionTensor:
 
 def rows_mma_shared_bytes(rows: int, m_rows: int, k_split: int, k: int, itemsize: int) -> int:
     """Static shared memory of a rows kernel on tensor cores (rows_mma.cuh.j2): the staged
-    rows (K padded to runs of 32, +32 a row) and the K split's partial sums."""
-    staged = -(-StepRows.row_stride(k, itemsize) // 32) * 32 + 32
+    rows (K padded to runs of 32, the row pitch to 32 past a multiple of 64 elements) and
+    the K split's partial sums."""
+    staged = -(-StepRows.row_stride(k, itemsize) // 64) * 64 + 32
     return rows * staged * itemsize + k_split * m_rows * (rows + 1) * 4
 
 
