@@ -36,6 +36,12 @@ mma throughput, which binds at none of the swept tiles; a line whose tile the mo
 otherwise (the throughput bound) is left out and counted.
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt --tensor-grid
+
+The wgmma product's staging of h (GRID_WGMMA_STAGE_SECONDS past GRID_WGMMA_STAGED_FREE
+loads a thread), fitted to the residuals of the sweeps of 2026-11-28 (``wgmma_staging_fit``,
+WGMMA_STAGING_SWEEPS) at each threshold of WGMMA_STAGING_THRESHOLDS:
+
+    python3 benchmarks/fit_cluster_model.py --wgmma-staging
 """
 
 from __future__ import annotations
@@ -123,8 +129,10 @@ def tensor_grid_terms(B: int, H: int, tile: TensorTile, itemsize: int) -> dict[s
     k_steps, n_tiles = tile.k_steps(H, itemsize), tile.batch_per_block // 8
     terms = {"GRID_STEP_SECONDS": 1.0, "GRID_TILE_SECONDS": tiles}
     if tile.wgmma:
+        staged = cost.staged_loads_per_thread(B, H, tile, itemsize) - cost.GRID_WGMMA_STAGED_FREE
         terms |= {"GRID_WGMMA_K_STEP_SECONDS": tiles * k_steps,
-                  "GRID_WGMMA_SPLIT_SECONDS": tiles * tile.k_split * n_tiles}
+                  "GRID_WGMMA_SPLIT_SECONDS": tiles * tile.k_split * n_tiles,
+                  "GRID_WGMMA_STAGE_SECONDS": tiles * max(0, staged)}
     else:
         terms["GRID_K_STEP_SECONDS"] = tiles * k_steps * n_tiles
     return terms
@@ -164,6 +172,58 @@ def tensor_grid_fit(text: str) -> tuple[list, dict[str, float], np.ndarray, int,
     return rows, dict(zip(names, coef)), a @ coef, len(found) - len(rows), bound
 
 
+WGMMA_STAGING_SWEEPS = ("grid-tile-sweep-b64-h100-2026-11-28.txt", "grid-tile-sweep-parts-h100-2026-11-28.txt")
+WGMMA_STAGING_THRESHOLDS = (0, 4, 8, 12, 16)
+
+
+def wgmma_staging_fit(texts: list[str], free: int) -> tuple[int, float, float, float]:
+    """GRID_WGMMA_STAGE_SECONDS at GRID_WGMMA_STAGED_FREE = ``free``, by least squares over
+    the wgmma tiles of grid sweeps, every other price of cost.tensor_seconds as it is and an
+    intercept per case (a sweep's times carry the case's projection): the residual (measured
+    less the price without the term) against the term's count. Returns (tiles, µs a load,
+    RMS residual without the term, with it)."""
+    rows = [r for text in texts for r in tensor_grid_rows(text)[0] if r[1].wgmma]
+    cases = sorted({case for case, *_ in rows})
+    a, y = np.zeros((len(rows), len(cases) + 1)), np.zeros(len(rows))
+    for i, ((cell, dtype, H, B), tile, us, terms) in enumerate(rows):
+        itemsize = 4 if dtype == "float32" else 2
+        priced = sum(getattr(cost, n) * c for n, c in terms.items()) * 1e6
+        staged = terms["GRID_WGMMA_STAGE_SECONDS"]
+        a[i, cases.index((cell, dtype, H, B))] = 1.0
+        a[i, -1] = max(0, cost.staged_loads_per_thread(B, H, tile, itemsize) - free) * \
+            batch_tiles_per_block(B, tile.batch_per_block, tile.batch_blocks)
+        y[i] = us - (priced - cost.GRID_WGMMA_STAGE_SECONDS * 1e6 * staged)
+    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+    base = np.linalg.lstsq(a[:, :-1], y, rcond=None)[0]
+    return len(rows), float(coef[-1]), float(np.sqrt(((y - a[:, :-1] @ base) ** 2).mean())), \
+        float(np.sqrt(((y - a @ coef) ** 2).mean()))
+
+
+def wgmma_staging_picks(texts: list[str], free: int, per_load: float) -> list[float]:
+    """Per case and SM budget (all SMs; 1/2 and 1/4 of them, a pipelined stack's partitions),
+    the measured µs of the tile cost.tensor_seconds ranks first among the swept tiles that
+    fit the budget, its staging priced ``per_load`` µs a load past ``free``, over the
+    fastest measured there."""
+    target = PRESETS["h100"]
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for text in texts:
+        for m in TENSOR_GRID_LINE.finditer(text):
+            cell, dtype = m.group(1), m.group(2)
+            H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
+            tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)))
+            itemsize = 4 if dtype == "float32" else 2
+            price = cost.tensor_seconds(B, H, GATES.get(cell, 1), tile, target, itemsize) * 1e6
+            if tile.wgmma:
+                loads = cost.staged_loads_per_thread(B, H, tile, itemsize)
+                tiles = batch_tiles_per_block(B, bpb, blocks)
+                price += tiles * (per_load * max(0, loads - free) - cost.GRID_WGMMA_STAGE_SECONDS * 1e6 *
+                                  max(0, loads - cost.GRID_WGMMA_STAGED_FREE))
+            for parts in (1, 2, 4):
+                if math.ceil(H / units) * blocks <= target.sm_count // parts:
+                    groups.setdefault((cell, dtype, H, B, parts), []).append((price, float(m.group(12))))
+    return [min(g)[1] / min(us for _, us in g) for g in groups.values()]
+
+
 def fit_tensor_grid(path: str, text: str) -> None:
     """Prints tensor_grid_fit's prices beside cost.py's, the fit's error and, per case, the
     measured time of the tile the fit ranks first against the fastest."""
@@ -185,6 +245,20 @@ def fit_tensor_grid(path: str, text: str) -> None:
 
 def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False,
          old_lanes: bool = False, tensor_grid: bool = False) -> None:
+    if path == "--wgmma-staging":
+        results = Path(__file__).parent / "results"
+        texts = [(results / f).read_text() for f in WGMMA_STAGING_SWEEPS]
+        print(f"from the wgmma tiles of {', '.join(WGMMA_STAGING_SWEEPS)} (cost.py: GRID_WGMMA_STAGED_FREE = "
+              f"{cost.GRID_WGMMA_STAGED_FREE}, GRID_WGMMA_STAGE_SECONDS = {cost.GRID_WGMMA_STAGE_SECONDS * 1e6:.3f}e-6)")
+        for free in WGMMA_STAGING_THRESHOLDS:
+            n, c, before, after = wgmma_staging_fit(texts, free)
+            picks = wgmma_staging_picks(texts, free, c)
+            print(f"  free {free:2d} loads: {c:.3f} µs a load past them, {n} tiles, RMS residual {before:.2f} -> "
+                  f"{after:.2f} µs; the picks of {len(picks)} (case, SM budget) run {np.mean(picks):.3f}× the "
+                  f"fastest on average, {max(picks):.2f}× at worst")
+        picks = wgmma_staging_picks(texts, 0, 0.0)
+        print(f"  without the term: the picks run {np.mean(picks):.3f}× the fastest on average, {max(picks):.2f}× at worst")
+        return
     text = Path(path).read_text()
     if tensor_grid:
         fit_tensor_grid(path, text)

@@ -24,6 +24,8 @@ Hopper GPU and PyTorch.
     python3 benchmarks/grid_tile_sweep.py wgmma    # the grid kernel on tensor cores, each block
                                                    # shape near the pick with its product by
                                                    # mma.sync and by wgmma
+    python3 benchmarks/grid_tile_sweep.py parts    # every grid tile on tensor cores of an SM
+                                                   # partition (PARTS_CASES, PARTS)
     python3 benchmarks/grid_tile_sweep.py tensor --case=lstm,float16,512,8
                                                    # these cases only (repeat --case=)
 
@@ -39,8 +41,8 @@ from dataclasses import replace
 
 import rnncc
 from rnncc.build import compile_all
-from rnncc.passes.cost import (cluster_seconds, cluster_tiles, persistent_seconds, persistent_tiles,
-                               tensor_seconds, tensor_tiles)
+from rnncc.passes.cost import (cluster_seconds, cluster_tiles, partition_units, persistent_seconds,
+                               persistent_tiles, tensor_seconds, tensor_tiles)
 from rnncc.tiles import ClusterTile, Persistent, PersistentTile, TensorTile
 from rnncc.timing import time_graph
 
@@ -89,6 +91,11 @@ WGMMA_CASES = [("lstm", "float16", 1024, 64), ("gru", "bfloat16", 1024, 64), ("l
                ("lstm", "float16", 512, 64), ("lstm", "float16", 1024, 32), ("gru", "float16", 768, 48),
                ("lstm", "bfloat16", 1024, 8), ("lstm", "float16", 1024, 8)]
 WGMMA_WITHIN = 1.5
+# (cell, dtype, H, B) for the grid tiles of SM partitions (a pipelined stack's layers side by
+# side: units a block for 1/p of the SMs, p in PARTS), every tile: 2 × GRU bf16 H=768 B=64's
+# partition tile ran 13.5 µs a step priced 5.2 (results/graph-kernel-times-h100-2026-11-28.json).
+PARTS_CASES = [("gru", "bfloat16", 768, 64), ("lstm", "float16", 1024, 64), ("lstm", "float16", 1024, 8)]
+PARTS = (2, 4)
 FMA_WITHIN = 4.0  # ... of the groups whose best tile the model puts within 4× of its pick
 
 
@@ -101,13 +108,15 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     (mode tensor); the model's pick among them."""
     spec = {"name": "tile_sweep", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
-    tensor = mode in ("grid", "wide", "tensor", "wgmma")
-    persistence = "grid" if mode in ("grid", "wide", "fma", "wgmma") else "cluster"
+    tensor = mode in ("grid", "wide", "tensor", "wgmma", "parts")
+    persistence = "grid" if mode in ("grid", "wide", "fma", "wgmma", "parts") else "cluster"
     base = rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence=persistence,
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
     itemsize = 2 if dtype != "float32" else 4
-    fits = [t for t in (tensor_tiles(H, l.gates, B, target, persistence, itemsize) if tensor
+    parts = [tensor_tiles(H, l.gates, B, target, persistence, itemsize, units=partition_units(H, target, p))
+             for p in PARTS] if mode == "parts" else []
+    fits = [t for t in (sum(parts, []) if parts else tensor_tiles(H, l.gates, B, target, persistence, itemsize) if tensor
                         else persistent_tiles(H, l.gates, B, target) if mode == "fma"
                         else cluster_tiles(H, l.gates, B, target))
             if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
@@ -191,7 +200,7 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -
     (cell, dtype, H, B) cases instead of the mode's."""
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
                       "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES,
-                      "wgmma": WGMMA_CASES}[mode]
+                      "wgmma": WGMMA_CASES, "parts": PARTS_CASES}[mode]
     cases = [(c, variants(*c, mode, "h100" if build_only else "device")) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)

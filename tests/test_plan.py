@@ -1617,6 +1617,57 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     assert sorted(len(r) for r in ratios.values()) == [3] * 19
 
 
+def test_the_wgmma_staging_price_is_its_sweeps_fit(monkeypatch):
+    """GRID_WGMMA_STAGE_SECONDS is what benchmarks/fit_cluster_model.py --wgmma-staging fits
+    at GRID_WGMMA_STAGED_FREE to the sweeps of 2026-11-28 (every grid tile at B=64, every
+    SM-partition tile), and that threshold is the largest whose picks run as near the
+    fastest measured tile as any threshold's (1.035× on average against 1.168× without the
+    term); 2 × GRU bf16 H=768 B=64's graph plan no longer runs its layers on the 64-block
+    tile of one warpgroup that ran 13.5 µs a step priced 5.2."""
+    from pathlib import Path
+
+    from rnncc.passes import cost
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    import fit_cluster_model as fit
+
+    texts = [(root / "benchmarks" / "results" / f).read_text() for f in fit.WGMMA_STAGING_SWEEPS]
+    n, per_load, before, after = fit.wgmma_staging_fit(texts, cost.GRID_WGMMA_STAGED_FREE)
+    assert n == 72 and abs(per_load - cost.GRID_WGMMA_STAGE_SECONDS * 1e6) < 0.0005 and after < before
+    means = {free: sum(p := fit.wgmma_staging_picks(texts, free, fit.wgmma_staging_fit(texts, free)[1])) / len(p)
+             for free in fit.WGMMA_STAGING_THRESHOLDS}
+    best = min(means.values())
+    assert means[cost.GRID_WGMMA_STAGED_FREE] <= best + 1e-9
+    assert cost.GRID_WGMMA_STAGED_FREE == max(f for f, m in means.items() if m <= best + 1e-9)
+    without = fit.wgmma_staging_picks(texts, 0, 0.0)
+    assert sum(without) / len(without) > best + 0.1
+    spec = {"name": "gru2", "dtype": "bfloat16", "input_size": 768,
+            "layers": [{"name": f"l{i}", "cell": "gru", "hidden_size": 768} for i in (1, 2)]}
+    m = rnncc.compile(spec, target="h100", seq_len=100, batch=64, launches="graph")
+    assert all(not (l.persistence.value.tile.wgmma and l.persistence.value.tile.k_split == 1)
+               for l in m.plan.layers if l.persistence.value.mode == "grid")
+
+
+def test_the_unaligned_rows_step_price_is_its_measurement():
+    """ROWS_MMA_UNALIGNED_SECONDS and _ROW_SECONDS solve the two measured gaps of the tensor
+    rows step between K=650 (h's rows not whole 16-byte loads) and K=640, at B=1 (1 row
+    staged) and B=20 (16), in results/graph-kernel-times-h100-2026-11-28.json."""
+    from pathlib import Path
+
+    from rnncc.passes import cost
+
+    root = Path(__file__).resolve().parent.parent
+    rows = json.loads((root / "benchmarks" / "results" / "graph-kernel-times-h100-2026-11-28.json").read_text())
+    step = {r["case"]: next(v["median_us"] for k, v in r["kernels"].items() if "step_rows_tensor" in k)
+            for r in rows["results"] if r["case"].endswith(", none") and r["case"].startswith("lstm")}
+    gap1 = step["lstm float16 H=650 B=1 S=128, none"] - step["lstm float16 H=640 B=1 S=128, none"]
+    gap20 = step["lstm bfloat16 H=650 B=20 S=16, none"] - step["lstm bfloat16 H=640 B=20 S=16, none"]
+    per_row = (gap20 - gap1) / 15
+    assert abs(per_row - cost.ROWS_MMA_UNALIGNED_ROW_SECONDS * 1e6) < 0.001
+    assert abs(gap1 - per_row - cost.ROWS_MMA_UNALIGNED_SECONDS * 1e6) < 0.01
+
+
 def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):
     """cost.tensor_seconds' grid prices are what benchmarks/fit_cluster_model.py --tensor-grid
     fits to the committed sweep (results/grid-tile-sweep-h100-2026-11-23.txt), less what later

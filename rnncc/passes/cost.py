@@ -263,12 +263,26 @@ def step_rows_tensor_tiles(batch: int, gates: int, k: int, itemsize: int, target
     return out
 
 
+# h's rows staged from a run that is not whole 16-byte rows (K · itemsize not a multiple of
+# 16: common.cuh.j2 stage_dense_run) cost the tensor rows step a fixed time and a time a
+# staged row that rows_mma_seconds does not count: LSTM K=650 against K=640 (rows aligned),
+# 3.58 against 2.94 µs a step at B=1 (fp16) and 5.74 against 4.32 at B=20 (bf16, 16 rows a
+# block), the kernels alone in CUDA-graph replays
+# (results/graph-kernel-times-h100-2026-11-28.json). Solved from those two points. Before
+# stage_dense_run (element loads) it was 4.06 against 3.04 at B=1.
+ROWS_MMA_UNALIGNED_SECONDS = 0.59e-6
+ROWS_MMA_UNALIGNED_ROW_SECONDS = 0.052e-6
+
+
 def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRowsTensor, target: Target,
                              itemsize: int, k: int | None = None, graphed: bool = False) -> float:
     """One step of the tensor rows kernel over K = ``k`` (default ``hidden``), its launch
     included as step_seconds counts it."""
-    return launch_seconds(graphed) + rows_mma_seconds(gates * hidden, batch, k or hidden, tile.row_groups,
-                                                  tile.k_split, tile.n_tiles, itemsize)
+    k = k or hidden
+    unaligned = 0.0 if k * itemsize % 16 == 0 else \
+        ROWS_MMA_UNALIGNED_SECONDS + ROWS_MMA_UNALIGNED_ROW_SECONDS * min(batch, 8 * tile.n_tiles)
+    return launch_seconds(graphed) + unaligned + rows_mma_seconds(gates * hidden, batch, k, tile.row_groups,
+                                                                  tile.k_split, tile.n_tiles, itemsize)
 
 
 # Blocks along the rows of X of the projection's tensor rows kernel, each reading all of W_ih:
@@ -960,6 +974,31 @@ GRID_K_STEP_SECONDS = 0.0324e-6
 # picked 1.06-1.10× at the second's B=20-32.
 GRID_WGMMA_K_STEP_SECONDS = 0.030e-6   # a k-step of a warpgroup's chain
 GRID_WGMMA_SPLIT_SECONDS = 0.04e-6     # a warpgroup along K and batch tile of 8: partial sums
+# The wgmma product waits for all of the batch tile's h, staged into the swizzled layout by
+# the block's threads in 16-byte loads (tensor_core.cuh.j2 stage_h, 4 in flight a thread);
+# past GRID_WGMMA_STAGED_FREE loads a thread, each costs GRID_WGMMA_STAGE_SECONDS that the
+# terms above do not. Where it came from: 2 × GRU bf16 H=768 B=64 S=100's graph plan put
+# each layer on 64 blocks of 12 units, all 64 rows a block and one warpgroup (48 loads a
+# thread): priced 5.2 µs a step, it ran 13.5, alone or beside the other
+# (results/graph-kernel-times-h100-2026-11-28-at-786400f.json), the call 1.91 ms against
+# 0.98 for one layer after another. Fitted (least squares, the other prices as they are, an intercept per
+# case) to the 72 wgmma tiles the chain prices in results/grid-tile-sweep-b64- and
+# grid-tile-sweep-parts-h100-2026-11-28.txt (every grid tile at GRU bf16 H=768 B=64 and
+# LSTM fp16 H=1024 B=64, and every tile of 1/2 and 1/4 of the SMs there and at LSTM fp16
+# H=1024 B=8; `benchmarks/fit_cluster_model.py --wgmma-staging`). The threshold is the
+# largest of 0-16 whose picks run as near the fastest as any (1.035× on average over 7
+# (case, SM budget), against 1.168× without the term; at 2 parts for the GRU 1.00× against
+# 1.86×), so that the full-GPU picks (≤ 16 loads) keep their prices: the GRU's, 12 loads,
+# ran 4.39 µs a step in the call above, priced 4.42 without the term.
+GRID_WGMMA_STAGE_SECONDS = 0.545e-6
+GRID_WGMMA_STAGED_FREE = 16
+
+
+def staged_loads_per_thread(batch: int, hidden: int, tile: TensorTile, itemsize: int) -> int:
+    """16-byte loads of h a thread of a grid block issues to stage one batch tile (its rows
+    within the batch, H in whole vectors)."""
+    vectors = math.ceil(hidden * itemsize / 16)
+    return math.ceil(min(tile.batch_per_block, batch) * vectors / tile.threads)
 
 
 def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -981,7 +1020,8 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     tiles_per_block = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
     if tile.wgmma:
         chain = max(k_steps * GRID_WGMMA_K_STEP_SECONDS, throughput / clock_hz(target)) + \
-            tile.k_split * n_tiles * GRID_WGMMA_SPLIT_SECONDS
+            tile.k_split * n_tiles * GRID_WGMMA_SPLIT_SECONDS + GRID_WGMMA_STAGE_SECONDS * \
+            max(0, staged_loads_per_thread(batch, hidden, tile, itemsize) - GRID_WGMMA_STAGED_FREE)
     else:
         chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
