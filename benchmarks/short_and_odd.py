@@ -36,6 +36,9 @@ POINTS = [
     # W_hh past every persistent mode (fp16 H=2048: 32 MiB; fp32 H=1536: 36 MiB).
     Point("lstm", "float16", 1, 2048, 16, 64), Point("gru", "float16", 1, 2048, 4, 64),
     Point("lstm", "float32", 1, 1536, 8, 64),
+    # Stacks whose graph plans ran slower than their eager plans (results/ab-replay-moves-
+    # h100-2026-11-28.jsonl): a wgmma partition tile at B=64; a launch a step at K=650.
+    Point("gru", "bfloat16", 2, 768, 64, 100), Point("lstm", "bfloat16", 4, 650, 20, 16),
 ]
 MODES = ("none", "grid", "cluster")
 
