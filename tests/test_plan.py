@@ -1570,15 +1570,17 @@ def test_the_library_step_in_graphs_is_priced_near_the_measured():
 
 
 def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
-    """benchmarks/results/graph-plans-h100-2026-11-28.json timed, in CUDA graphs, the plan
-    for eager calls and the plan for graphed calls at each shape where they differ. The
-    planner still makes exactly those plans for every shape measured, and no graph plan ran
-    more than 2% slower than the eager plan, by the median of the three newest runs that
-    timed the same two plans (that file, at f87715c; its -at-69fd02e; graph-plans-h100-2026-11-27.json
-    at 22aa0c1). All 19 shapes were timed by all three (at f87715c the eager plan of 4 × LSTM
-    fp16 H=1024 B=8 became its graph plan: an eager pipelined call is priced as the graph
-    the runtime replays it from). A change of the prices that moves a graph plan is one to
-    measure again."""
+    """benchmarks/results/graph-plans-h100-2026-11-28.json (at 41afd53) timed, in CUDA graphs,
+    the plan for eager calls and the plan for graphed calls at each shape where they differ.
+    The planner still makes exactly those plans for every shape measured, and no graph plan
+    ran more than 2% slower than the eager plan, by the median of the three newest runs that
+    timed the same two plans (that file, its -at-f87715c and -at-69fd02e); nor in the newest
+    run alone, but at the two KNOWN_SLOWER points. There stage_dense_run (db7bdc7) made the
+    eager plan's rows kernels faster (LSTM 15.2 -> 13.1 µs, GRU 12.2 -> 8.8) while the graph
+    plan's cuBLASLt projection at K=650 runs the library's align2 kernel, 2.5-4x its time at
+    K=640 (graph-kernel-times-h100-2026-11-28.json), which the price does not know yet. 19
+    of the 20 shapes were timed by all three runs; 4 x LSTM bf16 H=650 B=20 S=16 is new. A
+    change of the prices that moves a graph plan is one to measure again."""
     from pathlib import Path
     from statistics import median
 
@@ -1587,12 +1589,14 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     monkeypatch.syspath_prepend(str(root / "benchmarks"))
     import graph_plans
 
+    known_slower = {"1×lstm float16 H=650 B=5 S=1", "1×gru float16 H=650 B=5 S=1"}
     results = root / "benchmarks" / "results"
     measured = json.loads((results / "graph-plans-h100-2026-11-28.json").read_text())
     by_label = {r["label"]: r for r in measured["results"]}
+    assert {r["label"] for r in measured["results"] if r["graph_plan_over_eager_plan"] > 1.02} == known_slower
     ratios: dict = {}
-    for name in ("graph-plans-h100-2026-11-28.json", "graph-plans-h100-2026-11-28-at-69fd02e.json",
-                 "graph-plans-h100-2026-11-27.json"):
+    for name in ("graph-plans-h100-2026-11-28.json", "graph-plans-h100-2026-11-28-at-f87715c.json",
+                 "graph-plans-h100-2026-11-28-at-69fd02e.json"):
         for r in json.loads((results / name).read_text())["results"]:
             newest = by_label.get(r["label"])
             if newest and (r["eager_plan"], r["graph_plan"]) == (newest["eager_plan"], newest["graph_plan"]):
@@ -1613,8 +1617,8 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
         differing += 1
         assert plans == [row["eager_plan"], row["graph_plan"]], graph_plans.label(c)
         assert median(ratios[row["label"]]) <= 1.02, (row, ratios[row["label"]])
-    assert differing == len(by_label) == 19
-    assert sorted(len(r) for r in ratios.values()) == [3] * 19
+    assert differing == len(by_label) == 20
+    assert sorted(len(r) for r in ratios.values()) == [1] + [3] * 19
 
 
 def test_the_wgmma_staging_price_is_its_sweeps_fit(monkeypatch):
