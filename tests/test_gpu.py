@@ -44,6 +44,14 @@ def random_state(model, B, rng, dtype):
     return state
 
 
+def random_device_state(torch, model, B, rng):
+    """random_state's arrays as CUDA tensors of the model's dtype ((h, c) tuples for LSTMs)."""
+    tdt = getattr(torch, model.dtype)
+    given = random_state(model, B, rng, model.dtype)
+    return {k: tuple(torch.from_numpy(p).to("cuda", tdt) for p in v) if isinstance(v, tuple)
+            else torch.from_numpy(v).to("cuda", tdt) for k, v in given.items()}
+
+
 def run_and_compare(spec, S, B, *, seed, with_state=False, batch_first=False, force=None,
                     lengths=None, **options):
     """Run on torch CUDA tensors, compare every output and final state with the reference.
@@ -1281,12 +1289,7 @@ def test_replayed_calls_equal_the_forward(gpu, torch, case):
     shape = (B, S, m.model.input_size) if batch_first else (S, B, m.model.input_size)
     xs = [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(3)]
     rng = np.random.default_rng(7)
-
-    def device_state():
-        given = random_state(m.model, B, rng, m.model.dtype)
-        return {k: tuple(torch.from_numpy(p).to("cuda", tdt) for p in v) if isinstance(v, tuple)
-                else torch.from_numpy(v).to("cuda", tdt) for k, v in given.items()}
-    states = [device_state() if with_state else None for _ in xs]
+    states = [random_device_state(torch, m.model, B, rng) if with_state else None for _ in xs]
 
     def flat(result):
         y, final = result
@@ -1380,14 +1383,10 @@ def flat_result(result) -> list:
     return leaves
 
 
-@pytest.mark.parametrize("case", list(GRAPH_CASES))
-def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
-    """The third call of a signature captures its program in a CUDA graph, and later calls
-    replay it: on five inputs every output equals the forward's bit for bit, outputs handed
-    out earlier are not overwritten by later replays, no two outputs share storage (as
-    torch.nn's do not), and an input that is not contiguous replays the program instead.
-    Without the debug knob, which keeps every call off graphs (a replay would not poison),
-    and with every call worth a graph (one-layer calls are not, by default)."""
+def graph_case(torch, monkeypatch, case):
+    """GRAPH_CASES[case] compiled with every call worth a CUDA graph and without the debug
+    knob (which keeps calls off graphs: a replay would not poison), and five inputs:
+    (model, inputs, B, batch_first)."""
     from rnncc import runtime
 
     monkeypatch.delenv("RNNCC_DEBUG_POISON")
@@ -1396,7 +1395,18 @@ def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
     m = rnncc.compile(spec, target="device", seq_len=S, batch=B, seed=4, **options)
     tdt = getattr(torch, m.model.dtype)
     shape = (B, S, m.model.input_size) if batch_first else (S, B, m.model.input_size)
-    xs = [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(5)]
+    return m, [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(5)], B, batch_first
+
+
+@pytest.mark.parametrize("case", list(GRAPH_CASES))
+def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
+    """The third call of a signature captures its program in a CUDA graph, and later calls
+    replay it: on five inputs every output equals the forward's bit for bit, outputs handed
+    out earlier are not overwritten by later replays, no two outputs share storage (as
+    torch.nn's do not), and an input that is not contiguous replays the program instead.
+    Without the debug knob, which keeps every call off graphs (a replay would not poison),
+    and with every call worth a graph (one-layer calls are not, by default)."""
+    m, xs, _, batch_first = graph_case(torch, monkeypatch, case)
     m.replay = False
     want = [[t.clone() for t in flat_result(m(x, batch_first=batch_first))] for x in xs]
     m.replay = True
@@ -1406,7 +1416,8 @@ def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
         assert all(torch.equal(a, b) for a, b in zip(g, w)), f"input {i}"
     storages = {t.untyped_storage().data_ptr() for g in got for t in g}
     assert len(storages) == sum(len(g) for g in got)
-    strided = torch.rand((shape[0], shape[1] * 2, shape[2]), device="cuda", dtype=tdt)[:, ::2]
+    d0, d1, d2 = xs[0].shape
+    strided = torch.rand((d0, d1 * 2, d2), device="cuda", dtype=xs[0].dtype)[:, ::2]
     for _ in range(3):
         y = flat_result(m(strided, batch_first=batch_first))
     assert m._graphs.captures == 1
@@ -1421,22 +1432,9 @@ def test_calls_with_states_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, c
     states every output equals the forward's bit for bit, one graph is captured, and a
     caller that feeds each call's final state into the next (a language model's batches)
     gets the forward's numbers throughout."""
-    from rnncc import runtime
-
-    monkeypatch.delenv("RNNCC_DEBUG_POISON")
-    monkeypatch.setattr(runtime, "GRAPH_MIN_OPERATIONS", 0)
-    spec, S, B, options, batch_first = GRAPH_CASES[case]
-    m = rnncc.compile(spec, target="device", seq_len=S, batch=B, seed=4, **options)
-    tdt = getattr(torch, m.model.dtype)
-    shape = (B, S, m.model.input_size) if batch_first else (S, B, m.model.input_size)
-    xs = [torch.rand(shape, device="cuda", dtype=tdt) * 2 - 1 for _ in range(5)]
+    m, xs, B, batch_first = graph_case(torch, monkeypatch, case)
     rng = np.random.default_rng(5)
-
-    def device_state():
-        given = random_state(m.model, B, rng, m.model.dtype)
-        return {k: tuple(torch.from_numpy(p).to("cuda", tdt) for p in v) if isinstance(v, tuple)
-                else torch.from_numpy(v).to("cuda", tdt) for k, v in given.items()}
-    states = [device_state() for _ in xs]
+    states = [random_device_state(torch, m.model, B, rng) for _ in xs]
     m.replay = False
     want = [[t.clone() for t in flat_result(m(x, st, batch_first=batch_first))] for x, st in zip(xs, states)]
     m.replay = True
