@@ -93,7 +93,7 @@ WGMMA_CASES = [("lstm", "float16", 1024, 64), ("gru", "bfloat16", 1024, 64), ("l
 WGMMA_WITHIN = 1.5
 # (cell, dtype, H, B) for the grid tiles of SM partitions (a pipelined stack's layers side by
 # side: units a block for 1/p of the SMs, p in PARTS), every tile: 2 × GRU bf16 H=768 B=64's
-# partition tile ran 13.5 µs a step priced 5.2 (results/graph-kernel-times-h100-2026-11-28.json).
+# partition tile ran 13.5 µs a step priced 5.2 (results/graph-kernel-times-h100-2026-11-28-at-786400f.json).
 PARTS_CASES = [("gru", "bfloat16", 768, 64), ("lstm", "float16", 1024, 64), ("lstm", "float16", 1024, 8)]
 PARTS = (2, 4)
 FMA_WITHIN = 4.0  # ... of the groups whose best tile the model puts within 4× of its pick
