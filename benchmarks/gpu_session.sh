@@ -23,8 +23,11 @@ if [[ " $PARTS " == *" tests "* ]]; then
     python3 -c "import torch, pycuda; print(f'torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, PyCUDA {pycuda.VERSION_TEXT}')"
     nvcc --version | tail -1
     # TESTS_K: a -k expression, to run the suite in parts that each fit a device call.
-    echo "command: python3 -m pytest -m gpu -n 8 -rA tests/${TESTS_K:+ -k \"$TESTS_K\"}"
-    python3 -m pytest -m gpu -n 8 -rA -q -p no:cacheprovider tests/ ${TESTS_K:+-k "$TESTS_K"} 2>&1 | grep -v -i "benchmark" 
+    echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA tests/${TESTS_K:+ -k \"$TESTS_K\"}"
+    # -v and line-buffered output: a run stopped by a time limit keeps what it reported
+    # (benchmarks/gpu_tests_rest.py lists the tests it did not reach).
+    python3 -u -m pytest -m gpu -n ${TESTS_N:-8} -v -rA -p no:cacheprovider tests/ ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
+        | grep --line-buffered -v -i "benchmark" 
 } | tee "$summary"
 fi
 if [[ " $PARTS " == *" runs "* ]]; then

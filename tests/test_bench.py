@@ -19,3 +19,27 @@ def test_targets_follow_the_issues():
     assert target_speedup(Config("lstm", "float32", 1024, 64, passes="forward+backward")) == 1.5
     assert target_speedup(Config("gru", "float16", 512, 8, passes="forward+backward")) == 2.0
     assert target_speedup(Config("lstm", "bfloat16", 1024, 8, passes="forward+backward")) == 3.0
+
+
+def test_gpu_tests_rest_reads_the_outcomes_of_a_stopped_run(monkeypatch):
+    """benchmarks/gpu_tests_rest.py takes a test as reported from xdist's and plain -v lines,
+    ids with spaces and brackets included, and nothing from a line that only starts one
+    (what a run stopped by its time limit leaves last)."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gpu_tests_rest
+
+    log = "\n".join([
+        "[gw11] [ 84%] PASSED tests/test_gpu.py::test_lengths[1024-8-256-float32-rnn_tanh] ",
+        "[gw2] [ 85%] FAILED tests/test_gpu.py::test_calls_replayed_from_a_cuda_graph[bidirectional, residual, pipelined]",
+        "tests/test_gpu.py::test_every_launch_kind_is_captured[cluster-sequential] ",
+        "tests/test_gpu_backward.py::test_cuda_graph_captures_a_training_step PASSED  [ 90%]",
+        "[gw0] [ 91%] SKIPPED tests/test_gpu.py::test_needs_two_gpus ",
+    ])
+    assert gpu_tests_rest.reported(log) == {
+        "tests/test_gpu.py::test_lengths[1024-8-256-float32-rnn_tanh]",
+        "tests/test_gpu.py::test_calls_replayed_from_a_cuda_graph[bidirectional, residual, pipelined]",
+        "tests/test_gpu_backward.py::test_cuda_graph_captures_a_training_step",
+        "tests/test_gpu.py::test_needs_two_gpus",
+    }
