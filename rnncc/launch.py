@@ -362,10 +362,11 @@ def h_projection_arguments(l: LayerPlan, *, t: int, S: int, B: int, y: Sequence,
 
 def projection_weights(l: LayerPlan) -> str:
     """The device weights layer l's projection kernel reads as W_ih: "w_ih_rows" (a copy
-    whose rows are padded with zeros to whole 16-byte loads) where a rows kernel reads rows
-    wider than K, else "w_ih"."""
+    whose rows are padded with zeros to whole 16-byte loads) where a rows kernel or the
+    tiled kernel on tensor cores reads rows wider than K, else "w_ih"."""
     tile = l.projection_tile.value
-    padded = tile.math in ("rows", "rows_tensor") and tile.row_stride != l.input_size
+    padded = (tile.math in ("rows", "rows_tensor") and tile.row_stride != l.input_size) or \
+        (tile.math == "tensor" and tile.row_stride not in (0, l.input_size))
     return "w_ih_rows" if padded else "w_ih"
 
 

@@ -69,6 +69,10 @@ class TensorProjectionTile:
     warps_m: int
     warps_n: int
     bk: int = 32   # K per shared-memory tile (see cost.tensor_projection_k_tile)
+    # W_ih's row pitch in elements where K is not whole 16-byte loads: the kernel then reads
+    # a copy whose rows are padded with zeros to it ("w_ih_rows"), 16 bytes a load; 0: W_ih
+    # as stored, K wide.
+    row_stride: int = 0
     math: ClassVar[str] = "tensor"
 
     @property
@@ -77,7 +81,8 @@ class TensorProjectionTile:
 
     def to_dict(self) -> dict[str, Any]:
         return {"math": self.math, "bm": self.bm, "bn": self.bn, "bk": self.bk,
-                "warps_m": self.warps_m, "warps_n": self.warps_n, "threads": self.threads}
+                "warps_m": self.warps_m, "warps_n": self.warps_n, "threads": self.threads,
+                **({"row_stride": self.row_stride} if self.row_stride else {})}
 
 
 class FmaThreads:

@@ -637,6 +637,22 @@ def test_projection_of_a_few_rows_on_tensor_cores(gpu, dtype, layout, groups, sp
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["xw", "wx"])
+@pytest.mark.parametrize("features", [37, 650])
+def test_tiled_projection_at_unaligned_k(gpu, dtype, layout, features):
+    """The tiled projection on tensor cores where K is not whole 16-byte loads: W_ih from
+    the copy with padded rows (16-byte loads, W_STRIDE), X by elements, both layouts, 100
+    rows (past the rows kernels' few); TF32 for float32."""
+    from rnncc.tiles import StepRows
+
+    itemsize = 4 if dtype == "float32" else 2
+    m, _, _ = run_and_compare(single("lstm", 48, features, dtype), 20, 5, seed=features, with_state=True,
+                              layout=layout, gemm="rnncc", precision="tensor")
+    tile = m.plan.layers[0].projection_tile.value
+    assert tile.math == "tensor" and tile.row_stride == StepRows.row_stride(features, itemsize) > features
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("what,seq,batch", [("stack", 1, 1), ("stack", 1, 5), ("stack", 7, 3), ("stack", 3, 13),
                                             ("wide", 1, 1), ("wide", 5, 8), ("residual", 7, 5),
                                             ("lengths", 9, 6), ("projected", 7, 5)])

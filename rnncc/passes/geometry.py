@@ -97,7 +97,12 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
                   f"predicted {costs[best] * 1e6:.1f} µs")
     else:
         blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
-        value = replace(best, bk=tensor_projection_k_tile(itemsize)) if tensor else best
+        # W_ih from a copy with padded rows where K is not whole 16-byte loads, so that its
+        # operand loads 16 bytes at a time (element loads there ran 320 × 2600 × 650 in
+        # 55 µs, results/graph-kernel-times-h100-2026-11-28.json).
+        padded = StepRows.row_stride(l.input_size, itemsize)
+        value = replace(best, bk=tensor_projection_k_tile(itemsize),
+                        row_stride=padded if padded != l.input_size else 0) if tensor else best
         reason = (f"{m}×{n} in {best.bm}×{best.bn} tiles{', mma.sync' if tensor else ''}: "
                   f"{blocks} blocks of {best.threads} threads, predicted {costs[best] * 1e6:.1f} µs")
     alternatives = {projection_label(t): c for t, c in costs.items()}
