@@ -35,6 +35,15 @@ def models(target: str) -> list[tuple[str, object, int, int]]:
         m = rnncc.compile(stack(1, H, dtype, cell), target=target, seq_len=S, batch=B,
                           persistence="none", launches="graph")
         out.append((f"{cell} {dtype} H={H} B={B} S={S}, none", m, S, B))
+    # The projection at K not whole 16-byte loads, rnncc's tiled kernel against cuBLASLt's
+    # align2 kernels (branches tiled-projection-unaligned, library-gemm-alignment).
+    for dtype, K, B, S in (("bfloat16", 650, 20, 16), ("float16", 333, 3, 16), ("float16", 650, 8, 64),
+                           ("float16", 640, 8, 64)):
+        spec = {"name": "projection", "dtype": dtype, "input_size": K,
+                "layers": [{"name": "l0", "cell": "lstm", "hidden_size": K}]}
+        for gemm in ("rnncc", "cublas"):
+            m = rnncc.compile(spec, target=target, seq_len=S, batch=B, gemm=gemm, launches="graph")
+            out.append((f"lstm {dtype} K={K} B={B} S={S}, projection by {gemm}", m, S, B))
     lm = stack(4, 650, "bfloat16")
     for launches in ("graph", None):
         m = rnncc.compile(lm, target=target, seq_len=16, batch=20, launches=launches)
