@@ -849,22 +849,26 @@ def test_planned_hybrid_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, 
     assert used.spill_stores == used.spill_loads == 0, (tile, used)
 
 
-@pytest.mark.parametrize("dtype,features", [("float16", 650), ("bfloat16", 37), ("float32", 650)])
-def test_tiled_projection_reads_padded_weights_at_unaligned_k(nvcc, dtype, features):
+@pytest.mark.parametrize("dtype,features,layout", [("float16", 650, "xw"), ("bfloat16", 37, "wx"),
+                                                   ("float32", 650, "xw"), ("float16", 650, "wx")])
+def test_tiled_projection_reads_padded_weights_at_unaligned_k(nvcc, dtype, features, layout):
     """Where K is not whole 16-byte loads, the tiled projection on tensor cores reads W_ih
     from the copy whose rows are padded with zeros ("w_ih_rows", as the rows kernels do),
-    16 bytes a load (W_STRIDE), and compiles; at an aligned K it reads W_ih as stored."""
+    16 bytes a load (W_STRIDE), the input by 4-byte pairs where it can (16-bit operands),
+    and compiles, in both layouts; at an aligned K it reads W_ih as stored."""
     itemsize = 4 if dtype == "float32" else 2
     for k, padded in ((features, tiles.StepRows.row_stride(features, itemsize)), (640, 0)):
         spec = {"name": "unaligned", "dtype": dtype, "input_size": k,
                 "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 48}]}
-        m = rnncc.compile(spec, target="h100", batch=8, seq_len=64, gemm="rnncc", precision="tensor")
+        m = rnncc.compile(spec, target="h100", batch=8, seq_len=64, gemm="rnncc", precision="tensor",
+                          layout=layout)
         l = m.plan.layers[0]
         tile = l.projection_tile.value
         assert tile.math == "tensor" and tile.row_stride == padded
         assert launch.projection_weights(l) == ("w_ih_rows" if padded else "w_ih")
         source = m.kernel_of("l0", "input_projection")
         assert f"constexpr int W_STRIDE = {padded or k};" in source.source
+        assert ("_load_pairs" in source.source) == (itemsize == 2)
         if padded:
             assert padded > k and padded * itemsize % 16 == 0
             build.compile_cubin(source, "sm_90a")

@@ -641,8 +641,9 @@ def test_projection_of_a_few_rows_on_tensor_cores(gpu, dtype, layout, groups, sp
 @pytest.mark.parametrize("features", [37, 650])
 def test_tiled_projection_at_unaligned_k(gpu, dtype, layout, features):
     """The tiled projection on tensor cores where K is not whole 16-byte loads: W_ih from
-    the copy with padded rows (16-byte loads, W_STRIDE), X by elements, both layouts, 100
-    rows (past the rows kernels' few); TF32 for float32."""
+    the copy with padded rows (16-byte loads, W_STRIDE), X by 4-byte pairs (16-bit operands,
+    K=650) or by elements (K=37, float32), both layouts, 100 rows (past the rows kernels'
+    few); TF32 for float32."""
     from rnncc.tiles import StepRows
 
     itemsize = 4 if dtype == "float32" else 2
