@@ -138,22 +138,29 @@ def tensor_grid_terms(B: int, H: int, tile: TensorTile, itemsize: int) -> dict[s
     return terms
 
 
-def tensor_grid_rows(text: str):
-    """(case, tile, µs a step, {term: count}) of each line of a grid sweep on tensor cores
-    whose model price is the latency chain; also how many lines the throughput bound prices."""
-    target, rows, bound = PRESETS["h100"], [], 0
+def tensor_grid_lines(text: str):
+    """(cell, dtype, H, B, tile, µs a step) of each measured line of a grid sweep on tensor
+    cores."""
     for m in TENSOR_GRID_LINE.finditer(text):
         cell, dtype = m.group(1), m.group(2)
         H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
         tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)))
         assert tile.threads == threads, m.group(0)
+        yield cell, dtype, H, B, tile, float(m.group(12))
+
+
+def tensor_grid_rows(text: str):
+    """(case, tile, µs a step, {term: count}) of each line of a grid sweep on tensor cores
+    whose model price is the latency chain; also how many lines the throughput bound prices."""
+    target, rows, bound = PRESETS["h100"], [], 0
+    for cell, dtype, H, B, tile, us in tensor_grid_lines(text):
         itemsize, gates = (4 if dtype == "float32" else 2), GATES.get(cell, 1)
         terms = tensor_grid_terms(B, H, tile, itemsize)
         priced = sum(getattr(cost, n) * c for n, c in terms.items())
         if abs(priced - cost.tensor_seconds(B, H, gates, tile, target, itemsize)) > 1e-12:
             bound += 1  # the model prices this tile by the SM's throughput: not a chain point
             continue
-        rows.append(((cell, dtype, H, B), tile, float(m.group(12)), terms))
+        rows.append(((cell, dtype, H, B), tile, us, terms))
     return rows, bound
 
 
@@ -207,20 +214,17 @@ def wgmma_staging_picks(texts: list[str], free: int, per_load: float) -> list[fl
     target = PRESETS["h100"]
     groups: dict[tuple, list[tuple[float, float]]] = {}
     for text in texts:
-        for m in TENSOR_GRID_LINE.finditer(text):
-            cell, dtype = m.group(1), m.group(2)
-            H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
-            tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)))
+        for cell, dtype, H, B, tile, us in tensor_grid_lines(text):
             itemsize = 4 if dtype == "float32" else 2
             price = cost.tensor_seconds(B, H, GATES.get(cell, 1), tile, target, itemsize) * 1e6
             if tile.wgmma:
                 loads = cost.staged_loads_per_thread(B, H, tile, itemsize)
-                tiles = batch_tiles_per_block(B, bpb, blocks)
+                tiles = batch_tiles_per_block(B, tile.batch_per_block, tile.batch_blocks)
                 price += tiles * (per_load * max(0, loads - free) - cost.GRID_WGMMA_STAGE_SECONDS * 1e6 *
                                   max(0, loads - cost.GRID_WGMMA_STAGED_FREE))
             for parts in (1, 2, 4):
-                if math.ceil(H / units) * blocks <= target.sm_count // parts:
-                    groups.setdefault((cell, dtype, H, B, parts), []).append((price, float(m.group(12))))
+                if math.ceil(H / tile.units_per_block) * tile.batch_blocks <= target.sm_count // parts:
+                    groups.setdefault((cell, dtype, H, B, parts), []).append((price, us))
     return [min(g)[1] / min(us for _, us in g) for g in groups.values()]
 
 

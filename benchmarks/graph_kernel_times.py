@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import rnncc
 
 from pipeline_schedule import stack, with_chunk  # run as a script: benchmarks/ is on sys.path
-from partition_profile import alone
+from partition_profile import alone, kernel_events
 
 
 def models(target: str) -> list[tuple[str, object, int, int]]:
@@ -62,19 +61,6 @@ def models(target: str) -> list[tuple[str, object, int, int]]:
     return out
 
 
-def traced(fn) -> list[dict]:
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        events = json.loads(Path(f.name).read_text())["traceEvents"]
-    return sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
-
-
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "benchmarks/results")
     build_only = "--build-only" in sys.argv
@@ -99,7 +85,7 @@ def main() -> None:
         with torch.cuda.graph(g):
             m(x)
         g.replay()
-        events = traced(g.replay)
+        events = kernel_events(g.replay)
         by_name: dict[str, list[float]] = {}
         for e in events:
             by_name.setdefault(e["name"][:90], []).append(e["dur"])

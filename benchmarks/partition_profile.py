@@ -61,18 +61,24 @@ def kind(name: str) -> str:
     return "recurrent" if "recurrent" in name else "projection"
 
 
-def trace(m: CompiledModel, x) -> list[dict]:
-    """The kernels of one eager call (after warm calls), by start."""
-    for _ in range(3):
-        m(x)
-    torch.cuda.synchronize()
+def kernel_events(fn) -> list[dict]:
+    """The kernels the GPU ran for ``fn()`` (CUPTI sees those inside a CUDA graph too), as
+    torch.profiler's chrome-trace events, by start."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        m(x)
+        fn()
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
         events = [e for e in json.loads(Path(f.name).read_text())["traceEvents"] if e.get("cat") == "kernel"]
     return sorted(events, key=lambda e: e["ts"])
+
+
+def trace(m: CompiledModel, x) -> list[dict]:
+    """The kernels of one eager call (after warm calls), by start."""
+    for _ in range(3):
+        m(x)
+    torch.cuda.synchronize()
+    return kernel_events(lambda: m(x))
 
 
 def summary(events: list[dict]) -> dict:
