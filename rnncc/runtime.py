@@ -805,24 +805,23 @@ class CompiledModel:
         nbytes = program.buffer_bytes(x.element_size()) + x.nbytes + sum(t.nbytes for t in states)
         return not memory.poison and nbytes <= FORWARD_GRAPH_BYTES and program.operations() >= GRAPH_MIN_OPERATIONS
 
-    def _graph_cache(self):
+    def _graph_replayed(self, program: call_program.CallProgram, x, key: tuple,
+                        states: dict[str, tuple] | None = None, inputs: list[int] = ()):
+        """A recorded call on PyTorch tensor x replayed from a CUDA graph of it, captured on
+        the second call that gets here (call_graphs.py): x copied into the graph's input,
+        the graph launched, each output copied into a new tensor. The graph's input is
+        contiguous, so x must be (the caller checks). With initial states (``states``, as
+        _torch_tensors gives them), their tensors are copied into the graph's too, and each
+        state pointer of ``inputs`` (the program's, after x's) is re-based onto the graph's
+        copy of the tensor it lies in. A caller that carries its state from call to call (a
+        language model's batches) otherwise queues each launch from Python: 8 × LSTM fp16
+        H=512 B=8 in chunks of 16 ran 5.57 ms so against 1.20 replayed
+        (results/direct-calls-h100-2026-11-28-at-8563c0a.json; 1.21 ms replayed so, in
+        results/direct-calls-h100-2026-11-28.json)."""
         if self._graphs is None:
             from .call_graphs import CallGraphs
             self._graphs = CallGraphs(capacity=GRAPHS_A_MODEL, outputs="separate")
-        return self._graphs
-
-    def _graph_replayed_with_states(self, program: call_program.CallProgram, x, states: dict[str, tuple],
-                                    inputs: list[int], key: tuple):
-        """A recorded call with initial states replayed from a CUDA graph, as
-        _graph_replayed does one without: x and the state tensors copied into the graph's
-        own, each state pointer of ``inputs`` (the program's, after x's) re-based onto the
-        graph's copy of the tensor it lies in. A caller that carries its state from call to
-        call (a language model's batches) otherwise queues each launch from Python: 8 × LSTM
-        fp16 H=512 B=8 in chunks of 16 ran 5.57 ms so against 1.20 replayed
-        (results/direct-calls-h100-2026-11-28-at-8563c0a.json; 1.21 ms replayed so, in
-        results/direct-calls-h100-2026-11-28.json). ``states``: the call's state tensors
-        by layer, as _torch_tensors gives them."""
-        tensors = [t for parts in states.values() for t in parts]
+        tensors = [t for parts in (states or {}).values() for t in parts]
         where = []
         for p in inputs[1:]:
             i = next(i for i, t in enumerate(tensors) if t.data_ptr() <= p < t.data_ptr() + t.nbytes)
@@ -835,23 +834,7 @@ class CompiledModel:
             pointers = [x_.data_ptr()] + [statics[1 + i].data_ptr() + offset for i, offset in where]
             result = self._replay(program, pointers, stream, memory, self._replay_outputs(x_, memory, stream))
             return program.result_arrays(result)
-        return program.result_of(self._graph_cache().run(("with states", key), [x, *tensors], body))
-
-    def _graph_replayed(self, program: call_program.CallProgram, x, key: tuple):
-        """A recorded call on PyTorch tensor x replayed from a CUDA graph of it, captured on
-        the second call that gets here (call_graphs.py): x copied into the graph's input,
-        the graph launched, each output copied into a new tensor. The graph's input is
-        contiguous, so x must be (the caller checks)."""
-        graphs = self._graph_cache()
-
-        def body(inputs: list) -> list:
-            x_ = inputs[0]
-            stream = arrays.stream_of(x_, "torch")
-            memory = _CallMemory(x_.device, stream, False)
-            result = self._replay(program, [x_.data_ptr()], stream, memory,
-                                  self._replay_outputs(x_, memory, stream))
-            return program.result_arrays(result)
-        return program.result_of(graphs.run(key, [x], body))
+        return program.result_of(self._graphs.run(("with states", key) if tensors else key, [x, *tensors], body))
 
     def _drop_programs(self) -> None:
         """Forget the recorded calls and their graphs (new weights, or too many signatures)."""
@@ -927,7 +910,7 @@ class CompiledModel:
                 tensors = _torch_tensors(state, x) if found.graphed and self.graphs and x.is_contiguous() else {}
                 if tensors:
                     memory.release()  # the graph's replay has its own
-                    return self._graph_replayed_with_states(found.program, x, tensors, inputs, key)
+                    return self._graph_replayed(found.program, x, key, tensors, inputs)
                 make = self._replay_outputs(x, memory, stream) if kind == "torch" else \
                     lambda shape: _pointer_of(self._output(kind, x, False, shape, memory, stream))
                 return self._replay(found.program, inputs, stream, memory, make)
@@ -947,7 +930,7 @@ class CompiledModel:
                 tensors = _torch_tensors(state, x) if kind == "torch" and state and not gates else {}
                 if recorded.program is not None and tensors:
                     # A call with initial states is replayed from a CUDA graph as one
-                    # without (_graph_replayed_with_states), the states copied in with x.
+                    # without (_graph_replayed), the states copied in with x.
                     recorded = replace(recorded, graphed=self._graph_worthy(
                         recorded.program, x, memory, sum(tensors.values(), ())))
                 self._programs[key] = recorded

@@ -1445,7 +1445,7 @@ def test_calls_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
                                   "bidirectional, residual, pipelined"])
 def test_calls_with_states_replayed_from_a_cuda_graph(gpu, torch, monkeypatch, case):
     """A call with initial states is replayed from a CUDA graph too, its states copied into
-    the graph's with x (CompiledModel._graph_replayed_with_states): on five inputs and
+    the graph's with x (CompiledModel._graph_replayed with states): on five inputs and
     states every output equals the forward's bit for bit, one graph is captured, and a
     caller that feeds each call's final state into the next (a language model's batches)
     gets the forward's numbers throughout."""
