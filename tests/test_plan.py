@@ -1578,7 +1578,7 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     run alone, but at the two KNOWN_SLOWER points. There stage_dense_run (db7bdc7) made the
     eager plan's rows kernels faster (LSTM 15.2 -> 13.1 µs, GRU 12.2 -> 8.8) while the graph
     plan's cuBLASLt projection at K=650 runs the library's align2 kernel, 2.5-4x its time at
-    K=640 (graph-kernel-times-h100-2026-11-28.json), which the price does not know yet. 19
+    K=640 (graph-kernel-times-h100-2026-11-28-at-db7bdc7.json), which the price does not know yet. 19
     of the 20 shapes were timed by all three runs; 4 x LSTM bf16 H=650 B=20 S=16 is new. A
     change of the prices that moves a graph plan is one to measure again."""
     from pathlib import Path
@@ -1656,13 +1656,13 @@ def test_the_wgmma_staging_price_is_its_sweeps_fit(monkeypatch):
 def test_the_unaligned_rows_step_price_is_its_measurement():
     """ROWS_MMA_UNALIGNED_SECONDS and _ROW_SECONDS solve the two measured gaps of the tensor
     rows step between K=650 (h's rows not whole 16-byte loads) and K=640, at B=1 (1 row
-    staged) and B=20 (16), in results/graph-kernel-times-h100-2026-11-28.json."""
+    staged) and B=20 (16), in results/graph-kernel-times-h100-2026-11-28-at-db7bdc7.json."""
     from pathlib import Path
 
     from rnncc.passes import cost
 
     root = Path(__file__).resolve().parent.parent
-    rows = json.loads((root / "benchmarks" / "results" / "graph-kernel-times-h100-2026-11-28.json").read_text())
+    rows = json.loads((root / "benchmarks" / "results" / "graph-kernel-times-h100-2026-11-28-at-db7bdc7.json").read_text())
     step = {r["case"]: next(v["median_us"] for k, v in r["kernels"].items() if "step_rows_tensor" in k)
             for r in rows["results"] if r["case"].endswith(", none") and r["case"].startswith("lstm")}
     gap1 = step["lstm float16 H=650 B=1 S=128, none"] - step["lstm float16 H=640 B=1 S=128, none"]
@@ -1670,6 +1670,39 @@ def test_the_unaligned_rows_step_price_is_its_measurement():
     per_row = (gap20 - gap1) / 15
     assert abs(per_row - cost.ROWS_MMA_UNALIGNED_ROW_SECONDS * 1e6) < 0.001
     assert abs(gap1 - per_row - cost.ROWS_MMA_UNALIGNED_SECONDS * 1e6) < 0.01
+
+
+def test_the_unaligned_projection_price_is_its_measurement():
+    """TENSOR_PROJECTION_NARROW_LOAD_SECONDS is the least squares through the origin of the
+    tiled tensor projection's measured time less its aligned model, over the narrow loads of
+    its input operand, at the three unaligned K of results/graph-kernel-times-h100-2026-11-28.json
+    (K=650 by pairs, K=333 by elements)."""
+    from pathlib import Path
+
+    from rnncc.passes import cost
+
+    root = Path(__file__).resolve().parent.parent
+    rows = json.loads((root / "benchmarks" / "results" / "graph-kernel-times-h100-2026-11-28.json").read_text())
+    target = rnncc.target.get("h100")
+    xs, gaps = [], []
+    for r in rows["results"]:
+        found = re.fullmatch(r"lstm (\w+) K=(\d+) B=(\d+) S=(\d+), projection by rnncc", r["case"])
+        if not found:
+            continue
+        dtype, K, B, S = found[1], int(found[2]), int(found[3]), int(found[4])
+        itemsize = 4 if dtype == "float32" else 2
+        load_bytes = cost.projection_operand_load_bytes(K, itemsize, 1)
+        if load_bytes == 16:
+            continue
+        ran = next(v["median_us"] for k, v in r["kernels"].items() if "input_projection" in k) * 1e-6
+        model = min(cost.tensor_projection_seconds(S * B, 4 * K, K, t, target, itemsize)
+                    for t in cost.TENSOR_PROJECTION_TILES)
+        bk = cost.tensor_projection_k_tile(itemsize)
+        xs.append(-(-K // bk) * (bk * itemsize // load_bytes))
+        gaps.append(ran - model)
+    assert len(xs) == 3
+    fitted = sum(x * g for x, g in zip(xs, gaps)) / sum(x * x for x in xs)
+    assert abs(fitted - cost.TENSOR_PROJECTION_NARROW_LOAD_SECONDS) < 0.0005e-6
 
 
 def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):

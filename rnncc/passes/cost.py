@@ -268,7 +268,7 @@ def step_rows_tensor_tiles(batch: int, gates: int, k: int, itemsize: int, target
 # staged row that rows_mma_seconds does not count: LSTM K=650 against K=640 (rows aligned),
 # 3.58 against 2.94 µs a step at B=1 (fp16) and 5.74 against 4.32 at B=20 (bf16, 16 rows a
 # block), the kernels alone in CUDA-graph replays
-# (results/graph-kernel-times-h100-2026-11-28.json). Solved from those two points. Before
+# (results/graph-kernel-times-h100-2026-11-28-at-db7bdc7.json). Solved from those two points. Before
 # stage_dense_run (element loads) it was 4.06 against 3.04 at B=1.
 ROWS_MMA_UNALIGNED_SECONDS = 0.59e-6
 ROWS_MMA_UNALIGNED_ROW_SECONDS = 0.052e-6
@@ -1089,12 +1089,39 @@ def tensor_projection_k_tile(itemsize: int) -> int:
     return 32 if itemsize == 2 else 16
 
 
+# The tiled tensor projection's input operand where its rows are not whole 16-byte loads
+# (input_projection_tensor.cu.j2 via gemm.cuh.j2: 4-byte pairs of 16-bit elements where K is
+# even, else element loads; W_ih is read from its padded copy, 16 bytes a load) costs a time
+# a narrow load of a row of a K tile, which the model above does not count: the loads go to
+# registers and then to shared memory, so their latency is not hidden by cp.async. Measured
+# against the model at 320 × 2600 × 650 (bf16, pairs: 20.9 µs, model 11.1), 512 × 2600 × 650
+# (fp16, pairs: 29.6, model 22.2) and 48 × 1332 × 333 (fp16, elements: 15.4, model 5.7),
+# CUDA-graph replays (results/graph-kernel-times-h100-2026-11-28.json, at bf33588): the least
+# squares through the origin of the three gaps over (K tiles × narrow loads a row of a tile),
+# 336, 336 and 352. At K=640 (aligned) the kernel ran 23.9 µs, model 21.7.
+# tests/test_plan.py test_the_unaligned_projection_price_is_its_measurement refits it.
+TENSOR_PROJECTION_NARROW_LOAD_SECONDS = 0.0262e-6
+
+
+def projection_operand_load_bytes(k: int, itemsize: int, sources: int) -> int:
+    """Bytes a load of the tiled tensor projection's input operand: 16 where a row of K
+    elements is whole 16-byte vectors (one source), 4 for pairs of 16-bit elements at even K,
+    else one element (several sources are summed element by element)."""
+    if sources == 1 and (k * itemsize) % 16 == 0:
+        return 16
+    if sources == 1 and (itemsize == 4 or k % 2 == 0):
+        return 4
+    return itemsize
+
+
 def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile,
-                              target: Target, itemsize: int) -> float:
+                              target: Target, itemsize: int, load_bytes: int = 16) -> float:
     """C[m,n] = A[m,k]·B[n,k]ᵀ on tensor cores: waves of tiles, each mma costing
     MMA_SM_CLOCKS plus the shared-memory loads of its fragments (one warp-wide 32-bit load
     a clock per SM; a warp loads 4 registers per 16-row tile and 2 per 8-column tile, so
-    larger warp tiles load less per mma); or the bytes over HBM bandwidth."""
+    larger warp tiles load less per mma); or the bytes over HBM bandwidth. Plus, where the
+    input operand takes narrow loads (``load_bytes`` < 16), TENSOR_PROJECTION_NARROW_LOAD_SECONDS
+    a narrow load of a row of each K tile."""
     tiles = math.ceil(m / tile.bm) * math.ceil(n / tile.bn)
     blocks_per_sm = 2
     waves = math.ceil(tiles / (target.sm_count * blocks_per_sm))
@@ -1103,7 +1130,9 @@ def tensor_projection_seconds(m: int, n: int, k: int, tile: TensorProjectionTile
     mmas = (tile.bm // MMA_M) * (tile.bn // MMA_N) * math.ceil(k / mma_k(itemsize))
     compute = waves * blocks_per_sm * mmas * (MMA_SM_CLOCKS + loads_per_mma) / clock_hz(target)
     memory = gemm_memory_seconds(m, n, k, itemsize, target)
-    return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL
+    bk = tensor_projection_k_tile(itemsize)
+    narrow = 0 if load_bytes >= 16 else math.ceil(k / bk) * (bk * itemsize // load_bytes)
+    return max(compute, memory) * PROJECTION_MEASURED_OVER_MODEL + narrow * TENSOR_PROJECTION_NARROW_LOAD_SECONDS
 
 
 # ---- GEMMs handed to cuBLASLt -------------------------------------------------------------

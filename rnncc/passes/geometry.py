@@ -24,8 +24,8 @@ from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import LibraryProjection, Projection, StepRows, StepRowsTensor, StepTile
 from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_call_seconds, library_gemm_seconds,
-                   merge_seconds, projection_seconds, rows_projection_seconds, rows_projection_tensor_seconds,
-                   rows_projection_tensor_tiles, rows_projection_tiles,
+                   merge_seconds, projection_operand_load_bytes, projection_seconds, rows_projection_seconds,
+                   rows_projection_tensor_seconds, rows_projection_tensor_tiles, rows_projection_tiles,
                    step_kernel_seconds, step_rows_tensor_tiles, step_rows_tiles, step_tiles, tensor_projection_k_tile,
                    tensor_projection_seconds)
 
@@ -71,7 +71,8 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     m, n = (rows, cols) if l.layout.value == "xw" else (cols, rows)
     tensor = l.precision.value == "tensor"
     if tensor:
-        costs = {t: tensor_projection_seconds(m, n, l.input_size, t, target, itemsize)
+        load_bytes = projection_operand_load_bytes(l.input_size, itemsize, len(l.sources))
+        costs = {t: tensor_projection_seconds(m, n, l.input_size, t, target, itemsize, load_bytes)
                  for t in TENSOR_PROJECTION_TILES}
     else:
         costs = {t: projection_seconds(m, n, l.input_size, t, target, itemsize)
@@ -99,7 +100,7 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
         blocks = math.ceil(m / best.bm) * math.ceil(n / best.bn)
         # W_ih from a copy with padded rows where K is not whole 16-byte loads, so that its
         # operand loads 16 bytes at a time (element loads there ran 320 × 2600 × 650 in
-        # 55 µs, results/graph-kernel-times-h100-2026-11-28.json).
+        # 55 µs, results/graph-kernel-times-h100-2026-11-28-at-db7bdc7.json).
         padded = StepRows.row_stride(l.input_size, itemsize)
         value = replace(best, bk=tensor_projection_k_tile(itemsize),
                         row_stride=padded if padded != l.input_size else 0) if tensor else best
