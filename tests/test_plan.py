@@ -1705,6 +1705,36 @@ def test_the_unaligned_projection_price_is_its_measurement():
     assert abs(fitted - cost.TENSOR_PROJECTION_NARROW_LOAD_SECONDS) < 0.0005e-6
 
 
+def test_the_unaligned_library_gemm_price_is_its_measurement():
+    """LIBRARY_UNALIGNED_FIXED_SECONDS and _FLOPS are the least-squares line through the
+    cuBLASLt align2 kernels of results/graph-kernel-times-h100-2026-11-28-at-db7bdc7.json (the
+    projections of one-layer calls at K=650: S·B rows, gates·H columns), and the price of
+    such a projection is that line, not the aligned model's (3-4× below it)."""
+    from pathlib import Path
+
+    from rnncc.passes import cost
+    from rnncc.target import PRESETS
+
+    root = Path(__file__).resolve().parent.parent
+    rows = json.loads((root / "benchmarks" / "results" / "graph-kernel-times-h100-2026-11-28-at-db7bdc7.json").read_text())
+    points = []
+    for r in rows["results"]:
+        found = re.match(r"(lstm|gru) \w+ H=(\d+) B=(\d+) S=(\d+), none$", r["case"])
+        for name, k in r["kernels"].items():
+            if found and "align2" in name:
+                cell, H, B, S = found.group(1), *map(int, found.groups()[1:])
+                points.append((2.0 * S * B * len(CELL_GATES[cell]) * H * H, k["median_us"]))
+    assert len(points) == 4
+    a = np.array([[1.0, f] for f, _ in points])
+    fixed, per_flop = np.linalg.lstsq(a, np.array([t for _, t in points]), rcond=None)[0]
+    assert abs(fixed - cost.LIBRARY_UNALIGNED_FIXED_SECONDS * 1e6) < 0.01
+    assert abs(1e6 / per_flop - cost.LIBRARY_UNALIGNED_FLOPS) / cost.LIBRARY_UNALIGNED_FLOPS < 0.002
+    h100 = PRESETS["h100"]
+    unaligned = cost.library_gemm_seconds(128, 2600, 650, 2, "tensor", h100)
+    assert abs(unaligned * 1e6 - 11.43) / 11.43 < 0.1
+    assert cost.library_gemm_seconds(128, 2560, 640, 2, "tensor", h100) * 3 < unaligned
+
+
 def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):
     """cost.tensor_seconds' grid prices are what benchmarks/fit_cluster_model.py --tensor-grid
     fits to the committed sweep (results/grid-tile-sweep-h100-2026-11-23.txt), less what later

@@ -1163,16 +1163,37 @@ def library_flops(itemsize: int, precision: str, target: Target) -> float:
     return target.tensor_flops / (2 if itemsize == 4 else 1)
 
 
+# Where K (both operands' contiguous dimension) is not whole 16-byte vectors of 16-bit
+# operands, cuBLASLt runs CUTLASS's Ampere align2 kernels, not its Hopper ones: four
+# projections at K=650 (LSTM and GRU fp16, bf16; 128-384 rows) took 9.5-17.2 µs where
+# 128 × 2560 × 640 took 4.2 (results/graph-kernel-times-h100-2026-11-28-at-db7bdc7.json).
+# Fitted (least squares) as a fixed 7.47 µs and the FLOPs at 124.7 TFLOP/s (within 8% of the
+# four). The next run (graph-kernel-times-h100-2026-11-28.json, at bf33588) read the line
+# within 6% at 128, 320, 384 and 512 rows; at K=333 (48 × 1332, odd K) the library ran an
+# align1 kernel in 5.0 µs, priced 7.8. Exact float32 at K % 4 ≠ 0 is not measured and keeps
+# the aligned price.
+LIBRARY_UNALIGNED_FIXED_SECONDS = 7.47e-6
+LIBRARY_UNALIGNED_FLOPS = 124.7e12
+
+
+def library_unaligned(k: int, itemsize: int) -> bool:
+    """Whether cuBLASLt's GEMM over K = ``k`` runs the align2 kernels (16-bit operands whose
+    rows are not whole 16-byte vectors)."""
+    return itemsize == 2 and k * itemsize % 16 != 0
+
+
 def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
                          target: Target) -> float:
     """GPU time of C[m,n] (float32) = A[m,k]·B[k,n] in cuBLASLt, operands of `itemsize`
-    bytes (the host's time per call is LIBRARY_CALL_SECONDS)."""
+    bytes, K contiguous in both (the host's time per call is LIBRARY_CALL_SECONDS)."""
     tiles = math.ceil(m / LIBRARY_TILE) * math.ceil(n / LIBRARY_TILE)
     splits = max(1, min(target.sm_count // tiles, k // LIBRARY_MIN_K_SPLIT))
     waves = math.ceil(tiles * splits / target.sm_count)
     per_sm = library_flops(itemsize, precision, target) / target.sm_count * LIBRARY_EFFICIENCY
     compute = waves * 2.0 * LIBRARY_TILE * LIBRARY_TILE * math.ceil(k / splits) / per_sm
     memory = gemm_memory_seconds(m, n, k, itemsize, target)
+    if library_unaligned(k, itemsize):
+        compute = max(compute, LIBRARY_UNALIGNED_FIXED_SECONDS + 2.0 * m * n * k / LIBRARY_UNALIGNED_FLOPS)
     return max(compute, memory)
 
 
@@ -1202,6 +1223,9 @@ LIBRARY_STEP_FIXED_SECONDS = 3.3e-6
 # exact-floor.json, the first run of graph plans); H=1024 B=1 8.8 with 5.0 of bytes, GRU H=256
 # B=1 4.5. 7 µs keeps the rows form (6.4-7.7 µs at H=1024 B=1) where both were measured.
 LIBRARY_STEP_EXACT_FIXED_SECONDS = 7e-6
+# ... and where K is not whole 16-byte vectors (library_unaligned), the GRU fp16 H=650 B=5
+# step of the same file: 6.8 µs.
+LIBRARY_STEP_UNALIGNED_FIXED_SECONDS = 6.8e-6
 LIBRARY_STEP_FMA_SHARE_AT_8_ROWS = 0.08
 LIBRARY_STEP_FMA_SHARE_MAX = 0.42
 
@@ -1220,7 +1244,8 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
         share = min(LIBRARY_STEP_FMA_SHARE_MAX, LIBRARY_STEP_FMA_SHARE_AT_8_ROWS * max(1.0, batch / 8))
         fma = 2.0 * gates * hidden * k * batch / (target.fp32_flops * share) \
             if precision == "exact" and itemsize == 4 else 0.0
-        fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else LIBRARY_STEP_FIXED_SECONDS
+        fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else \
+            LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if library_unaligned(k, itemsize) else LIBRARY_STEP_FIXED_SECONDS
         return fixed + max(weights, fma) + cell
     gemm = library_gemm_seconds(gates * hidden, batch, k, itemsize, precision, target)
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
