@@ -1098,7 +1098,9 @@ def tensor_projection_k_tile(itemsize: int) -> int:
 # (fp16, pairs: 29.6, model 22.2) and 48 × 1332 × 333 (fp16, elements: 15.4, model 5.7),
 # CUDA-graph replays (results/graph-kernel-times-h100-2026-11-28.json, at bf33588): the least
 # squares through the origin of the three gaps over (K tiles × narrow loads a row of a tile),
-# 336, 336 and 352. At K=640 (aligned) the kernel ran 23.9 µs, model 21.7.
+# 336, 336 and 352. At K=640 (aligned) the kernel ran 23.9 µs, model 21.7. A merged input
+# (several sources summed in the loader) takes element loads at any K: priced the same, not
+# measured.
 # tests/test_plan.py test_the_unaligned_projection_price_is_its_measurement refits it.
 TENSOR_PROJECTION_NARROW_LOAD_SECONDS = 0.0262e-6
 
