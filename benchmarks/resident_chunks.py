@@ -1,0 +1,247 @@
+"""Issue 15's GNMT B=8 schedule, prototyped (resident_chunks.cu): each layer's recurrent
+kernel stays resident for the whole sequence on its own NB SMs and waits chunk by chunk for
+its input projection, which a cuBLAS GEMM on another stream writes once the previous layer
+has released that chunk of h. Measures the mechanism at GNMT's shape (8 layers, H=1024,
+B=8, S=128, fp16), with a step that stands for the recurrent step by a calibrated spin:
+
+- the step alone (one layer, every projection ready) at SPIN = 0, and SPIN set so that a
+  step takes STEP_US (4.1 µs: rnncc's grid step at H=1024 B=8 beside three others);
+- the whole stack, 4 partitions of NB blocks (two waves of 4 layers, one stream a
+  partition) and the projections on the SMs left, at chunks of 8, 16 and 32, with the GEMMs
+  gated two ways: stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32,
+  through libcuda) and a one-thread wait kernel before each GEMM and a set kernel after;
+- from the kernels' clock stamps, the lag between layers: from layer l releasing chunk c
+  to layer l + 1 seeing its projection of chunk c (the GEMM and the two flag trips), and
+  each layer's first-to-last chunk span.
+
+All work is queued behind a start flag first (the host's queueing is not timed), then the
+flag is written and the GPU's time from it to the last stream's end read by events.
+Needs nvcc, CuPy and torch on a Hopper GPU.
+
+    python3 benchmarks/resident_chunks.py > benchmarks/results/resident-chunks-<gpu>-<date>.txt
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# One hardware queue a stream (12 here), so that a stream blocked on a flag never holds back
+# another stream's work queued on the same connection (the default is 8).
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+SOURCE = Path(__file__).with_suffix(".cu")
+L, H, B, S, G = 8, 1024, 8, 128, 4
+PARTS, NB = 4, 30            # 4 × 30 SMs for the recurrences, the rest for the GEMMs
+SHARED = 200 * 1024          # keeps each recurrent block alone on its SM, as W_hh does
+STEP_US = 4.1
+REPEATS = 5
+
+
+class Driver:
+    """cuStreamWaitValue32 / cuStreamWriteValue32 from libcuda (v2 entry points)."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self._wait = self._entry("cuStreamWaitValue32")
+        self._write = self._entry("cuStreamWriteValue32")
+
+    def _entry(self, name):
+        for n in (name + "_v2", name):
+            try:
+                f = getattr(self.lib, n)
+            except AttributeError:
+                continue
+            f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+            f.restype = ctypes.c_int
+            return f
+        raise RuntimeError(f"libcuda has no {name}")
+
+    def wait_geq(self, stream: torch.cuda.Stream, addr: int, value: int = 1) -> None:
+        err = self._wait(ctypes.c_void_p(stream.cuda_stream), addr, value, 0)  # CU_STREAM_WAIT_VALUE_GEQ
+        if err:
+            raise RuntimeError(f"cuStreamWaitValue32: CUresult {err}")
+
+    def write_value(self, stream: torch.cuda.Stream, addr: int, value: int = 1) -> None:
+        err = self._write(ctypes.c_void_p(stream.cuda_stream), addr, value, 0)  # with a fence before it
+        if err:
+            raise RuntimeError(f"cuStreamWriteValue32: CUresult {err}")
+
+
+def build(tmp: Path):
+    cubin = tmp / "resident_chunks.cubin"
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-o", str(cubin), str(SOURCE)], check=True)
+    module = cp.RawModule(path=str(cubin))
+    layer = module.get_function("k_resident_layer")
+    layer.max_dynamic_shared_size_bytes = SHARED
+    return layer, module.get_function("k_wait_flag"), module.get_function("k_set_flag")
+
+
+class Stack:
+    def __init__(self, kernels, driver: Driver | None):
+        self.layer, self.wait_kernel, self.set_kernel = kernels
+        self.driver = driver
+        torch.manual_seed(0)
+        dev = "cuda"
+        self.x = torch.randn(S * B, H, device=dev, dtype=torch.float16)
+        self.w = [torch.randn(H, G * H, device=dev, dtype=torch.float16) / H ** 0.5 for _ in range(L)]
+        self.proj = [torch.empty(S * B, G * H, device=dev, dtype=torch.float16) for _ in range(L)]
+        self.h = [torch.empty(S * B, H, device=dev, dtype=torch.float16) for _ in range(L)]
+        self.flags = torch.zeros(L, 2, S, device=dev, dtype=torch.int32)   # [l][0]: proj ready, [1]: h ready
+        self.bars = torch.zeros(L, 2, device=dev, dtype=torch.int32)
+        self.seen = torch.zeros(L, S, device=dev, dtype=torch.int64)
+        self.done = torch.zeros(L, S, device=dev, dtype=torch.int64)
+        self.timed_out = torch.zeros(1, device=dev, dtype=torch.int32)
+        self.start = torch.zeros(1, device=dev, dtype=torch.int32)
+        self.parts = [torch.cuda.Stream() for _ in range(PARTS)]
+        self.gemms = [torch.cuda.Stream() for _ in range(L - 1)]
+        self.gate = torch.cuda.Stream()
+
+    def ptr(self, t: torch.Tensor) -> int:
+        return t.data_ptr()
+
+    def launch_layer(self, l: int, stream: torch.cuda.Stream, chunk: int, spin: int, layers_blocks: int = NB):
+        with cp.cuda.ExternalStream(stream.cuda_stream):
+            self.layer((layers_blocks,), (256,),
+                       (cp.uint64(self.ptr(self.flags[l, 0])), cp.uint64(self.ptr(self.flags[l, 1])),
+                        cp.uint64(self.ptr(self.bars[l])), cp.uint64(self.ptr(self.proj[l])),
+                        cp.uint64(self.ptr(self.h[l])), np.int32(S), np.int32(chunk), np.int64(spin),
+                        np.int32(H), np.int32(B), cp.uint64(self.ptr(self.seen[l])),
+                        cp.uint64(self.ptr(self.done[l])), cp.uint64(self.ptr(self.timed_out))),
+                       shared_mem=SHARED)
+
+    def gate_on_start(self, stream: torch.cuda.Stream) -> None:
+        if self.driver:
+            self.driver.wait_geq(stream, self.ptr(self.start))
+        else:
+            with cp.cuda.ExternalStream(stream.cuda_stream):
+                self.wait_kernel((1,), (1,), (cp.uint64(self.ptr(self.start)), cp.uint64(self.ptr(self.timed_out))))
+
+    def flag_wait(self, stream, flag: torch.Tensor) -> None:
+        if self.driver:
+            self.driver.wait_geq(stream, self.ptr(flag))
+        else:
+            with cp.cuda.ExternalStream(stream.cuda_stream):
+                self.wait_kernel((1,), (1,), (cp.uint64(self.ptr(flag)), cp.uint64(self.ptr(self.timed_out))))
+
+    def flag_set(self, stream, flag: torch.Tensor) -> None:
+        if self.driver:
+            self.driver.write_value(stream, self.ptr(flag))
+        else:
+            with cp.cuda.ExternalStream(stream.cuda_stream):
+                self.set_kernel((1,), (1,), (cp.uint64(self.ptr(flag)),))
+
+    def run(self, chunk: int, spin: int, layers: int = L) -> float:
+        """Queue the stack behind the start flag, release it, return the GPU ms from the
+        release to the end of every stream."""
+        torch.cuda.synchronize()
+        for t in (self.flags, self.bars, self.seen, self.done, self.timed_out, self.start):
+            t.zero_()
+        for t in self.proj[1:] + self.h:  # a read before its write shows as NaN in check()
+            t.fill_(float("nan"))
+        chunks = -(-S // chunk)
+        # Layer 0's projection: one GEMM before everything (as rnncc's plan does), flags set.
+        torch.matmul(self.x, self.w[0], out=self.proj[0])
+        self.flags[0, 0, :chunks] = 1
+        torch.cuda.synchronize()
+        for s in self.parts + self.gemms:
+            self.gate_on_start(s)
+        for l in range(layers):
+            self.launch_layer(l, self.parts[l % PARTS], chunk, spin)
+        for l in range(1, layers):
+            s = self.gemms[l - 1]
+            with torch.cuda.stream(s):
+                for c in range(chunks):
+                    rows = slice(c * chunk * B, min(S, (c + 1) * chunk) * B)
+                    self.flag_wait(s, self.flags[l - 1, 1, c])
+                    torch.matmul(self.h[l - 1][rows], self.w[l], out=self.proj[l][rows])
+                    self.flag_set(s, self.flags[l, 0, c])
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.gate):
+            begin.record(self.gate)
+            self.start.fill_(1)
+        main = torch.cuda.current_stream()
+        for s in self.parts + self.gemms:
+            main.wait_stream(s)
+        end.record(main)
+        torch.cuda.synchronize()
+        if int(self.timed_out.item()):
+            raise RuntimeError("a bounded wait timed out")
+        return begin.elapsed_time(end)
+
+    def check(self, layers: int = L) -> float:
+        """The largest difference of the last layer's h from the same cell run by torch one
+        step at a time (the projections by whole-sequence GEMMs); NaN if a layer read a
+        projection or an h before it was written."""
+        h_in = self.x
+        for l in range(layers):
+            p = (h_in @ self.w[l]).view(S, B, H, G).float()
+            h, out = torch.zeros(B, H, device="cuda"), []
+            for t in range(S):
+                h = torch.tanh(p[t].sum(-1) + 0.5 * h).half().float()
+                out.append(h)
+            h_in = torch.stack(out).view(S * B, H).half()
+        return float((self.h[layers - 1].float() - h_in.float()).abs().max())
+
+    def lags_us(self, chunk: int, layers: int = L) -> tuple[list, list, list]:
+        """Per layer boundary, the median µs from layer l's release of a chunk to layer
+        l + 1 seeing its projection; per layer, the µs from its first chunk seen to its
+        last chunk done, and from layer 0's first chunk seen to its own."""
+        chunks = -(-S // chunk)
+        seen, done = self.seen.cpu().numpy(), self.done.cpu().numpy()
+        lags = [float(np.median(seen[l + 1, :chunks] - done[l, :chunks])) / 1e3 for l in range(layers - 1)]
+        spans = [float(done[l, chunks - 1] - seen[l, 0]) / 1e3 for l in range(layers)]
+        starts = [float(seen[l, 0] - seen[0, 0]) / 1e3 for l in range(layers)]
+        return lags, spans, starts
+
+
+def main() -> int:
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; L={L} H={H} B={B} S={S} fp16, "
+          f"{PARTS} partitions of {NB} blocks ({SHARED // 1024} KiB shared a block), the step a spin "
+          f"standing for {STEP_US} µs")
+    clock_khz = cp.cuda.runtime.getDeviceProperties(0)["clockRate"]
+    try:
+        driver = Driver()
+    except (OSError, RuntimeError) as e:
+        print(f"no stream memory operations: {e}")
+        driver = None
+    with tempfile.TemporaryDirectory() as tmp:
+        kernels = build(Path(tmp))
+        stack = Stack(kernels, driver)
+        # The step alone: one layer, every chunk's projection ready (chunk = S: one wait).
+        base = statistics.median(stack.run(S, 0, layers=1) for _ in range(REPEATS)) * 1e3 / S
+        spin = int(max(0.0, STEP_US - base) * clock_khz / 1e3)
+        step = statistics.median(stack.run(S, spin, layers=1) for _ in range(REPEATS)) * 1e3 / S
+        print(f"one layer alone: {base:.2f} µs a step at SPIN=0 (the barrier and the h update); "
+              f"SPIN={spin} cycles: {step:.2f} µs a step, {step * S / 1e3:.3f} ms a layer")
+        for gated in (("stream memory operations", driver), ("wait and set kernels", None)):
+            name, drv = gated
+            if name.startswith("stream") and drv is None:
+                continue
+            stack.driver = drv
+            for chunk in (8, 16, 32):
+                try:
+                    times = [stack.run(chunk, spin) for _ in range(REPEATS)]
+                except RuntimeError as e:
+                    print(f"{name}, chunks of {chunk}: {e}", flush=True)
+                    continue
+                lags, spans, starts = stack.lags_us(chunk)
+                print(f"{name}, chunks of {chunk}: stack {statistics.median(times):.3f} ms "
+                      f"(last layer's h within {stack.check():.1e} of torch's) "
+                      f"({min(times):.3f}-{max(times):.3f}); lag between layers (µs, median over chunks) "
+                      + " ".join(f"{x:.1f}" for x in lags)
+                      + "; layer spans (ms) " + " ".join(f"{x / 1e3:.3f}" for x in spans)
+                      + "; starts (ms) " + " ".join(f"{x / 1e3:.3f}" for x in starts), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
