@@ -16,6 +16,15 @@
 // mistake fails the run instead of hanging the GPU.
 #include <cuda_fp16.h>
 
+// ELEM: the stack's storage type, __half (GNMT fp16) or float (-DELEM=float: fp32 stacks).
+#ifndef ELEM
+#define ELEM __half
+#endif
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ void from_f(__half* p, float v) { *p = __float2half(v); }
+__device__ __forceinline__ void from_f(float* p, float v) { *p = v; }
+
 #ifndef BOUND
 #define BOUND (1 << 22)  // ~2.5 s of L2 polls
 #endif
@@ -66,7 +75,7 @@ __device__ __forceinline__ void leave(int* h_ready, int chunks) {
 }
 
 extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
-        const int* proj_ready, int* h_ready, int* bar, const __half* __restrict__ proj, __half* h,
+        const int* proj_ready, int* h_ready, int* bar, const ELEM* __restrict__ proj, ELEM* h,
         int steps, int chunk, long long spin, int units, int batch,
         unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
     extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
@@ -91,10 +100,10 @@ extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
         // both, so the waits above are needed for a right answer.
         for (int i = threadIdx.x; i < (u1 - u0) * batch; i += blockDim.x) {
             const int b = i / (u1 - u0), u = u0 + i % (u1 - u0);
-            const __half* p = proj + ((long long)t * batch + b) * 4 * units + 4 * u;
-            float v = __half2float(p[0]) + __half2float(p[1]) + __half2float(p[2]) + __half2float(p[3]);
-            if (t > 0) v += 0.5f * __half2float(h[((long long)(t - 1) * batch + b) * units + u]);
-            h[((long long)t * batch + b) * units + u] = __float2half(tanhf(v));
+            const ELEM* p = proj + ((long long)t * batch + b) * 4 * units + 4 * u;
+            float v = to_f(p[0]) + to_f(p[1]) + to_f(p[2]) + to_f(p[3]);
+            if (t > 0) v += 0.5f * to_f(h[((long long)(t - 1) * batch + b) * units + u]);
+            from_f(&h[((long long)t * batch + b) * units + u], tanhf(v));
         }
         keep_sm_for_this_block[threadIdx.x] = 0.0f;
         if (!grid_barrier(bar, blocks, timed_out)) { leave(h_ready, (steps + chunk - 1) / chunk); return; }

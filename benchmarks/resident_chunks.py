@@ -1,24 +1,27 @@
-"""Issue 15's GNMT B=8 schedule, prototyped (resident_chunks.cu): each layer's recurrent
-kernel stays resident for the whole sequence on its own NB SMs and waits chunk by chunk for
-its input projection, which a cuBLAS GEMM on another stream writes once the previous layer
-has released that chunk of h. Measures the mechanism at GNMT's shape (8 layers, H=1024,
-B=8, S=128, fp16), with a step that stands for the recurrent step by a calibrated spin:
+"""Issue 15's stacks with their layers at once, prototyped (resident_chunks.cu): each layer's
+recurrent kernel stays resident for the whole sequence on its own NB SMs and waits chunk by
+chunk for its input projection, which a cuBLAS GEMM on another stream writes once the
+previous layer has released that chunk of h. Measures the mechanism, with a step that
+stands for the recurrent step by a calibrated spin, at two of the issue's rows:
 
-- the step alone (one layer, every projection ready) at SPIN = 0, and SPIN set so that a
-  step takes STEP_US (4.1 µs: rnncc's grid step at H=1024 B=8 beside three others);
-- the whole stack, 4 partitions of NB blocks (two waves of 4 layers, one stream a
-  partition) and the projections on the SMs left, at chunks of 8, 16 and 32, with the GEMMs
-  gated two ways: stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32,
-  through libcuda) and a one-thread wait kernel before each GEMM and a set kernel after;
-- from the kernels' clock stamps, the lag between layers: from layer l releasing chunk c
-  to layer l + 1 seeing its projection of chunk c (the GEMM and the two flag trips), and
-  each layer's first-to-last chunk span.
+- GNMT B=8 (8 layers, H=1024, B=8, S=128, fp16): the step 4.1 µs (rnncc's grid
+  step at H=1024 B=8 beside three others), 4 partitions of 30 SMs (two waves of 4 layers);
+- 4 × LSTM fp32 exact H=512 B=8 S=256: the step 5.5 µs (the registers form ran 4.96 on
+  32 SMs; here on 26, so that the exact fp32 GEMMs of three layer boundaries get 28 SMs),
+  4 partitions of 26 SMs, one wave.
+
+For each: the step alone (one layer, every projection ready) at SPIN = 0 and calibrated;
+the whole stack at chunks of 8, 16 and 32, the GEMMs gated two ways: stream memory
+operations (cuStreamWaitValue32 / cuStreamWriteValue32, through libcuda) and a one-thread
+wait kernel before each GEMM and a set kernel after; from the kernels' clock stamps, the
+lag between layers (layer l releasing chunk c to layer l + 1 seeing its projection of
+chunk c: the GEMM and the two flag trips), each layer's span and start.
 
 All work is queued behind a start flag first (the host's queueing is not timed), then the
 flag is written and the GPU's time from it to the last stream's end read by events.
 Needs nvcc, CuPy and torch on a Hopper GPU.
 
-    python3 benchmarks/resident_chunks.py > benchmarks/results/resident-chunks-<gpu>-<date>.txt
+    python3 benchmarks/resident_chunks.py [gnmt|fp32] > benchmarks/results/resident-chunks-<gpu>-<date>.txt
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 # One hardware queue a stream (12 here), so that a stream blocked on a flag never holds back
@@ -39,11 +43,26 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 SOURCE = Path(__file__).with_suffix(".cu")
-L, H, B, S, G = 8, 1024, 8, 128, 4
-PARTS, NB = 4, 30            # 4 × 30 SMs for the recurrences, the rest for the GEMMs
+G = 4
 SHARED = 200 * 1024          # keeps each recurrent block alone on its SM, as W_hh does
-STEP_US = 4.1
 REPEATS = 5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    layers: int
+    hidden: int
+    batch: int
+    seq_len: int
+    dtype: str
+    step_us: float           # what the spin stands for
+    parts: int               # partitions (one stream each) of `blocks` SMs for the recurrences
+    blocks: int
+
+
+CASES = {"gnmt": Case("GNMT B=8", 8, 1024, 8, 128, "float16", 4.1, 4, 30),
+         "fp32": Case("4 x LSTM fp32 exact H=512 B=8", 4, 512, 8, 256, "float32", 5.5, 4, 26)}
 
 
 class Driver:
@@ -76,9 +95,10 @@ class Driver:
             raise RuntimeError(f"cuStreamWriteValue32: CUresult {err}")
 
 
-def build(tmp: Path):
-    cubin = tmp / "resident_chunks.cubin"
-    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-o", str(cubin), str(SOURCE)], check=True)
+def build(tmp: Path, dtype: str):
+    cubin = tmp / f"resident_chunks_{dtype}.cubin"
+    elem = ["-DELEM=float"] if dtype == "float32" else []
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", *elem, "-o", str(cubin), str(SOURCE)], check=True)
     module = cp.RawModule(path=str(cubin))
     layer = module.get_function("k_resident_layer")
     layer.max_dynamic_shared_size_bytes = SHARED
@@ -86,35 +106,38 @@ def build(tmp: Path):
 
 
 class Stack:
-    def __init__(self, kernels, driver: Driver | None):
+    def __init__(self, case: Case, kernels, driver: Driver | None):
+        self.case = case
         self.layer, self.wait_kernel, self.set_kernel = kernels
         self.driver = driver
         torch.manual_seed(0)
-        dev = "cuda"
-        self.x = torch.randn(S * B, H, device=dev, dtype=torch.float16)
-        self.w = [torch.randn(H, G * H, device=dev, dtype=torch.float16) / H ** 0.5 for _ in range(L)]
-        self.proj = [torch.empty(S * B, G * H, device=dev, dtype=torch.float16) for _ in range(L)]
-        self.h = [torch.empty(S * B, H, device=dev, dtype=torch.float16) for _ in range(L)]
+        dev, dt = "cuda", getattr(torch, case.dtype)
+        L, H, B, S = case.layers, case.hidden, case.batch, case.seq_len
+        self.x = torch.randn(S * B, H, device=dev, dtype=dt)
+        self.w = [torch.randn(H, G * H, device=dev, dtype=dt) / H ** 0.5 for _ in range(L)]
+        self.proj = [torch.empty(S * B, G * H, device=dev, dtype=dt) for _ in range(L)]
+        self.h = [torch.empty(S * B, H, device=dev, dtype=dt) for _ in range(L)]
         self.flags = torch.zeros(L, 2, S, device=dev, dtype=torch.int32)   # [l][0]: proj ready, [1]: h ready
         self.bars = torch.zeros(L, 2, device=dev, dtype=torch.int32)
         self.seen = torch.zeros(L, S, device=dev, dtype=torch.int64)
         self.done = torch.zeros(L, S, device=dev, dtype=torch.int64)
         self.timed_out = torch.zeros(1, device=dev, dtype=torch.int32)
         self.start = torch.zeros(1, device=dev, dtype=torch.int32)
-        self.parts = [torch.cuda.Stream() for _ in range(PARTS)]
+        self.parts = [torch.cuda.Stream() for _ in range(case.parts)]
         self.gemms = [torch.cuda.Stream() for _ in range(L - 1)]
         self.gate = torch.cuda.Stream()
 
     def ptr(self, t: torch.Tensor) -> int:
         return t.data_ptr()
 
-    def launch_layer(self, l: int, stream: torch.cuda.Stream, chunk: int, spin: int, layers_blocks: int = NB):
+    def launch_layer(self, l: int, stream: torch.cuda.Stream, chunk: int, spin: int):
+        c = self.case
         with cp.cuda.ExternalStream(stream.cuda_stream):
-            self.layer((layers_blocks,), (256,),
+            self.layer((c.blocks,), (256,),
                        (cp.uint64(self.ptr(self.flags[l, 0])), cp.uint64(self.ptr(self.flags[l, 1])),
                         cp.uint64(self.ptr(self.bars[l])), cp.uint64(self.ptr(self.proj[l])),
-                        cp.uint64(self.ptr(self.h[l])), np.int32(S), np.int32(chunk), np.int64(spin),
-                        np.int32(H), np.int32(B), cp.uint64(self.ptr(self.seen[l])),
+                        cp.uint64(self.ptr(self.h[l])), np.int32(c.seq_len), np.int32(chunk), np.int64(spin),
+                        np.int32(c.hidden), np.int32(c.batch), cp.uint64(self.ptr(self.seen[l])),
                         cp.uint64(self.ptr(self.done[l])), cp.uint64(self.ptr(self.timed_out))),
                        shared_mem=SHARED)
 
@@ -139,9 +162,11 @@ class Stack:
             with cp.cuda.ExternalStream(stream.cuda_stream):
                 self.set_kernel((1,), (1,), (cp.uint64(self.ptr(flag)),))
 
-    def run(self, chunk: int, spin: int, layers: int = L) -> float:
-        """Queue the stack behind the start flag, release it, return the GPU ms from the
-        release to the end of every stream."""
+    def run(self, chunk: int, spin: int, layers: int | None = None) -> float:
+        """Queue the stack (or its first ``layers``) behind the start flag, release it,
+        return the GPU ms from the release to the end of every stream."""
+        layers = layers or self.case.layers
+        S, B = self.case.seq_len, self.case.batch
         torch.cuda.synchronize()
         for t in (self.flags, self.bars, self.seen, self.done, self.timed_out, self.start):
             t.zero_()
@@ -155,7 +180,7 @@ class Stack:
         for s in self.parts + self.gemms:
             self.gate_on_start(s)
         for l in range(layers):
-            self.launch_layer(l, self.parts[l % PARTS], chunk, spin)
+            self.launch_layer(l, self.parts[l % self.case.parts], chunk, spin)
         for l in range(1, layers):
             s = self.gemms[l - 1]
             with torch.cuda.stream(s):
@@ -177,24 +202,27 @@ class Stack:
             raise RuntimeError("a bounded wait timed out")
         return begin.elapsed_time(end)
 
-    def check(self, layers: int = L) -> float:
+    def check(self) -> float:
         """The largest difference of the last layer's h from the same cell run by torch one
         step at a time (the projections by whole-sequence GEMMs); NaN if a layer read a
         projection or an h before it was written."""
+        layers, H, B, S = self.case.layers, self.case.hidden, self.case.batch, self.case.seq_len
+        dt = getattr(torch, self.case.dtype)
         h_in = self.x
         for l in range(layers):
             p = (h_in @ self.w[l]).view(S, B, H, G).float()
             h, out = torch.zeros(B, H, device="cuda"), []
             for t in range(S):
-                h = torch.tanh(p[t].sum(-1) + 0.5 * h).half().float()
+                h = torch.tanh(p[t].sum(-1) + 0.5 * h).to(dt).float()
                 out.append(h)
-            h_in = torch.stack(out).view(S * B, H).half()
+            h_in = torch.stack(out).view(S * B, H).to(dt)
         return float((self.h[layers - 1].float() - h_in.float()).abs().max())
 
-    def lags_us(self, chunk: int, layers: int = L) -> tuple[list, list, list]:
+    def lags_us(self, chunk: int) -> tuple[list, list, list]:
         """Per layer boundary, the median µs from layer l's release of a chunk to layer
         l + 1 seeing its projection; per layer, the µs from its first chunk seen to its
         last chunk done, and from layer 0's first chunk seen to its own."""
+        layers, S = self.case.layers, self.case.seq_len
         chunks = -(-S // chunk)
         seen, done = self.seen.cpu().numpy(), self.done.cpu().numpy()
         lags = [float(np.median(seen[l + 1, :chunks] - done[l, :chunks])) / 1e3 for l in range(layers - 1)]
@@ -203,43 +231,51 @@ class Stack:
         return lags, spans, starts
 
 
+def measure(case: Case, driver: Driver | None, clock_khz: int, tmp: Path) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 exact: the GEMMs in IEEE float32
+    print(f"== {case.name}: {case.layers} layers, H={case.hidden} B={case.batch} S={case.seq_len} "
+          f"{case.dtype}; {case.parts} partitions of {case.blocks} blocks ({SHARED // 1024} KiB shared a "
+          f"block), the step a spin standing for {case.step_us} µs", flush=True)
+    # Calibrated with wait kernels (always available); a failing stream memory operation
+    # raises at the first gate below, before anything is queued behind it.
+    stack = Stack(case, build(tmp, case.dtype), None)
+    S = case.seq_len
+    # The step alone: one layer, every chunk's projection ready (chunk = S: one wait).
+    base = statistics.median(stack.run(S, 0, layers=1) for _ in range(REPEATS)) * 1e3 / S
+    spin = int(max(0.0, case.step_us - base) * clock_khz / 1e3)
+    step = statistics.median(stack.run(S, spin, layers=1) for _ in range(REPEATS)) * 1e3 / S
+    print(f"one layer alone: {base:.2f} µs a step at SPIN=0 (the barrier and the h update); "
+          f"SPIN={spin} cycles: {step:.2f} µs a step, {step * S / 1e3:.3f} ms a layer", flush=True)
+    for name, drv in (("stream memory operations", driver), ("wait and set kernels", None)):
+        if name.startswith("stream") and drv is None:
+            continue
+        stack.driver = drv
+        for chunk in (8, 16, 32):
+            try:
+                times = [stack.run(chunk, spin) for _ in range(REPEATS)]
+            except RuntimeError as e:
+                print(f"{name}, chunks of {chunk}: {e}", flush=True)
+                continue
+            lags, spans, starts = stack.lags_us(chunk)
+            print(f"{name}, chunks of {chunk}: stack {statistics.median(times):.3f} ms "
+                  f"({min(times):.3f}-{max(times):.3f}; last layer's h within {stack.check():.1e} of torch's); "
+                  "lag between layers (µs, median over chunks) " + " ".join(f"{x:.1f}" for x in lags)
+                  + "; layer spans (ms) " + " ".join(f"{x / 1e3:.3f}" for x in spans)
+                  + "; starts (ms) " + " ".join(f"{x / 1e3:.3f}" for x in starts), flush=True)
+
+
 def main() -> int:
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; L={L} H={H} B={B} S={S} fp16, "
-          f"{PARTS} partitions of {NB} blocks ({SHARED // 1024} KiB shared a block), the step a spin "
-          f"standing for {STEP_US} µs")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     clock_khz = cp.cuda.runtime.getDeviceProperties(0)["clockRate"]
     try:
         driver = Driver()
     except (OSError, RuntimeError) as e:
         print(f"no stream memory operations: {e}")
         driver = None
+    picked = [CASES[n] for n in sys.argv[1:]] or list(CASES.values())
     with tempfile.TemporaryDirectory() as tmp:
-        kernels = build(Path(tmp))
-        stack = Stack(kernels, driver)
-        # The step alone: one layer, every chunk's projection ready (chunk = S: one wait).
-        base = statistics.median(stack.run(S, 0, layers=1) for _ in range(REPEATS)) * 1e3 / S
-        spin = int(max(0.0, STEP_US - base) * clock_khz / 1e3)
-        step = statistics.median(stack.run(S, spin, layers=1) for _ in range(REPEATS)) * 1e3 / S
-        print(f"one layer alone: {base:.2f} µs a step at SPIN=0 (the barrier and the h update); "
-              f"SPIN={spin} cycles: {step:.2f} µs a step, {step * S / 1e3:.3f} ms a layer")
-        for gated in (("stream memory operations", driver), ("wait and set kernels", None)):
-            name, drv = gated
-            if name.startswith("stream") and drv is None:
-                continue
-            stack.driver = drv
-            for chunk in (8, 16, 32):
-                try:
-                    times = [stack.run(chunk, spin) for _ in range(REPEATS)]
-                except RuntimeError as e:
-                    print(f"{name}, chunks of {chunk}: {e}", flush=True)
-                    continue
-                lags, spans, starts = stack.lags_us(chunk)
-                print(f"{name}, chunks of {chunk}: stack {statistics.median(times):.3f} ms "
-                      f"(last layer's h within {stack.check():.1e} of torch's) "
-                      f"({min(times):.3f}-{max(times):.3f}); lag between layers (µs, median over chunks) "
-                      + " ".join(f"{x:.1f}" for x in lags)
-                      + "; layer spans (ms) " + " ".join(f"{x / 1e3:.3f}" for x in spans)
-                      + "; starts (ms) " + " ".join(f"{x / 1e3:.3f}" for x in starts), flush=True)
+        for case in picked:
+            measure(case, driver, clock_khz, Path(tmp))
     return 0
 
 

@@ -280,6 +280,7 @@ def test_persistent_kernels_write_h_n_themselves():
     ("fused_projection.cu", ["-DCHUNK=8", "-DNC=64", "-DRG=2", "-DKQ=1", "-DAHEAD=0"]),
     ("fused_projection.cu", ["-DI=256", "-DGH=1024", "-DCHUNK=4", "-DNC=32", "-DRG=2", "-DKQ=4", "-DAHEAD=1"]),
     ("resident_chunks.cu", []),
+    ("resident_chunks.cu", ["-DELEM=float"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
