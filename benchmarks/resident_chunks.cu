@@ -117,6 +117,82 @@ extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
     }
 }
 
+#if defined(FUSED)
+#include <mma.h>
+// The chunk's projection in the layer's own kernel (compiled with -DFUSED, fp16): at a
+// chunk's first step every block waits for the previous layer's release of that chunk of h
+// (in_ready[c]), then multiplies the chunk's rows (chunk · batch) by W_ih's rows of its own
+// units' gates (4·U of them, unit-interleaved) on tensor cores (wmma 16×16×16, both
+// operands read from L2, no pipeline: an upper bound of what a cp.async version costs),
+// and writes the float32 sums into projf, whose columns only this block reads. So there is
+// no GEMM launch and no SMs of the projection's own; the lag is the chunk plus this.
+extern "C" __global__ void __launch_bounds__(256) k_resident_layer_fused(
+        const __half* __restrict__ x_in, const __half* __restrict__ w_ih, int in_features,
+        const int* in_ready, int* h_ready, int* bar, float* projf, __half* h,
+        int steps, int chunk, long long spin, int units, int batch,
+        unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
+    using namespace nvcuda;
+    extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
+    const int blocks = gridDim.x;
+    const int per = (units + blocks - 1) / blocks;
+    const int u0 = blockIdx.x * per, u1 = min(units, u0 + per);
+    const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const int chunks = (steps + chunk - 1) / chunk;
+    for (int t = 0; t < steps; ++t) {
+        const int c = t / chunk;
+        if (t % chunk == 0) {
+            if (threadIdx.x == 0) {
+                int polls = 0;
+                while (load_acquire(in_ready + c) < 1) {
+                    if (++polls > BOUND || *(volatile int*)timed_out) { atomicExch(timed_out, 1); break; }
+                }
+            }
+            if (!__syncthreads_and(*(volatile int*)timed_out == 0)) { leave(h_ready, chunks); return; }
+            // Rows and columns in whole 16s (the host checks chunk · batch and 4·U).
+            const int r0 = c * chunk * batch, rows = min(chunk, steps - t) * batch, cols = 4 * (u1 - u0);
+            const int tiles_m = rows / 16, tiles_n = cols / 16;
+            for (int tile = warp; tile < tiles_m * tiles_n; tile += warps) {
+                const int tm = tile % tiles_m, tn = tile / tiles_m;
+                wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+                wmma::fill_fragment(acc, 0.0f);
+                const __half* a = x_in + (long long)(r0 + 16 * tm) * in_features;
+                const __half* b = w_ih + (long long)(4 * u0 + 16 * tn) * in_features;
+#pragma unroll 8
+                for (int k = 0; k < in_features; k += 16) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+                    wmma::load_matrix_sync(fa, a + k, in_features);
+                    wmma::load_matrix_sync(fb, b + k, in_features);
+                    wmma::mma_sync(acc, fa, fb, acc);
+                }
+                wmma::store_matrix_sync(projf + (long long)(r0 + 16 * tm) * 4 * units + 4 * u0 + 16 * tn, acc,
+                                        4 * units, wmma::mem_row_major);
+            }
+            __syncthreads();  // the block's own columns, read below by its own threads
+            if (blockIdx.x == 0 && threadIdx.x == 0) chunk_seen[c] = globaltimer();
+        }
+        const long long start = clock64();
+        while (clock64() - start < spin) {}
+        for (int i = threadIdx.x; i < (u1 - u0) * batch; i += blockDim.x) {
+            const int b = i / (u1 - u0), u = u0 + i % (u1 - u0);
+            const float* p = projf + ((long long)t * batch + b) * 4 * units + 4 * u;
+            float v = p[0] + p[1] + p[2] + p[3];
+            if (t > 0) v += 0.5f * __half2float(h[((long long)(t - 1) * batch + b) * units + u]);
+            h[((long long)t * batch + b) * units + u] = __float2half(tanhf(v));
+        }
+        keep_sm_for_this_block[threadIdx.x] = 0.0f;
+        if (!grid_barrier(bar, blocks, timed_out)) { leave(h_ready, chunks); return; }
+        if ((t + 1) % chunk == 0 || t + 1 == steps) {
+            if (blockIdx.x == 0 && threadIdx.x == 0) {
+                __threadfence();
+                store_release(h_ready + c, 1);
+                chunk_done[c] = globaltimer();
+            }
+        }
+    }
+}
+#endif
+
 // The wait for the variant without stream memory operations: one thread polls *flag >= 1
 // before the GEMM queued after it on the same stream.
 extern "C" __global__ void k_wait_flag(const int* flag, int* timed_out) {

@@ -6,6 +6,9 @@ stands for the recurrent step by a calibrated spin, at two of the issue's rows:
 
 - GNMT B=8 (8 layers, H=1024, B=8, S=128, fp16): the step 4.1 µs (rnncc's grid
   step at H=1024 B=8 beside three others), 4 partitions of 30 SMs (two waves of 4 layers);
+- the same with rnncc's own partition tile (4 × 32 blocks of 32 units, 4 SMs left: too few
+  for the GEMMs), each layer projecting its own chunk in its kernel at the chunk's start
+  (its units' gate columns, wmma from L2: no GEMM launch, the lag the chunk plus that);
 - 4 × LSTM fp32 exact H=512 B=8 S=256: the step 5.5 µs (the registers form ran 4.96 on
   32 SMs; here on 26, so that the exact fp32 GEMMs of three layer boundaries get 28 SMs),
   4 partitions of 26 SMs, one wave.
@@ -21,7 +24,7 @@ All work is queued behind a start flag first (the host's queueing is not timed),
 flag is written and the GPU's time from it to the last stream's end read by events.
 Needs nvcc, CuPy and torch on a Hopper GPU.
 
-    python3 benchmarks/resident_chunks.py [gnmt|fp32] > benchmarks/results/resident-chunks-<gpu>-<date>.txt
+    python3 benchmarks/resident_chunks.py [gnmt|gnmt-fused|fp32] > benchmarks/results/resident-chunks-<gpu>-<date>.txt
 """
 from __future__ import annotations
 
@@ -59,9 +62,14 @@ class Case:
     step_us: float           # what the spin stands for
     parts: int               # partitions (one stream each) of `blocks` SMs for the recurrences
     blocks: int
+    fused: bool = False      # each layer projects its own chunks in its kernel (no GEMMs)
 
 
 CASES = {"gnmt": Case("GNMT B=8", 8, 1024, 8, 128, "float16", 4.1, 4, 30),
+         # rnncc's own tile for it: 4 partitions of 32 blocks (32 units a block) leave 4 SMs,
+         # too few for the GEMMs, so each layer projects its chunks itself.
+         "gnmt-fused": Case("GNMT B=8, the projection in the layer's kernel", 8, 1024, 8, 128, "float16",
+                            4.1, 4, 32, fused=True),
          "fp32": Case("4 x LSTM fp32 exact H=512 B=8", 4, 512, 8, 256, "float32", 5.5, 4, 26)}
 
 
@@ -95,20 +103,26 @@ class Driver:
             raise RuntimeError(f"cuStreamWriteValue32: CUresult {err}")
 
 
-def build(tmp: Path, dtype: str):
-    cubin = tmp / f"resident_chunks_{dtype}.cubin"
-    elem = ["-DELEM=float"] if dtype == "float32" else []
-    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", *elem, "-o", str(cubin), str(SOURCE)], check=True)
+def build(tmp: Path, dtype: str, fused: bool):
+    cubin = tmp / f"resident_chunks_{dtype}{'_fused' if fused else ''}.cubin"
+    flags = ["-DELEM=float"] if dtype == "float32" else []
+    flags += ["-DFUSED"] if fused else []
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", *flags, "-o", str(cubin), str(SOURCE)], check=True)
     module = cp.RawModule(path=str(cubin))
-    layer = module.get_function("k_resident_layer")
-    layer.max_dynamic_shared_size_bytes = SHARED
-    return layer, module.get_function("k_wait_flag"), module.get_function("k_set_flag")
+    kernels = {name: module.get_function(name) for name in ("k_resident_layer", "k_wait_flag", "k_set_flag")}
+    if fused:
+        kernels["k_resident_layer_fused"] = module.get_function("k_resident_layer_fused")
+    for name in ("k_resident_layer", "k_resident_layer_fused"):
+        if name in kernels:
+            kernels[name].max_dynamic_shared_size_bytes = SHARED
+    return kernels
 
 
 class Stack:
     def __init__(self, case: Case, kernels, driver: Driver | None):
         self.case = case
-        self.layer, self.wait_kernel, self.set_kernel = kernels
+        self.plain, self.fused_kernel = kernels["k_resident_layer"], kernels.get("k_resident_layer_fused")
+        self.wait_kernel, self.set_kernel = kernels["k_wait_flag"], kernels["k_set_flag"]
         self.driver = driver
         torch.manual_seed(0)
         dev, dt = "cuda", getattr(torch, case.dtype)
@@ -117,6 +131,12 @@ class Stack:
         self.w = [torch.randn(H, G * H, device=dev, dtype=dt) / H ** 0.5 for _ in range(L)]
         self.proj = [torch.empty(S * B, G * H, device=dev, dtype=dt) for _ in range(L)]
         self.h = [torch.empty(S * B, H, device=dev, dtype=dt) for _ in range(L)]
+        if case.fused:  # the kernels' float32 projections, and layer 0's input, ready
+            if (8 * B) % 16 or (4 * H // case.blocks) % 16 or H % case.blocks:
+                raise ValueError(f"{case.name}: the fused projection needs rows and columns in whole 16s")
+            self.projf = [torch.empty(S * B, G * H, device=dev, dtype=torch.float32) for _ in range(L)]
+            self.wt = [w.t().contiguous() for w in self.w]  # W_ih as [gate columns][K]
+            self.ready = torch.ones(S, device=dev, dtype=torch.int32)
         self.flags = torch.zeros(L, 2, S, device=dev, dtype=torch.int32)   # [l][0]: proj ready, [1]: h ready
         self.bars = torch.zeros(L, 2, device=dev, dtype=torch.int32)
         self.seen = torch.zeros(L, S, device=dev, dtype=torch.int64)
@@ -130,10 +150,23 @@ class Stack:
     def ptr(self, t: torch.Tensor) -> int:
         return t.data_ptr()
 
-    def launch_layer(self, l: int, stream: torch.cuda.Stream, chunk: int, spin: int):
+    def launch_layer(self, l: int, stream: torch.cuda.Stream, chunk: int, spin: int, plain: bool):
         c = self.case
+        if c.fused and not plain:
+            x_in = self.x if l == 0 else self.h[l - 1]
+            ready = self.ready if l == 0 else self.flags[l - 1, 1]
+            with cp.cuda.ExternalStream(stream.cuda_stream):
+                self.fused_kernel((c.blocks,), (256,),
+                           (cp.uint64(self.ptr(x_in)), cp.uint64(self.ptr(self.wt[l])), np.int32(c.hidden),
+                            cp.uint64(self.ptr(ready)), cp.uint64(self.ptr(self.flags[l, 1])),
+                            cp.uint64(self.ptr(self.bars[l])), cp.uint64(self.ptr(self.projf[l])),
+                            cp.uint64(self.ptr(self.h[l])), np.int32(c.seq_len), np.int32(chunk), np.int64(spin),
+                            np.int32(c.hidden), np.int32(c.batch), cp.uint64(self.ptr(self.seen[l])),
+                            cp.uint64(self.ptr(self.done[l])), cp.uint64(self.ptr(self.timed_out))),
+                           shared_mem=SHARED)
+            return
         with cp.cuda.ExternalStream(stream.cuda_stream):
-            self.layer((c.blocks,), (256,),
+            self.plain((c.blocks,), (256,),
                        (cp.uint64(self.ptr(self.flags[l, 0])), cp.uint64(self.ptr(self.flags[l, 1])),
                         cp.uint64(self.ptr(self.bars[l])), cp.uint64(self.ptr(self.proj[l])),
                         cp.uint64(self.ptr(self.h[l])), np.int32(c.seq_len), np.int32(chunk), np.int64(spin),
@@ -162,16 +195,17 @@ class Stack:
             with cp.cuda.ExternalStream(stream.cuda_stream):
                 self.set_kernel((1,), (1,), (cp.uint64(self.ptr(flag)),))
 
-    def run(self, chunk: int, spin: int, layers: int | None = None) -> float:
+    def run(self, chunk: int, spin: int, layers: int | None = None, plain: bool = False) -> float:
         """Queue the stack (or its first ``layers``) behind the start flag, release it,
-        return the GPU ms from the release to the end of every stream."""
+        return the GPU ms from the release to the end of every stream. ``plain``: the
+        kernel without the fused projection, fed by GEMMs (the fused cases' calibration)."""
         layers = layers or self.case.layers
         S, B = self.case.seq_len, self.case.batch
         torch.cuda.synchronize()
         for t in (self.flags, self.bars, self.seen, self.done, self.timed_out, self.start):
             t.zero_()
-        for t in self.proj[1:] + self.h:  # a read before its write shows as NaN in check()
-            t.fill_(float("nan"))
+        for t in self.proj[1:] + self.h + getattr(self, "projf", []):  # a read before its
+            t.fill_(float("nan"))                                          # write shows as NaN in check()
         chunks = -(-S // chunk)
         # Layer 0's projection: one GEMM before everything (as rnncc's plan does), flags set.
         torch.matmul(self.x, self.w[0], out=self.proj[0])
@@ -180,8 +214,8 @@ class Stack:
         for s in self.parts + self.gemms:
             self.gate_on_start(s)
         for l in range(layers):
-            self.launch_layer(l, self.parts[l % self.case.parts], chunk, spin)
-        for l in range(1, layers):
+            self.launch_layer(l, self.parts[l % self.case.parts], chunk, spin, plain)
+        for l in range(1, layers if plain or not self.case.fused else 0):
             s = self.gemms[l - 1]
             with torch.cuda.stream(s):
                 for c in range(chunks):
@@ -210,7 +244,7 @@ class Stack:
         dt = getattr(torch, self.case.dtype)
         h_in = self.x
         for l in range(layers):
-            p = (h_in @ self.w[l]).view(S, B, H, G).float()
+            p = (h_in.float() @ self.w[l].float() if self.case.fused else h_in @ self.w[l]).view(S, B, H, G).float()
             h, out = torch.zeros(B, H, device="cuda"), []
             for t in range(S):
                 h = torch.tanh(p[t].sum(-1) + 0.5 * h).to(dt).float()
@@ -238,15 +272,23 @@ def measure(case: Case, driver: Driver | None, clock_khz: int, tmp: Path) -> Non
           f"block), the step a spin standing for {case.step_us} µs", flush=True)
     # Calibrated with wait kernels (always available); a failing stream memory operation
     # raises at the first gate below, before anything is queued behind it.
-    stack = Stack(case, build(tmp, case.dtype), None)
+    stack = Stack(case, build(tmp, case.dtype, case.fused), None)
     S = case.seq_len
-    # The step alone: one layer, every chunk's projection ready (chunk = S: one wait).
-    base = statistics.median(stack.run(S, 0, layers=1) for _ in range(REPEATS)) * 1e3 / S
+    # The step alone: one layer, every chunk's projection ready (chunk = S: one wait), by
+    # the plain kernel (a fused one would count its projection here too).
+    base = statistics.median(stack.run(S, 0, layers=1, plain=True) for _ in range(REPEATS)) * 1e3 / S
     spin = int(max(0.0, case.step_us - base) * clock_khz / 1e3)
-    step = statistics.median(stack.run(S, spin, layers=1) for _ in range(REPEATS)) * 1e3 / S
+    step = statistics.median(stack.run(S, spin, layers=1, plain=True) for _ in range(REPEATS)) * 1e3 / S
     print(f"one layer alone: {base:.2f} µs a step at SPIN=0 (the barrier and the h update); "
           f"SPIN={spin} cycles: {step:.2f} µs a step, {step * S / 1e3:.3f} ms a layer", flush=True)
-    for name, drv in (("stream memory operations", driver), ("wait and set kernels", None)):
+    if case.fused:  # one layer projecting its own chunks: the projection's time a chunk
+        for chunk in (8, 16, 32):
+            one = statistics.median(stack.run(chunk, spin, layers=1) for _ in range(REPEATS)) * 1e3
+            print(f"one layer, its projection in the kernel, chunks of {chunk}: {one / S:.2f} µs a step, "
+                  f"{(one - step * S) / (S // chunk):.1f} µs a chunk more than the plain kernel", flush=True)
+    gates = (("projection in the layer's kernel", None),) if case.fused else \
+        (("stream memory operations", driver), ("wait and set kernels", None))
+    for name, drv in gates:
         if name.startswith("stream") and drv is None:
             continue
         stack.driver = drv

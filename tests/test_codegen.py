@@ -281,6 +281,7 @@ def test_persistent_kernels_write_h_n_themselves():
     ("fused_projection.cu", ["-DI=256", "-DGH=1024", "-DCHUNK=4", "-DNC=32", "-DRG=2", "-DKQ=4", "-DAHEAD=1"]),
     ("resident_chunks.cu", []),
     ("resident_chunks.cu", ["-DELEM=float"]),
+    ("resident_chunks.cu", ["-DFUSED"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
