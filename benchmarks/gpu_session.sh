@@ -7,6 +7,10 @@
 # gpu-tests-<date>-<TESTS_PART>.txt);
 # "floors" adds the exchange and step-floor microbenchmarks of issue 14's design (the grid's,
 # and between clusters when W_hh spans several).
+# PARTS=rest runs the GPU tests that the log REST_LOG (default: the last tests part run on
+# this machine, kept in /tmp/rnncc-gpu-tests-last.txt) did not report, as a second device
+# call where a cold kernel cache stopped the first at its time limit
+# (benchmarks/gpu_tests_rest.py), into gpu-tests-<date>-rest.txt.
 # SAVE_CUBINS=1 also writes the build cache (RNNCC_CACHE_DIR) as $OUT/cubins.tar.gz, so that
 # the next device call can carry the kernels this one compiled instead of building them again.
 set -uo pipefail
@@ -28,7 +32,17 @@ if [[ " $PARTS " == *" tests "* ]]; then
     # (benchmarks/gpu_tests_rest.py lists the tests it did not reach).
     python3 -u -m pytest -m gpu -n ${TESTS_N:-8} -v -rA -p no:cacheprovider tests/ ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
         | grep --line-buffered -v -i "benchmark" 
-} | tee "$summary"
+} | tee "$summary" /tmp/rnncc-gpu-tests-last.txt  # the second copy for PARTS=rest, even if a limit stops this
+fi
+if [[ " $PARTS " == *" rest "* ]]; then
+    ids=$(mktemp)
+    python3 benchmarks/gpu_tests_rest.py "${REST_LOG:-/tmp/rnncc-gpu-tests-last.txt}" > "$ids"
+{
+    echo "rnncc GPU test run (the tests ${REST_LOG:-the last tests part} did not report), $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
+    echo "command: xargs -a IDS python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA  (IDS: benchmarks/gpu_tests_rest.py LOG, $(wc -l < "$ids") tests)"
+    xargs -r -d '\n' -a "$ids" python3 -u -m pytest -m gpu -n ${TESTS_N:-8} -v -rA -p no:cacheprovider 2>&1 \
+        | grep --line-buffered -v -i "benchmark"
+} | tee "$OUT/gpu-tests-$day-rest.txt"
 fi
 if [[ " $PARTS " == *" runs "* ]]; then
 python3 examples/torch_lstm.py 2>&1 | tail -8 | tee -a "$OUT/runs-$day.txt"
