@@ -74,46 +74,65 @@ __device__ __forceinline__ void leave(int* h_ready, int chunks) {
         for (int c = 0; c < chunks; ++c) store_release(h_ready + c, 1);
 }
 
+// Polls *flag >= 1; false, with *timed_out set, past BOUND polls or once another wait
+// timed out.
+__device__ __forceinline__ bool poll_flag(const int* flag, int* timed_out) {
+    int polls = 0;
+    while (load_acquire(flag) < 1) {
+        if (++polls > BOUND || *(volatile int*)timed_out) { atomicExch(timed_out, 1); return false; }
+    }
+    return true;
+}
+
+// A chunk's wait by the whole block: thread 0 polls, every thread learns whether to go on.
+__device__ __forceinline__ bool block_waits_for(const int* flag, int* timed_out) {
+    if (threadIdx.x == 0) poll_flag(flag, timed_out);
+    return __syncthreads_and(*(volatile int*)timed_out == 0);
+}
+
+// Step t once its projection is in proj (ELEM, or float from the fused projection): the
+// spin standing for the product, h[t] of the block's units [u0, u1) from proj[t] (4 gates)
+// and h[t-1] (a real dependency on both, so the waits are needed for a right answer), the
+// grid barrier, and after a chunk's last step block 0's release of it. False if the
+// barrier timed out.
+template <typename P>
+__device__ __forceinline__ bool run_step(const P* proj, ELEM* h, int t, int steps, int chunk, long long spin,
+                                         int units, int batch, int u0, int u1, int* bar, int* h_ready,
+                                         unsigned long long* chunk_done, float* keep, int* timed_out) {
+    const long long start = clock64();
+    while (clock64() - start < spin) {}
+    for (int i = threadIdx.x; i < (u1 - u0) * batch; i += blockDim.x) {
+        const int b = i / (u1 - u0), u = u0 + i % (u1 - u0);
+        const P* p = proj + ((long long)t * batch + b) * 4 * units + 4 * u;
+        float v = to_f(p[0]) + to_f(p[1]) + to_f(p[2]) + to_f(p[3]);
+        if (t > 0) v += 0.5f * to_f(h[((long long)(t - 1) * batch + b) * units + u]);
+        from_f(&h[((long long)t * batch + b) * units + u], tanhf(v));
+    }
+    keep[threadIdx.x] = 0.0f;
+    if (!grid_barrier(bar, gridDim.x, timed_out)) return false;
+    if (((t + 1) % chunk == 0 || t + 1 == steps) && blockIdx.x == 0 && threadIdx.x == 0) {
+        __threadfence();
+        store_release(h_ready + t / chunk, 1);
+        chunk_done[t / chunk] = globaltimer();
+    }
+    return true;
+}
+
 extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
         const int* proj_ready, int* h_ready, int* bar, const ELEM* __restrict__ proj, ELEM* h,
         int steps, int chunk, long long spin, int units, int batch,
         unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
     extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
-    const int blocks = gridDim.x;
-    const int u0 = blocks > 0 ? blockIdx.x * ((units + blocks - 1) / blocks) : 0;
-    const int u1 = min(units, u0 + (units + blocks - 1) / blocks);
+    const int per = (units + gridDim.x - 1) / gridDim.x;
+    const int u0 = blockIdx.x * per, u1 = min(units, u0 + per);
+    const int chunks = (steps + chunk - 1) / chunk;
     for (int t = 0; t < steps; ++t) {
-        const int c = t / chunk;
         if (t % chunk == 0) {
-            if (threadIdx.x == 0) {
-                int polls = 0;
-                while (load_acquire(proj_ready + c) < 1) {
-                    if (++polls > BOUND || *(volatile int*)timed_out) { atomicExch(timed_out, 1); break; }
-                }
-                if (blockIdx.x == 0) chunk_seen[c] = globaltimer();
-            }
-            if (!__syncthreads_and(*(volatile int*)timed_out == 0)) { leave(h_ready, (steps + chunk - 1) / chunk); return; }
+            if (!block_waits_for(proj_ready + t / chunk, timed_out)) { leave(h_ready, chunks); return; }
+            if (blockIdx.x == 0 && threadIdx.x == 0) chunk_seen[t / chunk] = globaltimer();
         }
-        const long long start = clock64();
-        while (clock64() - start < spin) {}
-        // h[t] of the block's units from proj[t] (4 gates) and h[t-1]: a real dependency on
-        // both, so the waits above are needed for a right answer.
-        for (int i = threadIdx.x; i < (u1 - u0) * batch; i += blockDim.x) {
-            const int b = i / (u1 - u0), u = u0 + i % (u1 - u0);
-            const ELEM* p = proj + ((long long)t * batch + b) * 4 * units + 4 * u;
-            float v = to_f(p[0]) + to_f(p[1]) + to_f(p[2]) + to_f(p[3]);
-            if (t > 0) v += 0.5f * to_f(h[((long long)(t - 1) * batch + b) * units + u]);
-            from_f(&h[((long long)t * batch + b) * units + u], tanhf(v));
-        }
-        keep_sm_for_this_block[threadIdx.x] = 0.0f;
-        if (!grid_barrier(bar, blocks, timed_out)) { leave(h_ready, (steps + chunk - 1) / chunk); return; }
-        if ((t + 1) % chunk == 0 || t + 1 == steps) {
-            if (blockIdx.x == 0 && threadIdx.x == 0) {
-                __threadfence();
-                store_release(h_ready + c, 1);
-                chunk_done[c] = globaltimer();
-            }
-        }
+        if (!run_step(proj, h, t, steps, chunk, spin, units, batch, u0, u1, bar, h_ready, chunk_done,
+                      keep_sm_for_this_block, timed_out)) { leave(h_ready, chunks); return; }
     }
 }
 
@@ -133,21 +152,14 @@ extern "C" __global__ void __launch_bounds__(256) k_resident_layer_fused(
         unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
     using namespace nvcuda;
     extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
-    const int blocks = gridDim.x;
-    const int per = (units + blocks - 1) / blocks;
+    const int per = (units + gridDim.x - 1) / gridDim.x;
     const int u0 = blockIdx.x * per, u1 = min(units, u0 + per);
     const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const int chunks = (steps + chunk - 1) / chunk;
     for (int t = 0; t < steps; ++t) {
         const int c = t / chunk;
         if (t % chunk == 0) {
-            if (threadIdx.x == 0) {
-                int polls = 0;
-                while (load_acquire(in_ready + c) < 1) {
-                    if (++polls > BOUND || *(volatile int*)timed_out) { atomicExch(timed_out, 1); break; }
-                }
-            }
-            if (!__syncthreads_and(*(volatile int*)timed_out == 0)) { leave(h_ready, chunks); return; }
+            if (!block_waits_for(in_ready + c, timed_out)) { leave(h_ready, chunks); return; }
             // Rows and columns in whole 16s (the host checks chunk · batch and 4·U).
             const int r0 = c * chunk * batch, rows = min(chunk, steps - t) * batch, cols = 4 * (u1 - u0);
             const int tiles_m = rows / 16, tiles_n = cols / 16;
@@ -171,36 +183,15 @@ extern "C" __global__ void __launch_bounds__(256) k_resident_layer_fused(
             __syncthreads();  // the block's own columns, read below by its own threads
             if (blockIdx.x == 0 && threadIdx.x == 0) chunk_seen[c] = globaltimer();
         }
-        const long long start = clock64();
-        while (clock64() - start < spin) {}
-        for (int i = threadIdx.x; i < (u1 - u0) * batch; i += blockDim.x) {
-            const int b = i / (u1 - u0), u = u0 + i % (u1 - u0);
-            const float* p = projf + ((long long)t * batch + b) * 4 * units + 4 * u;
-            float v = p[0] + p[1] + p[2] + p[3];
-            if (t > 0) v += 0.5f * __half2float(h[((long long)(t - 1) * batch + b) * units + u]);
-            h[((long long)t * batch + b) * units + u] = __float2half(tanhf(v));
-        }
-        keep_sm_for_this_block[threadIdx.x] = 0.0f;
-        if (!grid_barrier(bar, blocks, timed_out)) { leave(h_ready, chunks); return; }
-        if ((t + 1) % chunk == 0 || t + 1 == steps) {
-            if (blockIdx.x == 0 && threadIdx.x == 0) {
-                __threadfence();
-                store_release(h_ready + c, 1);
-                chunk_done[c] = globaltimer();
-            }
-        }
+        if (!run_step(projf, h, t, steps, chunk, spin, units, batch, u0, u1, bar, h_ready, chunk_done,
+                      keep_sm_for_this_block, timed_out)) { leave(h_ready, chunks); return; }
     }
 }
 #endif
 
 // The wait for the variant without stream memory operations: one thread polls *flag >= 1
 // before the GEMM queued after it on the same stream.
-extern "C" __global__ void k_wait_flag(const int* flag, int* timed_out) {
-    int polls = 0;
-    while (load_acquire(flag) < 1) {
-        if (++polls > BOUND || *(volatile int*)timed_out) { atomicExch(timed_out, 1); return; }
-    }
-}
+extern "C" __global__ void k_wait_flag(const int* flag, int* timed_out) { poll_flag(flag, timed_out); }
 
 // The write after the GEMM in that variant.
 extern "C" __global__ void k_set_flag(int* flag) {
