@@ -174,13 +174,6 @@ class Stack:
                         cp.uint64(self.ptr(self.done[l])), cp.uint64(self.ptr(self.timed_out))),
                        shared_mem=SHARED)
 
-    def gate_on_start(self, stream: torch.cuda.Stream) -> None:
-        if self.driver:
-            self.driver.wait_geq(stream, self.ptr(self.start))
-        else:
-            with cp.cuda.ExternalStream(stream.cuda_stream):
-                self.wait_kernel((1,), (1,), (cp.uint64(self.ptr(self.start)), cp.uint64(self.ptr(self.timed_out))))
-
     def flag_wait(self, stream, flag: torch.Tensor) -> None:
         if self.driver:
             self.driver.wait_geq(stream, self.ptr(flag))
@@ -212,7 +205,7 @@ class Stack:
         self.flags[0, 0, :chunks] = 1
         torch.cuda.synchronize()
         for s in self.parts + self.gemms:
-            self.gate_on_start(s)
+            self.flag_wait(s, self.start)
         for l in range(layers):
             self.launch_layer(l, self.parts[l % self.case.parts], chunk, spin, plain)
         for l in range(1, layers if plain or not self.case.fused else 0):
