@@ -20,6 +20,12 @@ day=$(date -u +%F)
 PARTS=${PARTS:-tests runs bench}
 export RNNCC_COMMIT=${COMMIT:-unknown}
 summary="$OUT/gpu-tests-$day${TESTS_PART:+-$TESTS_PART}.txt"
+# The GPU tests with pytest's arguments "$@", -v and line-buffered: a run stopped by a time
+# limit keeps what it reported (benchmarks/gpu_tests_rest.py lists the tests it did not reach).
+gpu_pytest() {
+    python3 -u -m pytest -m gpu -n ${TESTS_N:-8} -v -rA -p no:cacheprovider "$@" 2>&1 \
+        | grep --line-buffered -v -i "benchmark"
+}
 if [[ " $PARTS " == *" tests "* ]]; then
 {
     echo "rnncc GPU test run, $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
@@ -28,20 +34,15 @@ if [[ " $PARTS " == *" tests "* ]]; then
     nvcc --version | tail -1
     # TESTS_K: a -k expression, to run the suite in parts that each fit a device call.
     echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA tests/${TESTS_K:+ -k \"$TESTS_K\"}"
-    # -v and line-buffered output: a run stopped by a time limit keeps what it reported
-    # (benchmarks/gpu_tests_rest.py lists the tests it did not reach).
-    python3 -u -m pytest -m gpu -n ${TESTS_N:-8} -v -rA -p no:cacheprovider tests/ ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
-        | grep --line-buffered -v -i "benchmark" 
+    gpu_pytest tests/ ${TESTS_K:+-k "$TESTS_K"}
 } | tee "$summary" /tmp/rnncc-gpu-tests-last.txt  # the second copy for PARTS=rest, even if a limit stops this
 fi
 if [[ " $PARTS " == *" rest "* ]]; then
-    ids=$(mktemp)
-    python3 benchmarks/gpu_tests_rest.py "${REST_LOG:-/tmp/rnncc-gpu-tests-last.txt}" > "$ids"
+    mapfile -t ids < <(python3 benchmarks/gpu_tests_rest.py "${REST_LOG:-/tmp/rnncc-gpu-tests-last.txt}")
 {
     echo "rnncc GPU test run (the tests ${REST_LOG:-the last tests part} did not report), $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
-    echo "command: xargs -a IDS python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA  (IDS: benchmarks/gpu_tests_rest.py LOG, $(wc -l < "$ids") tests)"
-    xargs -r -d '\n' -a "$ids" python3 -u -m pytest -m gpu -n ${TESTS_N:-8} -v -rA -p no:cacheprovider 2>&1 \
-        | grep --line-buffered -v -i "benchmark"
+    echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA IDS  (IDS: benchmarks/gpu_tests_rest.py LOG, ${#ids[@]} tests)"
+    (( ${#ids[@]} )) && gpu_pytest "${ids[@]}"
 } | tee "$OUT/gpu-tests-$day-rest.txt"
 fi
 if [[ " $PARTS " == *" runs "* ]]; then
