@@ -188,13 +188,29 @@ class Stack:
             with cp.cuda.ExternalStream(stream.cuda_stream):
                 self.set_kernel((1,), (1,), (cp.uint64(self.ptr(flag)),))
 
+    def warm(self, chunk: int, layers: int, plain: bool) -> None:
+        """Run every kernel the queue below launches once, unblocked, on its own stream. With
+        CUDA's lazy module loading (the default), the first launch of a kernel loads its
+        module, which may synchronise the context: queued behind the start flag, that wait
+        never ends (the first run hung so, on cuBLAS's kernels for the chunk GEMMs)."""
+        S, B = self.case.seq_len, self.case.batch
+        for l in range(1, layers if plain or not self.case.fused else 0):
+            with torch.cuda.stream(self.gemms[l - 1]):
+                for rows in {chunk * B, (S - (S - 1) // chunk * chunk) * B}:  # a chunk, the last one
+                    torch.matmul(self.h[l - 1][:rows], self.w[l], out=self.proj[l][:rows])
+        scratch = torch.zeros(1, device="cuda", dtype=torch.int32)
+        with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            self.set_kernel((1,), (1,), (cp.uint64(self.ptr(scratch)),))
+            self.wait_kernel((1,), (1,), (cp.uint64(self.ptr(scratch)), cp.uint64(self.ptr(self.timed_out))))
+        torch.cuda.synchronize()
+
     def run(self, chunk: int, spin: int, layers: int | None = None, plain: bool = False) -> float:
         """Queue the stack (or its first ``layers``) behind the start flag, release it,
         return the GPU ms from the release to the end of every stream. ``plain``: the
         kernel without the fused projection, fed by GEMMs (the fused cases' calibration)."""
         layers = layers or self.case.layers
         S, B = self.case.seq_len, self.case.batch
-        torch.cuda.synchronize()
+        self.warm(chunk, layers, plain)  # before the resets below: its writes are overwritten
         for t in (self.flags, self.bars, self.seen, self.done, self.timed_out, self.start):
             t.zero_()
         for t in self.proj[1:] + self.h + getattr(self, "projf", []):  # a read before its
