@@ -28,10 +28,10 @@ CASES = ["lstm,float16,1024,64,128", "lstm,float16,512,8,256", "lstm,float16,102
 TRACED = 6
 
 
-def _subjects(cell: str, dtype: str, H: int, B: int, S: int):
+def _subjects(cell: str, dtype: str, H: int, B: int, S: int, layers: int = 1):
     torch.manual_seed(0)
     tdt = getattr(torch, dtype)
-    module = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](H, H).to("cuda", tdt).eval()
+    module = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](H, H, num_layers=layers).to("cuda", tdt).eval()
     model, weights = rnncc.from_torch(module)
     compiled = rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S)
     # The same model running its forward every call, not the recorded call's replay.
@@ -88,20 +88,23 @@ def _traced_calls(fn, name: str) -> list[list[tuple[str, float, float]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", type=Path, default=Path("."))
-    parser.add_argument("--case", action="append", help="cell,dtype,H,B,S")
+    parser.add_argument("--case", action="append", help="cell,dtype,H,B,S[,layers]")
     args = parser.parse_args()
     lines = []
     for case in args.case or CASES:
         first = len(lines)
-        cell, dtype, H, B, S = case.split(",")
-        H, B, S = int(H), int(B), int(S)
-        subjects, compiled, module, inputs = _subjects(cell, dtype, H, B, S)
+        cell, dtype, H, B, S, *rest = case.split(",")
+        H, B, S, layers = int(H), int(B), int(S), int(rest[0]) if rest else 1
+        # float32 exact on both sides, as `rnncc bench`'s rows without tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        subjects, compiled, module, inputs = _subjects(cell, dtype, H, B, S, layers)
         with torch.no_grad():
             timed = time_interleaved(subjects, 3, 30, settle=1)
             alone = time_interleaved({"rnncc": subjects["rnncc"]}, 3, 30, settle=1)["rnncc"]
             graph = time_graph(lambda: compiled(inputs[0]), 3, 30).median_ms
             cudnn_graph = time_graph(lambda: module(inputs[0]), 3, 30).median_ms
-            lines.append(f"== {cell} {dtype} H={H} B={B} S={S} ({compiled.plan.layers[0].persistence.value.mode}): "
+            lines.append(f"== {cell} {dtype} H={H} B={B} S={S}{f' {layers} layers' if layers > 1 else ''} "
+                         f"({compiled.plan.layers[0].persistence.value.mode}): "
                          f"eager ms rnncc {timed['rnncc'].median_ms:.4f} (alone {alone.median_ms:.4f}; "
                          f"the forward every call {timed['rnncc forward'].median_ms:.4f}), "
                          f"cudnn {timed['cudnn'].median_ms:.4f}; graph rnncc {graph:.4f}, cudnn {cudnn_graph:.4f}; "

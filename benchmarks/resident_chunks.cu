@@ -138,48 +138,135 @@ extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
 
 #if defined(FUSED)
 #include <mma.h>
+using namespace nvcuda;
+
+#if !defined(RING_STAGES)
+// The chunk's projection by wmma with both operands read from L2, no pipeline: every warp
+// waits on its own loads each k-step (the first form measured: latency-bound).
+__device__ __forceinline__ void project_chunk(const __half* __restrict__ x_in, const __half* __restrict__ w_ih,
+                                              int in_features, float* projf, int units, int u0, int u1,
+                                              int r0, int rows, char*) {
+    const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const int cols = 4 * (u1 - u0), tiles_m = rows / 16, tiles_n = cols / 16;
+    for (int tile = warp; tile < tiles_m * tiles_n; tile += warps) {
+        const int tm = tile % tiles_m, tn = tile / tiles_m;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.0f);
+        const __half* a = x_in + (long long)(r0 + 16 * tm) * in_features;
+        const __half* b = w_ih + (long long)(4 * u0 + 16 * tn) * in_features;
+#pragma unroll 8
+        for (int k = 0; k < in_features; k += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+            wmma::load_matrix_sync(fa, a + k, in_features);
+            wmma::load_matrix_sync(fb, b + k, in_features);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(projf + (long long)(r0 + 16 * tm) * 4 * units + 4 * u0 + 16 * tn, acc,
+                                4 * units, wmma::mem_row_major);
+    }
+}
+#else
+// The chunk's projection through a ring of RING_STAGES shared-memory slots filled by
+// cp.async (-DRING_STAGES=n): the shared memory a block has beside its W_hh (W_HH_KIB)
+// is all the projection may use, so the ring is small and the bytes in flight a block are
+// what bounds it. A slot holds a K tile of 32 of the row block's 64 rows of x and of the
+// block's 128 gate columns of W_ih, rows padded to 40 halves (80 bytes: the 8 rows of an
+// ldmatrix fall in distinct banks). 8 warps, each 32 rows × 32 columns (2 × 2 fragments).
+#if !defined(W_HH_KIB)
+#define W_HH_KIB 188
+#endif
+constexpr int RING_KT = 32, RING_LD = RING_KT + 8, RING_ROWS = 64, RING_COLS = 128;
+constexpr int RING_SLOT = (RING_ROWS + RING_COLS) * RING_LD;  // halves
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// K tile kt of x's rows [a, a + 64) and W_ih's gate rows [b, b + 128) into a slot.
+__device__ __forceinline__ void stage_tile(__half* slot, const __half* a, const __half* b, int in_features, int kt) {
+    constexpr int vectors_a_row = RING_KT / 8;
+    for (int v = threadIdx.x; v < (RING_ROWS + RING_COLS) * vectors_a_row; v += blockDim.x) {
+        const int row = v / vectors_a_row, col = (v % vectors_a_row) * 8;
+        const __half* src = (row < RING_ROWS ? a + (long long)row * in_features
+                                             : b + (long long)(row - RING_ROWS) * in_features) + kt * RING_KT + col;
+        cp_async16(slot + row * RING_LD + col, src);
+    }
+}
+
+__device__ __forceinline__ void project_chunk(const __half* __restrict__ x_in, const __half* __restrict__ w_ih,
+                                              int in_features, float* projf, int units, int u0, int,
+                                              int r0, int rows, char* shared) {
+    __half* ring = reinterpret_cast<__half*>(shared + W_HH_KIB * 1024);
+    const int warp = threadIdx.x / 32, wm = warp % 2, wn = warp / 2;
+    const int k_tiles = in_features / RING_KT;
+    const __half* b = w_ih + (long long)(4 * u0) * in_features;
+    for (int rb = 0; rb < rows; rb += RING_ROWS) {
+        const __half* a = x_in + (long long)(r0 + rb) * in_features;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+        for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+        for (int s = 0; s < RING_STAGES - 1; ++s) {
+            if (s < k_tiles) stage_tile(ring + s * RING_SLOT, a, b, in_features, s);
+            cp_commit();
+        }
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            cp_wait<RING_STAGES - 2>();
+            __syncthreads();  // tile kt landed for every thread; slot (kt - 1) % n is free
+            const int next = kt + RING_STAGES - 1;
+            if (next < k_tiles) stage_tile(ring + (next % RING_STAGES) * RING_SLOT, a, b, in_features, next);
+            cp_commit();
+            const __half* slot = ring + (kt % RING_STAGES) * RING_SLOT;
+#pragma unroll
+            for (int ks = 0; ks < RING_KT; ks += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
+                for (int i = 0; i < 2; ++i)
+                    wmma::load_matrix_sync(fa[i], slot + (32 * wm + 16 * i) * RING_LD + ks, RING_LD);
+                for (int j = 0; j < 2; ++j)
+                    wmma::load_matrix_sync(fb[j], slot + (RING_ROWS + 32 * wn + 16 * j) * RING_LD + ks, RING_LD);
+                for (int i = 0; i < 2; ++i)
+                    for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+            }
+        }
+        cp_wait<0>();
+        __syncthreads();  // the ring is reused by the next row block
+        for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j)
+                wmma::store_matrix_sync(projf + (long long)(r0 + rb + 32 * wm + 16 * i) * 4 * units + 4 * u0 +
+                                            32 * wn + 16 * j,
+                                        acc[i][j], 4 * units, wmma::mem_row_major);
+    }
+}
+#endif
+
 // The chunk's projection in the layer's own kernel (compiled with -DFUSED, fp16): at a
 // chunk's first step every block waits for the previous layer's release of that chunk of h
 // (in_ready[c]), then multiplies the chunk's rows (chunk · batch) by W_ih's rows of its own
-// units' gates (4·U of them, unit-interleaved) on tensor cores (wmma 16×16×16, both
-// operands read from L2, no pipeline: an upper bound of what a cp.async version costs),
-// and writes the float32 sums into projf, whose columns only this block reads. So there is
-// no GEMM launch and no SMs of the projection's own; the lag is the chunk plus this.
+// units' gates (4·U of them, unit-interleaved) on tensor cores (project_chunk: wmma from
+// L2, or through a cp.async ring with -DRING_STAGES), and writes the float32 sums into
+// projf, whose columns only this block reads. So there is no GEMM launch and no SMs of the
+// projection's own; the lag is the chunk plus this.
 extern "C" __global__ void __launch_bounds__(256) k_resident_layer_fused(
         const __half* __restrict__ x_in, const __half* __restrict__ w_ih, int in_features,
         const int* in_ready, int* h_ready, int* bar, float* projf, __half* h,
         int steps, int chunk, long long spin, int units, int batch,
         unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
-    using namespace nvcuda;
     extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
     const int per = (units + gridDim.x - 1) / gridDim.x;
     const int u0 = blockIdx.x * per, u1 = min(units, u0 + per);
-    const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const int chunks = (steps + chunk - 1) / chunk;
     for (int t = 0; t < steps; ++t) {
         const int c = t / chunk;
         if (t % chunk == 0) {
             if (!block_waits_for(in_ready + c, timed_out)) { leave(h_ready, chunks); return; }
             // Rows and columns in whole 16s (the host checks chunk · batch and 4·U).
-            const int r0 = c * chunk * batch, rows = min(chunk, steps - t) * batch, cols = 4 * (u1 - u0);
-            const int tiles_m = rows / 16, tiles_n = cols / 16;
-            for (int tile = warp; tile < tiles_m * tiles_n; tile += warps) {
-                const int tm = tile % tiles_m, tn = tile / tiles_m;
-                wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-                wmma::fill_fragment(acc, 0.0f);
-                const __half* a = x_in + (long long)(r0 + 16 * tm) * in_features;
-                const __half* b = w_ih + (long long)(4 * u0 + 16 * tn) * in_features;
-#pragma unroll 8
-                for (int k = 0; k < in_features; k += 16) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
-                    wmma::load_matrix_sync(fa, a + k, in_features);
-                    wmma::load_matrix_sync(fb, b + k, in_features);
-                    wmma::mma_sync(acc, fa, fb, acc);
-                }
-                wmma::store_matrix_sync(projf + (long long)(r0 + 16 * tm) * 4 * units + 4 * u0 + 16 * tn, acc,
-                                        4 * units, wmma::mem_row_major);
-            }
+            project_chunk(x_in, w_ih, in_features, projf, units, u0, u1, c * chunk * batch,
+                          min(chunk, steps - t) * batch, reinterpret_cast<char*>(keep_sm_for_this_block));
             __syncthreads();  // the block's own columns, read below by its own threads
             if (blockIdx.x == 0 && threadIdx.x == 0) chunk_seen[c] = globaltimer();
         }

@@ -24,7 +24,7 @@ All work is queued behind a start flag first (the host's queueing is not timed),
 flag is written and the GPU's time from it to the last stream's end read by events.
 Needs nvcc, CuPy and torch on a Hopper GPU.
 
-    python3 benchmarks/resident_chunks.py [gnmt|gnmt-fused|fp32] > benchmarks/results/resident-chunks-<gpu>-<date>.txt
+    python3 benchmarks/resident_chunks.py [gnmt|gnmt-fused|gnmt-ring2|gnmt-ring4|fp32] > benchmarks/results/resident-chunks-<gpu>-<date>.txt
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ import torch  # noqa: E402
 
 SOURCE = Path(__file__).with_suffix(".cu")
 G = 4
-SHARED = 200 * 1024          # keeps each recurrent block alone on its SM, as W_hh does
+RING_SLOT_BYTES = (64 + 128) * 40 * 2   # resident_chunks.cu's RING_SLOT, in bytes
 REPEATS = 5
 
 
@@ -63,6 +63,20 @@ class Case:
     parts: int               # partitions (one stream each) of `blocks` SMs for the recurrences
     blocks: int
     fused: bool = False      # each layer projects its own chunks in its kernel (no GEMMs)
+    ring_stages: int = 0     # fused: 0 reads both operands from L2; n > 1 through n cp.async slots
+    w_hh_kib: int = 200      # the shared memory W_hh stands for (the ring gets what is left)
+
+    @property
+    def shared(self) -> int:
+        """Dynamic shared memory a block: W_hh's stand-in, and the projection's ring after it."""
+        return self.w_hh_kib * 1024 + self.ring_stages * RING_SLOT_BYTES
+
+    @property
+    def flags(self) -> list[str]:
+        flags = ["-DELEM=float"] if self.dtype == "float32" else []
+        flags += ["-DFUSED"] if self.fused else []
+        flags += [f"-DRING_STAGES={self.ring_stages}", f"-DW_HH_KIB={self.w_hh_kib}"] if self.ring_stages else []
+        return flags
 
 
 CASES = {"gnmt": Case("GNMT B=8", 8, 1024, 8, 128, "float16", 4.1, 4, 30),
@@ -70,6 +84,12 @@ CASES = {"gnmt": Case("GNMT B=8", 8, 1024, 8, 128, "float16", 4.1, 4, 30),
          # too few for the GEMMs, so each layer projects its chunks itself.
          "gnmt-fused": Case("GNMT B=8, the projection in the layer's kernel", 8, 1024, 8, 128, "float16",
                             4.1, 4, 32, fused=True),
+         # The same through a cp.async ring in what rnncc's hybrid tile (188.8 KB of W_hh in
+         # shared memory at 32 blocks) leaves, and with 4 slots if W_hh left 60 KiB.
+         "gnmt-ring2": Case("GNMT B=8, the projection in the kernel by a 2-slot cp.async ring", 8, 1024, 8, 128,
+                            "float16", 4.1, 4, 32, fused=True, ring_stages=2, w_hh_kib=188),
+         "gnmt-ring4": Case("GNMT B=8, the projection in the kernel by a 4-slot cp.async ring", 8, 1024, 8, 128,
+                            "float16", 4.1, 4, 32, fused=True, ring_stages=4, w_hh_kib=160),
          "fp32": Case("4 x LSTM fp32 exact H=512 B=8", 4, 512, 8, 256, "float32", 5.5, 4, 26)}
 
 
@@ -103,18 +123,17 @@ class Driver:
             raise RuntimeError(f"cuStreamWriteValue32: CUresult {err}")
 
 
-def build(tmp: Path, dtype: str, fused: bool):
-    cubin = tmp / f"resident_chunks_{dtype}{'_fused' if fused else ''}.cubin"
-    flags = ["-DELEM=float"] if dtype == "float32" else []
-    flags += ["-DFUSED"] if fused else []
-    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", *flags, "-o", str(cubin), str(SOURCE)], check=True)
+def build(tmp: Path, case: Case):
+    cubin = tmp / ("resident_chunks" + "".join(f.replace("=", "_") for f in case.flags) + ".cubin")
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", *case.flags, "-o", str(cubin), str(SOURCE)],
+                   check=True)
     module = cp.RawModule(path=str(cubin))
     kernels = {name: module.get_function(name) for name in ("k_resident_layer", "k_wait_flag", "k_set_flag")}
-    if fused:
+    if case.fused:
         kernels["k_resident_layer_fused"] = module.get_function("k_resident_layer_fused")
     for name in ("k_resident_layer", "k_resident_layer_fused"):
         if name in kernels:
-            kernels[name].max_dynamic_shared_size_bytes = SHARED
+            kernels[name].max_dynamic_shared_size_bytes = case.shared
     return kernels
 
 
@@ -134,6 +153,9 @@ class Stack:
         if case.fused:  # the kernels' float32 projections, and layer 0's input, ready
             if (8 * B) % 16 or (4 * H // case.blocks) % 16 or H % case.blocks:
                 raise ValueError(f"{case.name}: the fused projection needs rows and columns in whole 16s")
+            if case.ring_stages and ((8 * B) % 64 or 4 * H // case.blocks != 128 or H % 32):
+                raise ValueError(f"{case.name}: the ring's projection needs rows in 64s, 128 gate columns a "
+                                 "block and K in 32s")
             self.projf = [torch.empty(S * B, G * H, device=dev, dtype=torch.float32) for _ in range(L)]
             self.wt = [w.t().contiguous() for w in self.w]  # W_ih as [gate columns][K]
             self.ready = torch.ones(S, device=dev, dtype=torch.int32)
@@ -163,7 +185,7 @@ class Stack:
                             cp.uint64(self.ptr(self.h[l])), np.int32(c.seq_len), np.int32(chunk), np.int64(spin),
                             np.int32(c.hidden), np.int32(c.batch), cp.uint64(self.ptr(self.seen[l])),
                             cp.uint64(self.ptr(self.done[l])), cp.uint64(self.ptr(self.timed_out))),
-                           shared_mem=SHARED)
+                           shared_mem=c.shared)
             return
         with cp.cuda.ExternalStream(stream.cuda_stream):
             self.plain((c.blocks,), (256,),
@@ -172,7 +194,7 @@ class Stack:
                         cp.uint64(self.ptr(self.h[l])), np.int32(c.seq_len), np.int32(chunk), np.int64(spin),
                         np.int32(c.hidden), np.int32(c.batch), cp.uint64(self.ptr(self.seen[l])),
                         cp.uint64(self.ptr(self.done[l])), cp.uint64(self.ptr(self.timed_out))),
-                       shared_mem=SHARED)
+                       shared_mem=c.shared)
 
     def flag_wait(self, stream, flag: torch.Tensor) -> None:
         if self.driver:
@@ -277,11 +299,11 @@ class Stack:
 def measure(case: Case, driver: Driver | None, clock_khz: int, tmp: Path) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 exact: the GEMMs in IEEE float32
     print(f"== {case.name}: {case.layers} layers, H={case.hidden} B={case.batch} S={case.seq_len} "
-          f"{case.dtype}; {case.parts} partitions of {case.blocks} blocks ({SHARED // 1024} KiB shared a "
+          f"{case.dtype}; {case.parts} partitions of {case.blocks} blocks ({case.shared // 1024} KiB shared a "
           f"block), the step a spin standing for {case.step_us} µs", flush=True)
     # Calibrated with wait kernels (always available); a failing stream memory operation
     # raises at the first gate below, before anything is queued behind it.
-    stack = Stack(case, build(tmp, case.dtype, case.fused), None)
+    stack = Stack(case, build(tmp, case), None)
     S = case.seq_len
     # The step alone: one layer, every chunk's projection ready (chunk = S: one wait), by
     # the plain kernel (a fused one would count its projection here too).
