@@ -2,7 +2,7 @@
 graph, one process; and the host time of an eager pipelined call per layer chunk.
 
     python3 benchmarks/pipeline_schedule.py [-o DIR]
-    python3 benchmarks/pipeline_schedule.py --partitions [-o DIR]
+    python3 benchmarks/pipeline_schedule.py --partitions [--only NAME ...] [-o DIR]
     python3 benchmarks/pipeline_schedule.py --host [-o DIR]
 
 Writes DIR/pipeline-<gpu>.jsonl: per case the plan's choice, its predicted times, and the
@@ -80,12 +80,14 @@ PARTITION_STACKS = [("4×LSTM fp16 H=1024", stack(4, 1024, "float16"), 256, 8, N
                     ("4×LSTM fp32 exact H=512", stack(4, 512, "float32"), 256, 8, "exact")]
 
 
-def partition_models(target: str) -> list[tuple]:
+def partition_models(target: str, only: list[str] = ()) -> list[tuple]:
     """(case, its models by label, predicted, S, B, dtype, input size): each layer of
     PARTITION_LAYERS alone on each partition's tile, and each stack of PARTITION_STACKS
-    sequential and pipelined with each (chunk, parts) forced."""
+    sequential and pipelined with each (chunk, parts) forced; ``only``: the cases whose
+    name contains one of these."""
     cases = []
-    for name, dtype, H, B, precision in PARTITION_LAYERS:
+    wanted = (lambda name: any(o in name for o in only)) if only else (lambda name: True)
+    for name, dtype, H, B, precision in filter(lambda c: wanted(c[0] + " alone"), PARTITION_LAYERS):
         cell = "gru" if name.startswith("GRU") else "lstm"
         spec = {"name": "partition", "dtype": dtype, "input_size": H,
                 "layers": [{"name": "l1", "cell": cell, "hidden_size": H}]}
@@ -100,7 +102,7 @@ def partition_models(target: str) -> list[tuple]:
             models[key] = base.with_persistence("l1", l.persistence.value, "forced")
             predicted[key] = round(step_seconds_of(l) * 1e6, 2)
         cases.append((f"{name} alone", models, predicted, 256, B, dtype, H))
-    for name, spec, S, B, precision in PARTITION_STACKS:
+    for name, spec, S, B, precision in filter(lambda c: wanted(c[0]), PARTITION_STACKS):
         chosen = rnncc.compile(spec, target=target, seq_len=S, batch=B, precision=precision)
         # with_chunk re-tiles from each layer's own tile: the sequential plan's.
         base = rnncc.compile(spec, target=target, seq_len=S, batch=B, precision=precision, schedule="sequential")
@@ -114,9 +116,9 @@ def partition_models(target: str) -> list[tuple]:
     return cases
 
 
-def partitions(emit, build_only: bool) -> None:
+def partitions(emit, build_only: bool, only: list[str] = ()) -> None:
     from rnncc.build import compile_all
-    cases = partition_models("h100" if build_only else "device")
+    cases = partition_models("h100" if build_only else "device", only)
     kernels = {k.name: k for c in cases for m in c[1].values() for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", flush=True)
     compile_all(list(kernels.values()), next(iter(cases[0][1].values())).target.arch)
@@ -164,6 +166,8 @@ def main() -> None:
                     help="only the host time per chunk, each projection (rnncc's kernel, cuBLASLt)")
     ap.add_argument("--build-only", action="store_true",
                     help="--partitions: plan for the h100 preset and fill the cubin cache, no GPU")
+    ap.add_argument("--only", action="append", default=[],
+                    help="--partitions: only the cases whose name contains this (repeatable)")
     args = ap.parse_args()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -174,11 +178,11 @@ def main() -> None:
         rows.append(row)
 
     if args.build_only:
-        partitions(emit, build_only=True)
+        partitions(emit, build_only=True, only=args.only)
         return
     gpu = torch.cuda.get_device_name().split()[1].lower()
     if args.partitions:
-        partitions(emit, build_only=False)
+        partitions(emit, build_only=False, only=args.only)
         path = out / f"pipeline-partitions-{gpu}-{time.strftime('%Y-%m-%d')}.jsonl"
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         print(f"wrote {path}")

@@ -10,8 +10,9 @@ the same call is timed so, with events and host clocks at the seams (CallGraphs.
 replaced by a copy of it that records them), 30 times after 3 warm-up calls, beside the
 graph's replays back to back (rnncc.timing.time_graph) and the call as rnncc runs it. The
 copy copies the inputs in and the outputs out two ways, measured in turn in one process:
-``foreach`` (one torch._foreach_copy_ each way, rnncc before 2026-11-28's change) and
-``copy_into`` (call_graphs.copy_into: the large tensors a copy each).
+``foreach`` (one torch._foreach_copy_ each way, as rnncc copies them), ``copy_into``
+(copy_large_apart below: the large tensors a copy each, the rest in one foreach copy) and,
+in the A/B, ``driver`` (a cuMemcpyDtoDAsync each through rnncc.driver, no torch dispatch).
 
     python3 benchmarks/replay_host_parts.py [--case cell,dtype,H,B,S,layers ...] > benchmarks/results/replay-host-parts-<gpu>-<date>.txt
 """
@@ -31,12 +32,63 @@ CASES = ["lstm,float32,512,8,256,4", "lstm,float16,1024,8,256,4", "lstm,float16,
 REPEATS = 30
 
 
+# copy_large_apart's bound: a tensor of this many bytes or more is copied by itself.
+LARGE_COPY_BYTES = 1 << 18
+
+
+def copy_large_apart(targets, sources) -> None:
+    """targets[i].copy_(sources[i]): the large ones one by one (a memcpy each; torch's
+    foreach kernel gives a large tensor few blocks), the small ones in one foreach copy."""
+    small_targets, small_sources = [], []
+    for target, source in zip(targets, sources, strict=True):
+        if target.nbytes >= LARGE_COPY_BYTES:
+            target.copy_(source)
+        else:
+            small_targets.append(target)
+            small_sources.append(source)
+    if small_targets:
+        torch._foreach_copy_(small_targets, small_sources)
+
+
+def copy_by_driver(targets, sources) -> None:
+    """The copies as raw cuMemcpyDtoDAsync calls on the current stream (rnncc.driver), for
+    contiguous pairs of one dtype; the rest by one foreach copy (a third way, measured)."""
+    from rnncc import driver
+    stream = torch.cuda.current_stream().cuda_stream
+    rest_targets, rest_sources = [], []
+    for target, source in zip(targets, sources, strict=True):
+        if target.is_contiguous() and source.is_contiguous() and target.dtype == source.dtype:
+            driver.copy_on_device(target.data_ptr(), source.data_ptr(), target.nbytes, stream)
+        else:
+            rest_targets.append(target)
+            rest_sources.append(source)
+    if rest_targets:
+        torch._foreach_copy_(rest_targets, rest_sources)
+
+
+COPIES = {"foreach": torch._foreach_copy_, "copy_into": copy_large_apart, "driver": copy_by_driver}
+
+
+def replay_with(copy):
+    """CallGraphs._replay (its ``separate`` branch, the forward's) with its copies made by
+    ``copy``, nothing else changed."""
+    def replay(captured, inputs):
+        present = [t for t in inputs if t is not None]
+        with captured.lock:
+            copy(captured.inputs, present)
+            captured.graph.replay()
+            mine = [torch.empty_like(t) for t in captured.statics]
+            copy(mine, captured.statics)
+        return mine
+    return staticmethod(replay)
+
+
 class Seams:
     """CallGraphs._replay with host clocks and GPU events at its seams (a copy of its
     ``separate`` branch, the forward's), its copies made the ``copies`` way."""
 
     def __init__(self, copies: str):
-        self.copy = torch._foreach_copy_ if copies == "foreach" else call_graphs.copy_into
+        self.copy = COPIES[copies]
         self.host: dict[str, float] = {}
         self.events: dict[str, torch.cuda.Event] = {}
 
@@ -67,7 +119,7 @@ class Seams:
 HOST_PARTS = [("runtime", "CompiledModel", "_replayed"), ("runtime", "CompiledModel", "check_errors"),
               ("runtime", "CompiledModel", "_replay_key"), ("runtime", "CompiledModel", "_graph_replayed"),
               ("call_graphs", "CallGraphs", "run"), ("call_graphs", None, "signature"),
-              ("call_graphs", None, "copy_into"), ("call_program", "CallProgram", "result_of")]
+              ("call_program", "CallProgram", "result_of")]
 
 
 def wrap_host_parts(log: dict[str, float]) -> list[tuple[object, str, object]]:
@@ -114,6 +166,60 @@ def host_parts(compiled, x) -> list[str]:
     lines = [f"host parts of the call as rnncc runs it (each wrapped, inclusive), median of {REPEATS} (µs):"]
     for name in per_call[0]:
         lines.append(f"  {name:34s} {statistics.median(c[name] for c in per_call) * 1e6:9.1f}")
+    return lines
+
+
+def ab_copies(compiled, x) -> list[str]:
+    """The call as rnncc runs it but for its replay's copies, made each of the COPIES ways,
+    interleaved call by call in one process (timing.time_interleaved, as the bench times
+    eager calls)."""
+    original = call_graphs.CallGraphs.__dict__["_replay"]
+
+    def with_copies(copy):
+        replay = replay_with(copy)
+
+        def call():
+            call_graphs.CallGraphs._replay = replay
+            try:
+                return compiled(x)
+            finally:
+                call_graphs.CallGraphs._replay = original
+        return call
+    with torch.no_grad():
+        timed = time_interleaved({name: with_copies(copy) for name, copy in COPIES.items()},
+                                 3, 2 * REPEATS, settle=1)
+    return [f"A/B, the call as rnncc runs it, interleaved ({2 * REPEATS} each), median µs: "
+            + ", ".join(f"{k} {t.median_ms * 1e3:.1f} ({t.min_ms * 1e3:.1f}-{t.max_ms * 1e3:.1f})"
+                        for k, t in timed.items())]
+
+
+def copy_probe(nbytes: int) -> list[str]:
+    """Host and GPU µs of one copy of ``nbytes`` on the device, each of three ways. The GPU's
+    copies are queued behind a sleep kernel longer than their queueing, so that the events
+    time the copies, not the host."""
+    src = torch.empty(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    ways = {"copy_": lambda: dst.copy_(src), "foreach": lambda: torch._foreach_copy_([dst], [src]),
+            "driver": lambda: copy_by_driver([dst], [src])}
+    lines = []
+    for name, fn in ways.items():
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(200):
+            fn()
+        host = (time.perf_counter() - t) / 200 * 1e6
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(50_000_000)  # ~25 ms at 1.98 GHz: longer than queueing 200 copies
+        start.record()
+        for _ in range(200):
+            fn()
+        end.record()
+        end.synchronize()
+        lines.append(f"copy of {nbytes / 2**20:.2f} MiB by {name}: host {host:.1f} µs a call, "
+                     f"GPU {start.elapsed_time(end) / 200 * 1e3:.1f} µs a copy back to back")
     return lines
 
 
@@ -174,7 +280,7 @@ def measure(case: str) -> list[str]:
         for name in rows[0]:
             vals = [r[name] for r in rows]
             lines.append(f"  {name:26s} {statistics.median(vals):9.1f}   ({min(vals):.1f}-{max(vals):.1f})")
-    return lines + host_parts(compiled, x)
+    return lines + host_parts(compiled, x) + ab_copies(compiled, x)
 
 
 def main() -> None:
@@ -182,7 +288,11 @@ def main() -> None:
     parser.add_argument("--case", action="append", help="cell,dtype,H,B,S,layers")
     args = parser.parse_args()
     print(f"# benchmarks/replay_host_parts.py, {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    for case in args.case or CASES:
+    for n in (1 << 16, 1 << 20, 4 << 20):
+        print("\n".join(copy_probe(n)), flush=True)
+    # The first case once more at the end: the first in a process runs on a colder host.
+    cases = args.case or CASES
+    for case in cases + cases[:1]:
         print("\n".join(measure(case)), flush=True)
 
 
