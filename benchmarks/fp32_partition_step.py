@@ -9,7 +9,7 @@ For units a block of 16 (32 blocks, today's), 20 (26 blocks) and 22 (24 blocks):
 cheapest FMA grid tile the planner's family has (passes.persistence.grid_family), forced on
 one layer, timed in a CUDA graph at S=256 and S=129 (their difference: the step without
 the call's fixed costs) alone, and four such layers on four streams at once in one graph
-(each its own weights and input: the step beside three others). Prints each tile, its
+(each its own weights and input: the step beside three others), by rnncc.timing.time_graph. Prints each tile, its
 price and its times. Needs a GPU, PyTorch and PyCUDA.
 
     python3 benchmarks/fp32_partition_step.py > benchmarks/results/fp32-partition-step-<gpu>-<date>.txt
@@ -21,32 +21,11 @@ import torch
 import rnncc
 from rnncc.passes.persistence import grid_family, grid_description
 from rnncc.tiles import Persistent
+from rnncc.timing import time_graph
 
 H, B, G = 512, 8, 4
 SPEC = {"name": "l", "dtype": "float32", "input_size": H,
         "layers": [{"name": "l1", "cell": "lstm", "hidden_size": H}]}
-
-
-def graph_ms(fn, replays: int = 20) -> float:
-    """Median ms of a replay of fn captured in a CUDA graph (fn runs twice first)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
 
 
 def four_at_once(models, xs):
@@ -84,8 +63,8 @@ def main() -> None:
         value = Persistent.of("grid", math_, tile, H, G, 4)
         models = [m.with_persistence("l1", value, f"{units} units a block, forced") for m in base]
         with torch.no_grad():
-            alone = {S: graph_ms(lambda: models[0](xs[S][0])) for S in (256, 129)}
-            beside = {S: graph_ms(four_at_once(models, xs[S])) for S in (256, 129)}
+            alone = {S: time_graph(lambda: models[0](xs[S][0]), 3, 20).median_ms for S in (256, 129)}
+            beside = {S: time_graph(four_at_once(models, xs[S]), 3, 20).median_ms for S in (256, 129)}
             differ = float((models[0](xs[256][0])[0] - base[0](xs[256][0])[0]).abs().max())
         step = {k: (t[256] - t[129]) / (256 - 129) * 1e3 for k, t in (("alone", alone), ("beside 3", beside))}
         print(f"units {units}: {value.blocks} blocks, {grid_description(value)}; priced "
