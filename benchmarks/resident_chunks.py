@@ -9,6 +9,8 @@ stands for the recurrent step by a calibrated spin, at two of the issue's rows:
 - the same with rnncc's own partition tile (4 × 32 blocks of 32 units, 4 SMs left: too few
   for the GEMMs), each layer projecting its own chunk in its kernel at the chunk's start
   (its units' gate columns, wmma from L2: no GEMM launch, the lag the chunk plus that);
+  gnmt-ring2 and gnmt-ring4 the same through a cp.async ring of 2 or 4 slots in the shared
+  memory W_hh leaves (188 or 160 KiB standing for it);
 - 4 × LSTM fp32 exact H=512 B=8 S=256: the step 5.5 µs (the registers form ran 4.96 on
   32 SMs; here on 26, so that the exact fp32 GEMMs of three layer boundaries get 28 SMs),
   4 partitions of 26 SMs, one wave.
