@@ -118,22 +118,36 @@ __device__ __forceinline__ bool run_step(const P* proj, ELEM* h, int t, int step
     return true;
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
-        const int* proj_ready, int* h_ready, int* bar, const ELEM* __restrict__ proj, ELEM* h,
-        int steps, int chunk, long long spin, int units, int batch,
-        unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
-    extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
+// A layer's loop for the whole sequence, the plain kernel's and the fused one's: at a
+// chunk's first step start_chunk(c, u0, u1) waits for the chunk's input (and, fused,
+// projects it), false after a timed-out wait; block 0 then stamps the chunk as seen; then
+// each step (run_step). A timed-out wait or barrier releases every chunk and leaves.
+template <typename P, typename StartChunk>
+__device__ __forceinline__ void resident_loop(const P* proj, ELEM* h, int* h_ready, int* bar, int steps, int chunk,
+                                              long long spin, int units, int batch,
+                                              unsigned long long* chunk_seen, unsigned long long* chunk_done,
+                                              int* timed_out, float* keep, StartChunk start_chunk) {
     const int per = (units + gridDim.x - 1) / gridDim.x;
     const int u0 = blockIdx.x * per, u1 = min(units, u0 + per);
     const int chunks = (steps + chunk - 1) / chunk;
     for (int t = 0; t < steps; ++t) {
         if (t % chunk == 0) {
-            if (!block_waits_for(proj_ready + t / chunk, timed_out)) { leave(h_ready, chunks); return; }
+            if (!start_chunk(t / chunk, u0, u1)) { leave(h_ready, chunks); return; }
             if (blockIdx.x == 0 && threadIdx.x == 0) chunk_seen[t / chunk] = globaltimer();
         }
-        if (!run_step(proj, h, t, steps, chunk, spin, units, batch, u0, u1, bar, h_ready, chunk_done,
-                      keep_sm_for_this_block, timed_out)) { leave(h_ready, chunks); return; }
+        if (!run_step(proj, h, t, steps, chunk, spin, units, batch, u0, u1, bar, h_ready, chunk_done, keep,
+                      timed_out)) { leave(h_ready, chunks); return; }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256) k_resident_layer(
+        const int* proj_ready, int* h_ready, int* bar, const ELEM* __restrict__ proj, ELEM* h,
+        int steps, int chunk, long long spin, int units, int batch,
+        unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
+    extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
+    resident_loop(proj, h, h_ready, bar, steps, chunk, spin, units, batch, chunk_seen, chunk_done, timed_out,
+                  keep_sm_for_this_block,
+                  [&](int c, int, int) { return block_waits_for(proj_ready + c, timed_out); });
 }
 
 #if defined(FUSED)
@@ -257,22 +271,16 @@ extern "C" __global__ void __launch_bounds__(256) k_resident_layer_fused(
         int steps, int chunk, long long spin, int units, int batch,
         unsigned long long* chunk_seen, unsigned long long* chunk_done, int* timed_out) {
     extern __shared__ float keep_sm_for_this_block[];  // sized by the host: one block a SM
-    const int per = (units + gridDim.x - 1) / gridDim.x;
-    const int u0 = blockIdx.x * per, u1 = min(units, u0 + per);
-    const int chunks = (steps + chunk - 1) / chunk;
-    for (int t = 0; t < steps; ++t) {
-        const int c = t / chunk;
-        if (t % chunk == 0) {
-            if (!block_waits_for(in_ready + c, timed_out)) { leave(h_ready, chunks); return; }
-            // Rows and columns in whole 16s (the host checks chunk · batch and 4·U).
-            project_chunk(x_in, w_ih, in_features, projf, units, u0, u1, c * chunk * batch,
-                          min(chunk, steps - t) * batch, reinterpret_cast<char*>(keep_sm_for_this_block));
-            __syncthreads();  // the block's own columns, read below by its own threads
-            if (blockIdx.x == 0 && threadIdx.x == 0) chunk_seen[c] = globaltimer();
-        }
-        if (!run_step(projf, h, t, steps, chunk, spin, units, batch, u0, u1, bar, h_ready, chunk_done,
-                      keep_sm_for_this_block, timed_out)) { leave(h_ready, chunks); return; }
-    }
+    resident_loop(projf, h, h_ready, bar, steps, chunk, spin, units, batch, chunk_seen, chunk_done, timed_out,
+                  keep_sm_for_this_block, [&](int c, int u0, int u1) {
+                      if (!block_waits_for(in_ready + c, timed_out)) return false;
+                      // Rows and columns in whole 16s (the host checks chunk · batch and 4·U).
+                      project_chunk(x_in, w_ih, in_features, projf, units, u0, u1, c * chunk * batch,
+                                    min(chunk, steps - c * chunk) * batch,
+                                    reinterpret_cast<char*>(keep_sm_for_this_block));
+                      __syncthreads();  // the block's own columns, read by its own threads
+                      return true;
+                  });
 }
 #endif
 
