@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import rnncc.backward as backward  # noqa: E402
-from rnncc.call_graphs import OUTPUT_ALIGNMENT, CallGraphs, packed_offsets, signature  # noqa: E402
+from rnncc.call_graphs import (LARGE_COPY_BYTES, OUTPUT_ALIGNMENT, CallGraphs, copy_into,  # noqa: E402
+                               packed_offsets, signature)
 from rnncc.ir import Model  # noqa: E402
 
 
@@ -21,6 +22,28 @@ def test_signature_tells_shapes_strides_dtypes_and_missing_inputs_apart():
     assert signature([a.half(), None]) != sig
     assert signature([a, a]) != sig  # a gradient present where it was None
     assert signature([torch.zeros(3).expand(4, 3), None])[0][1] == (0, 1)  # autograd's sum grad
+
+
+def test_copy_into_copies_large_tensors_apart_and_the_rest_in_one_foreach(monkeypatch):
+    large = LARGE_COPY_BYTES // 4  # float32 elements of a tensor at the threshold
+    sources = [torch.randn(large), torch.randn(3, 5), torch.randn(large + 1).half(),
+               torch.randn(7), torch.randn(1, large // 2).expand(2, large // 2)]
+    destinations = [torch.empty(s.shape, dtype=s.dtype) for s in sources]
+    foreach = []
+    real = torch._foreach_copy_
+
+    def recorded(dst, src):
+        foreach.append([d.numel() for d in dst])
+        return real(dst, src)
+    monkeypatch.setattr(torch, "_foreach_copy_", recorded)
+    copy_into(destinations, sources)
+    for d, s in zip(destinations, sources):
+        assert torch.equal(d, s)
+    # One foreach copy of the small ones: the half tensor of large + 1 elements is half the
+    # threshold's bytes; the expanded source's destination (2 × large / 2 floats) is at it.
+    assert foreach == [[15, large + 1, 7]]
+    with pytest.raises(ValueError):
+        copy_into(destinations[:2], sources[:1])
 
 
 def test_packed_offsets_align_every_output_and_keep_empty_ones():
