@@ -7,7 +7,7 @@ call to run as
 
     python3 benchmarks/gpu_tests_rest.py LOG [LOG ...] > IDS   (from the repository root)
 
-A session's device time ran out with 92 tests unreached this way (gpu-tests-2026-11-28.txt).
+A session's device time ran out with 92 tests unreached this way (gpu-tests-2026-11-28-at-41afd53.txt).
 """
 from __future__ import annotations
 

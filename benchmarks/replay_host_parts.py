@@ -1,6 +1,6 @@
 """Where an eager call replayed from a CUDA graph spends what its graph replay does not: issue
 15's 4 × LSTM fp32 exact H=512 B=8 row reads 2.044 ms eager against 1.918 in a graph
-(bench-h100-2026-11-28.json), and 8× nn.LSTM's eager time needs ≤ 2.00.
+(bench-h100-2026-11-28-at-ab50e94.json), and 8× nn.LSTM's eager time needs ≤ 2.00.
 
 `rnncc bench` times an eager call between two events with the GPU drained before it. For a
 call replayed from a graph (runtime._graph_replayed → call_graphs.CallGraphs._replay), that
