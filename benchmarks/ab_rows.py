@@ -10,7 +10,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
+FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
@@ -42,6 +42,9 @@ ROW_SETS = {"small": ROWS,
                     Config("lstm", "float32", 650, 1, seq_len=35),
                     Config("lstm", "float32", 1024, 4), Config("gru", "float32", 650, 1, seq_len=2200)],
             "training": training_configs(),
+            # The half training rows, whose backward is replayed from a CUDA graph with its
+            # inputs copied in (call_graphs.copy_into, 3a64af3).
+            "training_half": [c for c in training_configs() if c.dtype == "float16"],
             "stacks": stack_configs(),
             # The rows that read slower at 48d1525: the registers form, several clusters at once.
             "clusters": [Config("lstm", "bfloat16", 256, 64), Config("gru", "bfloat16", 256, 64),
