@@ -7,10 +7,13 @@
 # gpu-tests-<date>-<TESTS_PART>.txt);
 # "floors" adds the exchange and step-floor microbenchmarks of issue 14's design (the grid's,
 # and between clusters when W_hh spans several).
-# PARTS=rest runs the GPU tests that the log REST_LOG (default: the last tests part run on
-# this machine, kept in /tmp/rnncc-gpu-tests-last.txt) did not report, as a second device
-# call where a cold kernel cache stopped the first at its time limit
-# (benchmarks/gpu_tests_rest.py), into gpu-tests-<date>-rest.txt.
+# PARTS=rest runs the GPU tests that the logs REST_LOGS (space-separated; default: the last
+# tests part run on this machine, kept in /tmp/rnncc-gpu-tests-last.txt, and every rest part
+# run after it, /tmp/rnncc-gpu-tests-rest-N.txt) did not report, as a further device call
+# where a cold kernel cache stopped the ones before at their time limit
+# (benchmarks/gpu_tests_rest.py), into gpu-tests-<date>-rest.txt, -rest2.txt, … Run it
+# again until it reports no test left. On a machine that went cold, carry the logs and name
+# them in REST_LOGS. benchmarks/join_gpu_logs.py then writes the evidence file from them all.
 # SAVE_CUBINS=1 also writes the build cache (RNNCC_CACHE_DIR) as $OUT/cubins.tar.gz, so that
 # the next device call can carry the kernels this one compiled instead of building them again.
 set -uo pipefail
@@ -27,6 +30,7 @@ gpu_pytest() {
         | grep --line-buffered -v -i "benchmark"
 }
 if [[ " $PARTS " == *" tests "* ]]; then
+rm -f /tmp/rnncc-gpu-tests-rest-*.txt  # rest parts of an earlier run are not this run's
 {
     echo "rnncc GPU test run, $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/device: /'
@@ -38,12 +42,20 @@ if [[ " $PARTS " == *" tests "* ]]; then
 } | tee "$summary" /tmp/rnncc-gpu-tests-last.txt  # the second copy for PARTS=rest, even if a limit stops this
 fi
 if [[ " $PARTS " == *" rest "* ]]; then
-    mapfile -t ids < <(python3 benchmarks/gpu_tests_rest.py "${REST_LOG:-/tmp/rnncc-gpu-tests-last.txt}")
+    if [[ -n "${REST_LOGS:-}" ]]; then
+        read -r -a logs <<< "$REST_LOGS"
+    else
+        logs=(/tmp/rnncc-gpu-tests-last.txt /tmp/rnncc-gpu-tests-rest-*.txt)
+        [[ -e "${logs[1]}" ]] || logs=("${logs[0]}")  # no rest part ran yet
+    fi
+    mapfile -t ids < <(python3 benchmarks/gpu_tests_rest.py "${logs[@]}")
+    n=$(( ${#logs[@]} ))  # this part's number: the logs it reads
+    suffix=rest$([[ $n -gt 1 ]] && echo "$n")
 {
-    echo "rnncc GPU test run (the tests ${REST_LOG:-the last tests part} did not report), $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
-    echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA IDS  (IDS: benchmarks/gpu_tests_rest.py LOG, ${#ids[@]} tests)"
+    echo "rnncc GPU test run (the tests ${logs[*]} did not report), $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
+    echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA IDS  (IDS: benchmarks/gpu_tests_rest.py LOGS, ${#ids[@]} tests)"
     (( ${#ids[@]} )) && gpu_pytest "${ids[@]}"
-} | tee "$OUT/gpu-tests-$day-rest.txt"
+} | tee "$OUT/gpu-tests-$day-$suffix.txt" "/tmp/rnncc-gpu-tests-rest-$n.txt"
 fi
 if [[ " $PARTS " == *" runs "* ]]; then
 python3 examples/torch_lstm.py 2>&1 | tail -8 | tee -a "$OUT/runs-$day.txt"

@@ -1,0 +1,58 @@
+"""The GPU tests' evidence file from the logs of one run split over device calls (the tests
+part and the rest parts of benchmarks/gpu_session.sh): a summary line that counts each test
+once (a `-rA` log names a passed test twice, and a log cut by a time limit has no summary of
+its own), then every log under a heading.
+
+    python3 benchmarks/join_gpu_logs.py COMMIT LOG [LOG ...] > benchmarks/results/gpu-tests-<date>.txt
+
+"not run" counts the GPU tests `pytest --collect-only` finds here that no log reports.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gpu_tests_rest import OUTCOME, collected
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def outcomes(log: str) -> dict[str, str]:
+    """Each test id a `pytest -v` log reports, with its outcome (the last one it gives)."""
+    out = {}
+    for line in log.splitlines():
+        m = OUTCOME.search(line)
+        if m:
+            # The short summary writes a failure as "FAILED <id> - <message>".
+            test = (m.group(2) or m.group(3)).strip().split(" - ")[0]
+            out[test] = m.group(1) or m.group(4)
+    return out
+
+
+def summary(commit: str, logs: list[str]) -> str:
+    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``."""
+    seen: dict[str, str] = {}
+    for log in logs:
+        seen |= outcomes(log)
+    counts = {kind: sum(v == kind for v in seen.values()) for kind in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
+    missing = len([t for t in collected(ROOT) if t not in seen])
+    return (f"Summary: {counts['PASSED']} passed, {counts['FAILED'] + counts['ERROR']} failed, "
+            f"{counts['SKIPPED']} skipped, {missing} not run, at {commit}, in {len(logs)} device "
+            f"call(s); each call's log follows.")
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    commit = subprocess.run(["git", "rev-parse", sys.argv[1]], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    texts = [Path(p).read_text() for p in sys.argv[2:]]
+    print(summary(commit, texts))
+    for i, (path, text) in enumerate(zip(sys.argv[2:], texts), 1):
+        print(f"\n===== call {i}: {Path(path).name} =====")
+        print(text, end="" if text.endswith("\n") else "\n")
+
+
+if __name__ == "__main__":
+    main()
