@@ -9,9 +9,11 @@ measured when device time allows:
     python3 benchmarks/ab_variant.py prepare NAME [ROWS]     (no GPU: two trees and their kernels)
     python3 benchmarks/ab_variant.py run NAME [ROWS] [ROUNDS] (on the device, carrying
         .ab-NAME and .cubins-ab-NAME, as printed by prepare)
+    python3 benchmarks/ab_variant.py test NAME [PYTEST ARGS]  (on the device: the new tree's
+        GPU tests, e.g. -n 16 -k "tensor_grid or spin", before timing a kernel that could hang)
 
-`prepare` writes .ab-NAME/old and .ab-NAME/new (`git archive HEAD rnncc templates`, the
-new one with the patch applied) and builds both trees' kernels for ab_rows.py's ROWS (the
+`prepare` writes .ab-NAME/old and .ab-NAME/new (`git archive HEAD` of rnncc, templates,
+tests, examples and pyproject.toml, the new one with the patch applied) and builds both trees' kernels for ab_rows.py's ROWS (the
 h100 preset, eager and graph plans) into .cubins-ab-NAME, so the device compiles only the
 twins' own. `run` alternates `ab_rows.py old ROWS` and `ab_rows.py new ROWS` ROUNDS times
 (default 2), each in a process of its own with its tree first on PYTHONPATH, and prints
@@ -53,7 +55,8 @@ def prepare(name: str, rows: str) -> None:
     shutil.rmtree(base, ignore_errors=True)
     for side in ("old", "new"):
         (base / side).mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", "HEAD", "rnncc", "templates"], cwd=ROOT,
+        archive = subprocess.run(["git", "archive", "HEAD", "rnncc", "templates", "tests", "examples",
+                                  "pyproject.toml"], cwd=ROOT,
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(base / side)], input=archive, check=True)
     # From the repository's root, the patch's paths moved under the new tree (git apply run
@@ -78,10 +81,19 @@ def run(name: str, rows: str, rounds: int) -> None:
                            env=env_for(base / side, cubins(name)), check=True)
 
 
+def test(name: str, pytest_args: list[str]) -> None:
+    """The GPU tests of the new tree, run from inside it so that its rnncc is the one imported."""
+    new = trees(name) / "new"
+    sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", *pytest_args],
+                            cwd=new, env=env_for(new, cubins(name))).returncode)
+
+
 def main() -> None:
     args = sys.argv[1:]
-    if len(args) < 2 or args[0] not in ("prepare", "run"):
+    if len(args) < 2 or args[0] not in ("prepare", "run", "test"):
         sys.exit(__doc__)
+    if args[0] == "test":
+        test(args[1], args[2:])
     name, rows = args[1], args[2] if len(args) > 2 else "small"
     if args[0] == "prepare":
         prepare(name, rows)
