@@ -1,0 +1,156 @@
+// The floor of a tensor grid step's staging of h at B=64 (docs/design-notes.md, "Why cp.async
+// did not help at B=64"): BLOCKS_X × BLOCKS_Y co-resident blocks, each step
+//   1. stage its batch tile's h, ROWS rows of K halves (16-byte ld.global.cg into registers,
+//      then shared memory, four in flight a thread, as tensor_core.cuh.j2's stage_h), from
+//      the buffer of the step's parity;
+//   2. write its slice of the next h (its UNIT_VECS 16-byte vectors of each of its rows): each
+//      32-bit word the sum of the staged word there and one from the other half of the rows
+//      and K, so that every block needs every row of its tile;
+//   3. meet at a grid barrier (one counter whose top bit flips, as common.cuh.j2's).
+// FORM 0 stages the whole tile; FORM 1 only half of its rows (the bytes the pair form reads
+// from L2, without the pair: a bound, its h wrong); FORM 2 the pair form of
+// benchmarks/variants/stage-h-pairs.patch: blocks x and x ^ 1 in a cluster of 2, each
+// reading half of the rows and storing each vector into both blocks' shared memory (DSMEM),
+// then a cluster barrier; FORM 3 no staging (the barrier and the writes alone).
+// FORMs 0 and 2 compute the same h: benchmarks/staging_floor.py checks it bit for bit.
+#include <cstdint>
+
+#ifndef FORM
+#define FORM 0
+#endif
+#ifndef ROWS
+#define ROWS 32
+#endif
+#ifndef BLOCKS_X
+#define BLOCKS_X 64
+#endif
+#ifndef BLOCKS_Y
+#define BLOCKS_Y 2
+#endif
+#define K 1024                        // halves of a row
+#define CHUNKS (K / 8)                // 16-byte vectors of a row
+#define UNIT_VECS (CHUNKS / BLOCKS_X) // vectors of a row a block writes
+#define NT 256
+#define SPIN_LIMIT (1u << 26)
+#define B (ROWS * BLOCKS_Y)
+
+static_assert(CHUNKS % BLOCKS_X == 0 && UNIT_VECS >= 1, "whole vectors a block");
+static_assert(FORM != 2 || BLOCKS_X % 2 == 0, "pairs along x");
+
+__device__ __forceinline__ uint4 load_cg(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+#if FORM == 2
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void pair_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void store_peer_16(const uint4* local, unsigned peer, uint4 v) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(local)), "r"(peer));
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+#endif
+
+// Returns false when the spin gave up (then *failed is set, and the others give up too).
+__device__ bool grid_barrier(unsigned* barrier, unsigned* failed) {
+    __shared__ int stop;
+    __syncthreads();
+    if (threadIdx.x == NT - 1) {
+        stop = 0;
+        const unsigned blocks = gridDim.x * gridDim.y;
+        const unsigned add = blockIdx.x == 0 && blockIdx.y == 0 ? 0x80000000u - (blocks - 1) : 1u;
+        unsigned before, now, spins = 0;
+        asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(before) : "l"(barrier), "r"(add) : "memory");
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
+            if (((before ^ now) & 0x80000000u) != 0) break;
+            if (++spins > SPIN_LIMIT || ((spins & 1023u) == 0 && *(volatile unsigned*)failed)) {
+                atomicExch(failed, 1u);
+                stop = 1;
+                break;
+            }
+        } while (true);
+    }
+    __syncthreads();
+    return stop == 0;
+}
+
+// h: [2][B][CHUNKS] by parity; barrier, failed: one word each, zero before the launch.
+extern "C" __global__ void
+#if FORM == 2
+__cluster_dims__(2, 1, 1)
+#endif
+__launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed, int steps) {
+    extern __shared__ uint4 shared_tile[];  // [ROWS][CHUNKS]: 64 KiB at ROWS = 32 (the launch opts in)
+    uint4 (*tile)[CHUNKS] = reinterpret_cast<uint4 (*)[CHUNKS]>(shared_tile);
+    const int tid = threadIdx.x, b0 = blockIdx.y * ROWS, x = blockIdx.x;
+#if FORM == 2
+    const unsigned rank = cluster_rank(), peer = rank ^ 1u;
+    __shared__ unsigned peer_stopped;
+    if (tid == 0) peer_stopped = 0u;
+    pair_sync();
+#endif
+    for (int t = 0; t < steps; ++t) {
+        const uint4* src = h + (size_t)(t & 1) * B * CHUNKS + (size_t)b0 * CHUNKS;
+        uint4* dst = h + (size_t)((t + 1) & 1) * B * CHUNKS;
+#if FORM == 3
+        (void)src;
+        (void)tile;
+#elif FORM == 0
+#pragma unroll 4
+        for (int e = tid; e < ROWS * CHUNKS; e += NT) tile[e / CHUNKS][e % CHUNKS] = load_cg(src + e);
+        __syncthreads();
+#elif FORM == 1
+#pragma unroll 4
+        for (int e = tid; e < ROWS / 2 * CHUNKS; e += NT) tile[e / CHUNKS][e % CHUNKS] = load_cg(src + e);
+        __syncthreads();
+#elif FORM == 2
+        const int first = (int)rank * (ROWS / 2) * CHUNKS;
+#pragma unroll 4
+        for (int e = tid; e < ROWS / 2 * CHUNKS; e += NT) {
+            const uint4 v = load_cg(src + first + e);
+            uint4* at = &tile[(first + e) / CHUNKS][(first + e) % CHUNKS];
+            *at = v;
+            store_peer_16(at, peer, v);
+        }
+        pair_sync();
+        if (peer_stopped) return;
+#endif
+        // This block's slice of the next h, from its own rows and the other half's.
+        for (int e = tid; e < ROWS * UNIT_VECS; e += NT) {
+            const int row = e / UNIT_VECS, c = x * UNIT_VECS + e % UNIT_VECS;
+#if FORM == 3
+            const uint4 a = make_uint4(t, row, c, 1), o = a;
+#else
+            const uint4 a = tile[row][c], o = tile[(row + ROWS / 2) % ROWS][(c + CHUNKS / 2) % CHUNKS];
+#endif
+            dst[(size_t)(b0 + row) * CHUNKS + c] = make_uint4(a.x + o.y, a.y + o.z, a.z + o.w, a.w + o.x);
+        }
+        if (t + 1 < steps && !grid_barrier(barrier, failed)) {
+#if FORM == 2
+            if (tid == 0) {
+                unsigned remote;
+                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                             : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(&peer_stopped)), "r"(peer));
+                asm volatile("st.shared::cluster.u32 [%0], %1;" :: "r"(remote), "r"(1u) : "memory");
+            }
+            pair_sync();
+#endif
+            return;
+        }
+    }
+#if FORM == 2
+    pair_sync();
+#endif
+}
