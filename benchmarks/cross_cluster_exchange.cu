@@ -31,19 +31,11 @@ static_assert(TOTAL % BLOCKS == 0 && VALUES <= NT && TOTAL % NT == 0, "shape");
 static_assert(CLUSTER_VALUES % NT == 0, "a cluster owns whole rows of NT values");
 static_assert(2 * CLUSTER_VALUES * 4 <= 40 * 1024, "both parities of the cluster's h fit static shared memory");
 
+#include "cluster_common.cuh"
 #include "exchange_common.cuh"
 
 __device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT)
 k_cross(float* h, unsigned* counters, unsigned* failed, float* out, int steps) {

@@ -15,6 +15,8 @@
 // FORMs 0 and 2 compute the same h: benchmarks/staging_floor.py checks it bit for bit.
 #include <cstdint>
 
+#include "cluster_common.cuh"
+
 #ifndef FORM
 #define FORM 0
 #endif
@@ -44,23 +46,6 @@ __device__ __forceinline__ uint4 load_cg(const uint4* p) {
     return v;
 }
 
-#if FORM == 2
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void pair_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void store_peer_16(const uint4* local, unsigned peer, uint4 v) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                 : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(local)), "r"(peer));
-    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};"
-                 :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-#endif
 
 // Returns false when the spin gave up (then *failed is set, and the others give up too).
 __device__ bool grid_barrier(unsigned* barrier, unsigned* failed) {
@@ -99,7 +84,7 @@ __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed
     const unsigned rank = cluster_rank(), peer = rank ^ 1u;
     __shared__ unsigned peer_stopped;
     if (tid == 0) peer_stopped = 0u;
-    pair_sync();
+    cluster_sync();
 #endif
     for (int t = 0; t < steps; ++t) {
         const uint4* src = h + (size_t)(t & 1) * B * CHUNKS + (size_t)b0 * CHUNKS;
@@ -124,7 +109,7 @@ __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed
             *at = v;
             store_peer_16(at, peer, v);
         }
-        pair_sync();
+        cluster_sync();
         if (peer_stopped) return;
 #endif
         // This block's slice of the next h, from its own rows and the other half's.
@@ -139,18 +124,13 @@ __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed
         }
         if (t + 1 < steps && !grid_barrier(barrier, failed)) {
 #if FORM == 2
-            if (tid == 0) {
-                unsigned remote;
-                asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                             : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(&peer_stopped)), "r"(peer));
-                asm volatile("st.shared::cluster.u32 [%0], %1;" :: "r"(remote), "r"(1u) : "memory");
-            }
-            pair_sync();
+            if (tid == 0) store_peer_u32(&peer_stopped, peer, 1u);
+            cluster_sync();
 #endif
             return;
         }
     }
 #if FORM == 2
-    pair_sync();
+    cluster_sync();
 #endif
 }
