@@ -21,14 +21,21 @@ OUTCOME = re.compile(r"(?:(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (tests/\S.*?
                      r"(?:^(tests/\S.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b)")
 
 
-def reported(log: str) -> set[str]:
-    """Test ids a `pytest -v` log gives an outcome for."""
-    out = set()
+def outcomes(log: str) -> dict[str, str]:
+    """Each test id a `pytest -v` log reports, with its outcome (the last one it gives)."""
+    out = {}
     for line in log.splitlines():
         m = OUTCOME.search(line)
         if m:
-            out.add((m.group(2) or m.group(3)).strip())
+            # The short summary writes a failure as "FAILED <id> - <message>".
+            test = (m.group(2) or m.group(3)).strip().split(" - ")[0]
+            out[test] = m.group(1) or m.group(4)
     return out
+
+
+def reported(log: str) -> set[str]:
+    """Test ids a `pytest -v` log gives an outcome for."""
+    return set(outcomes(log))
 
 
 def collected(root: Path) -> list[str]:

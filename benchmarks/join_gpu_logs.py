@@ -13,21 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_tests_rest import OUTCOME, collected
+from gpu_tests_rest import collected, outcomes
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def outcomes(log: str) -> dict[str, str]:
-    """Each test id a `pytest -v` log reports, with its outcome (the last one it gives)."""
-    out = {}
-    for line in log.splitlines():
-        m = OUTCOME.search(line)
-        if m:
-            # The short summary writes a failure as "FAILED <id> - <message>".
-            test = (m.group(2) or m.group(3)).strip().split(" - ")[0]
-            out[test] = m.group(1) or m.group(4)
-    return out
 
 
 def summary(commit: str, logs: list[str]) -> str:

@@ -1,5 +1,6 @@
 """The tools that assemble the GPU tests' evidence from logs split over device calls
-(benchmarks/gpu_tests_rest.py, benchmarks/join_gpu_logs.py): what a log reports, counted once."""
+(benchmarks/gpu_tests_rest.py's parsing, which benchmarks/join_gpu_logs.py counts with): what a
+log reports, counted once."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
-from join_gpu_logs import outcomes  # noqa: E402
-from gpu_tests_rest import reported  # noqa: E402
+from gpu_tests_rest import outcomes, reported  # noqa: E402
 
 # An xdist `-v -rA` log: each outcome as it happens, then again in the short summary.
 LOG = """\
@@ -29,5 +29,5 @@ def test_a_log_reports_each_test_once_with_its_outcome():
                              "tests/test_gpu.py::test_b": "FAILED",
                              "tests/test_gpu.py::test_c[a, b]": "SKIPPED"}
     # The rest tool needs only which tests a log reports: a test it names is not run again.
-    assert {"tests/test_gpu.py::test_a[x-1]", "tests/test_gpu.py::test_b",
-            "tests/test_gpu.py::test_c[a, b]"} <= reported(LOG)
+    assert reported(LOG) == {"tests/test_gpu.py::test_a[x-1]", "tests/test_gpu.py::test_b",
+                             "tests/test_gpu.py::test_c[a, b]"}
