@@ -13,9 +13,9 @@ measured when device time allows:
         GPU tests, e.g. -n 16 -k "tensor_grid or spin", before timing a kernel that could hang)
 
 `prepare` writes .ab-NAME/old and .ab-NAME/new (`git archive HEAD` of rnncc, templates,
-tests, examples and pyproject.toml, the new one with the patch applied) and builds both trees' kernels for ab_rows.py's ROWS (the
-h100 preset, eager and graph plans) into .cubins-ab-NAME, so the device compiles only the
-twins' own. `run` alternates `ab_rows.py old ROWS` and `ab_rows.py new ROWS` ROUNDS times
+tests, examples and pyproject.toml, the new one with the patch applied) and builds both
+trees' kernels for ab_rows.py's ROWS (the h100 preset, eager and graph plans) into
+.cubins-ab-NAME, so the device compiles only the twins' own. `run` alternates `ab_rows.py old ROWS` and `ab_rows.py new ROWS` ROUNDS times
 (default 2), each in a process of its own with its tree first on PYTHONPATH, and prints
 their JSON lines; ROWS is one of ab_rows.ROW_SETS (default "small").
 """
@@ -53,11 +53,10 @@ def prepare(name: str, rows: str) -> None:
         sys.exit(f"ab_variant: no patch {patch.relative_to(ROOT)}")
     base = trees(name)
     shutil.rmtree(base, ignore_errors=True)
+    archive = subprocess.run(["git", "archive", "HEAD", "rnncc", "templates", "tests", "examples",
+                              "pyproject.toml"], cwd=ROOT, capture_output=True, check=True).stdout
     for side in ("old", "new"):
         (base / side).mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", "HEAD", "rnncc", "templates", "tests", "examples",
-                                  "pyproject.toml"], cwd=ROOT,
-                                 capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(base / side)], input=archive, check=True)
     # From the repository's root, the patch's paths moved under the new tree (git apply run
     # inside the checkout takes paths from its top and skips those outside the directory).
