@@ -28,11 +28,15 @@ FORMS = {0: "whole tile", 1: "half the rows (bound)", 2: "pairs (DSMEM)", 3: "no
 CASES = [(32, 64, 2), (8, 128, 1)]  # (rows a tile, blocks along the units, batch tiles)
 
 
-def run(cubin: Path, rows: int, bx: int, by: int, steps: int, h0: np.ndarray) -> tuple[float, np.ndarray, bool]:
+def staged_bytes(form: int, rows: int, blocks: int) -> int:
+    """Bytes of h the blocks read from L2 a step in ``form``: the tile's rows, half of them
+    (the bound and the pairs) or none."""
+    return {0: rows, 1: rows // 2, 2: rows // 2, 3: 0}[form] * K_BYTES * blocks
+
+
+def run(kernel, rows: int, bx: int, by: int, steps: int, h0: np.ndarray) -> tuple[float, np.ndarray, bool]:
     """(µs a step, the final h, whether a spin gave up) of one launch of ``steps`` steps."""
-    kernel = cp.RawModule(path=str(cubin)).get_function("k_staging")
     shared = rows * K_BYTES
-    kernel.max_dynamic_shared_size_bytes = shared
     h = cp.asarray(h0)
     barrier, failed = cp.zeros(1, cp.uint32), cp.zeros(1, cp.uint32)
     start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -56,18 +60,19 @@ def main() -> None:
                 cubin = Path(tmp) / f"staging_{form}_{rows}_{bx}_{by}.cubin"
                 subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DFORM={form}", f"-DROWS={rows}",
                                 f"-DBLOCKS_X={bx}", f"-DBLOCKS_Y={by}", "-o", str(cubin), str(SOURCE)], check=True)
-                run(cubin, rows, bx, by, 100, h0)  # warm-up: the module's load, the clocks
-                us, final, gave_up = run(cubin, rows, bx, by, STEPS, h0)
+                kernel = cp.RawModule(path=str(cubin)).get_function("k_staging")
+                kernel.max_dynamic_shared_size_bytes = rows * K_BYTES
+                run(kernel, rows, bx, by, 100, h0)  # warm-up: the module's load, the clocks
+                us, final, gave_up = run(kernel, rows, bx, by, STEPS, h0)
                 times[form], finals[form] = us, final
-                staged = (rows if form == 0 else rows // 2 if form in (1, 2) else 0) * K_BYTES * bx * by
                 print(f"B={batch:3d} ({bx} × {by} blocks of {rows} rows), {what:22s} {us:6.3f} µs a step, "
-                      f"{staged / 2**20:4.1f} MiB read from L2 a step"
+                      f"{staged_bytes(form, rows, bx * by) / 2**20:4.1f} MiB read from L2 a step"
                       f"{'  (a spin gave up: not a valid time)' if gave_up else ''}", flush=True)
             for form in (0, 1, 2):
                 extra = times[form] - times[3]
-                staged = (rows if form == 0 else rows // 2) * K_BYTES * bx * by
                 print(f"B={batch:3d} {FORMS[form]:22s} adds {extra:6.3f} µs to the barrier's step"
-                      f" ({staged / max(extra, 1e-9) / 1e6:6.2f} TB/s of L2 reads if that is all reading)")
+                      f" ({staged_bytes(form, rows, bx * by) / max(extra, 1e-9) / 1e6:6.2f} TB/s of L2 reads"
+                      " if that is all reading)")
             print(f"B={batch:3d} the pair form's h equals the whole form's: {np.array_equal(finals[0], finals[2])}")
 
 
