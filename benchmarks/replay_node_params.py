@@ -84,15 +84,15 @@ class NodeCopies:
                 p.copy_(o)
         self.graph.instantiate()
         self.exec = ctypes.c_void_p(self.graph.raw_cuda_graph_exec())
-        self.node_in, self.nodes_out = self._find_nodes()
+        self.node_in, nodes_out = self._find_nodes()
         # Each output node: the graph's own buffer it reads (fixed at capture), and what a
         # new tensor for it is.
-        self.outs = [(node, self._source(node), p.shape, p.dtype, p.nbytes)
-                     for node, p in zip(self.nodes_out, self.placeholders_out)]
+        self.outs = [(node, source, p.shape, p.dtype, p.nbytes)
+                     for (node, source), p in zip(nodes_out, self.placeholders_out)]
 
     def _find_nodes(self):
-        """The memcpy nodes whose source is the input's placeholder and whose destinations
-        are the outputs' (by the addresses the capture gave them)."""
+        """The memcpy node whose source is the input's placeholder, and (node, source) of
+        each whose destination is an output's (by the addresses the capture gave them)."""
         raw = ctypes.c_void_p(self.graph.raw_cuda_graph())
         count = ctypes.c_size_t(0)
         check(self.rt.cudaGraphGetNodes(raw, None, ctypes.byref(count)), "cudaGraphGetNodes")
@@ -112,7 +112,7 @@ class NodeCopies:
             if src == self.placeholder_in.data_ptr() and dst == self.static_in.data_ptr():
                 node_in = node
             elif dst in dsts:
-                nodes_out[dsts[dst]] = node
+                nodes_out[dsts[dst]] = (node, src)
         if node_in is None or len(nodes_out) != len(self.placeholders_out):
             raise RuntimeError(f"memcpy nodes not found: input {node_in is not None}, "
                                f"outputs {len(nodes_out)} of {len(self.placeholders_out)}")
@@ -132,12 +132,6 @@ class NodeCopies:
         check(self.rt.cudaGraphLaunch(self.exec, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)),
               "cudaGraphLaunch")
         return tree_unflatten(outs, self.spec)
-
-    def _source(self, node) -> int:
-        params = _Memcpy3DParms()
-        check(self.rt.cudaGraphMemcpyNodeGetParams(ctypes.c_void_p(node), ctypes.byref(params)),
-              "cudaGraphMemcpyNodeGetParams")
-        return params.srcPtr.ptr
 
 
 def check(err: int, what: str) -> None:
