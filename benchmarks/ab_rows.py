@@ -5,12 +5,13 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
     PYTHONPATH=old:$PYTHONPATH python3 benchmarks/ab_rows.py old
     PYTHONPATH=.:$PYTHONPATH python3 benchmarks/ab_rows.py new [ROWS]
     PYTHONPATH=old python3 benchmarks/ab_rows.py --build-only [ROWS]   (no GPU: fill the
-        cubin cache with the rows' kernels, eager and graph plans, for the h100 preset;
+        cubin cache with the rows' kernels, eager and graph plans, for the preset named by
+        RNNCC_BUILD_TARGET, default h200, the GPU lent since 2026-11-28;
         ROWS "bench": the bench's forward rows and graph_plans.py's points)
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "stacks": its stacks; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
+FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
@@ -21,6 +22,7 @@ moves when a pipelined eager call is priced as the CUDA graph the runtime replay
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import rnncc
@@ -41,6 +43,14 @@ ROW_SETS = {"small": ROWS,
                     Config("gru", "float32", 512, 4, seq_len=2200),
                     Config("lstm", "float32", 650, 1, seq_len=35),
                     Config("lstm", "float32", 1024, 4), Config("gru", "float32", 650, 1, seq_len=2200)],
+            # stage-h-pairs.patch: the tensor grid rows where a block stages h for 64 rows,
+            # GNMT's encoder at B=64 (its layers on that kernel) and at B=8 (not to lose there).
+            "pairs": [Config("lstm", "float16", 1024, 64, seq_len=128),
+                      Config("lstm", "bfloat16", 1024, 64), Config("gru", "bfloat16", 1024, 64),
+                      Config("lstm", "float32", 1024, 64, precision="tensor"),
+                      Config("lstm", "float16", 1024, 8),
+                      Config("lstm", "float16", 1024, 64, seq_len=128, layers=8, model="gnmt"),
+                      Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt")],
             "training": training_configs(),
             # The half training rows, whose backward is replayed from a CUDA graph with its
             # inputs copied in (call_graphs.copy_into, 3a64af3).
@@ -125,8 +135,14 @@ ROW_SETS = {"small": ROWS,
                              Config("gru", "float16", 256, 1, seq_len=100, layers=3)]}
 
 
+def build_target() -> str:
+    """The preset that --build-only plans for: the GPU the device tool lends (an H200 since
+    2026-11-28; an H100 before), so that the device finds the rows' kernels in the cache."""
+    return os.environ.get("RNNCC_BUILD_TARGET", "h200")
+
+
 def build_only(configs: list) -> None:
-    """Plan every row for the h100 preset, eager and for graphed calls, and build the kernels
+    """Plan every row for the preset RNNCC_BUILD_TARGET (default h200), eager and for graphed calls, and build the kernels
     into the cubin cache (the twins' are built on the GPU, at their first call)."""
     import torch
 
@@ -145,7 +161,7 @@ def build_only(configs: list) -> None:
                                             bidirectional=cfg.bidirectional,
                                             **({"proj_size": cfg.proj} if cfg.proj else {})).to(getattr(torch, cfg.dtype)))
         for launches in (None, "graph"):
-            m = rnncc.compile(model, target="h100", batch=cfg.batch, seq_len=cfg.seq_len,
+            m = rnncc.compile(model, target=build_target(), batch=cfg.batch, seq_len=cfg.seq_len,
                               precision=cfg.math, launches=launches)
             kernels |= {k.name: k for k in m.kernels}
     compile_all(list(kernels.values()), "sm_90a")

@@ -14,7 +14,7 @@ measured when device time allows:
 
 `prepare` writes .ab-NAME/old and .ab-NAME/new (`git archive HEAD` of rnncc, templates,
 tests, examples and pyproject.toml, the new one with the patch applied) and builds both
-trees' kernels for ab_rows.py's ROWS (the h100 preset, eager and graph plans) into
+trees' kernels for ab_rows.py's ROWS (the preset RNNCC_BUILD_TARGET, default h200, eager and graph plans) into
 .cubins-ab-NAME, so the device compiles only the twins' own. `run` alternates `ab_rows.py old ROWS` and `ab_rows.py new ROWS` ROUNDS times
 (default 2), each in a process of its own with its tree first on PYTHONPATH, and prints
 their JSON lines; ROWS is one of ab_rows.ROW_SETS (default "small").

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -32,6 +31,7 @@ from rnncc.timing import time_graphs_interleaved
 
 sys.path.insert(0, str(Path(__file__).parent))
 from short_and_odd import POINTS  # noqa: E402
+from result_files import result_path
 
 
 def configs() -> list[Config]:
@@ -109,7 +109,7 @@ def main(out: str) -> int:
                 "median_graph_plan_over_eager_plan": statistics.median(ratios) if ratios else None,
                 "faster": sum(r < 0.98 for r in ratios), "slower": sum(r > 1.02 for r in ratios)}
     print(json.dumps(summary_))
-    path = Path(out) / f"graph-plans-h100-{time.strftime('%Y-%m-%d')}.json"
+    path = result_path(out, "graph-plans")
     path.write_text(json.dumps({"environment": env, "method": __doc__.split("\n\n")[1].replace("\n", " "),
                                 "summary": summary_, "results": rows}, indent=1))
     print(path)

@@ -7,7 +7,6 @@ graph, in one process; the plan's h_projection decision with its predicted µs a
 
 Writes OUT_DIR/lstmp-forms-h100-<date>.json and prints a table.
 """
-import datetime
 import json
 import sys
 
@@ -18,6 +17,7 @@ from rnncc.bench import graph_baselines
 from rnncc.cli import _environment
 from rnncc.dtypes import max_relative_error
 from rnncc.timing import time_interleaved
+from result_files import result_path
 
 # (dtype, layers, H, P, B, S, bidirectional): the bench's row, then speech shapes and odd ones.
 SHAPES = [("float16", 2, 1024, 256, 8, 256, False), ("float16", 2, 1024, 256, 64, 256, False),
@@ -76,8 +76,7 @@ def main(out: str) -> None:
               f"({r['cudnn graph ms'] / r['planned graph ms']:.2f}x); error planned "
               f"{r['planned error vs cudnn']:.1e} per-step {r['per step error vs cudnn']:.1e}; "
               f"predicted {r['predicted us/step']}", flush=True)
-    day = datetime.date.today().isoformat()
-    with open(f"{out}/lstmp-forms-h100-{day}.json", "w") as f:
+    with open(result_path(out, "lstmp-forms"), "w") as f:
         json.dump({"environment": _environment(torch), "rows": rows}, f, indent=1)
 
 

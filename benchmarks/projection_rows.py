@@ -11,9 +11,7 @@ Writes OUT_DIR/projection-rows-h100-<date>.json and prints each point's ranking.
 import json
 import os
 import sys
-import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -26,6 +24,7 @@ from rnncc.passes.cost import (rows_projection_seconds, rows_projection_tensor_s
                                rows_projection_tensor_tiles, rows_projection_tiles)
 from rnncc.passes.geometry import projection_label
 from rnncc.plan import Decision
+from result_files import result_path
 
 # (cell, dtype, H = input size, rows)
 POINTS = [("lstm", "float32", 1024, 1), ("lstm", "float32", 1024, 8), ("lstm", "float32", 650, 5),
@@ -95,8 +94,7 @@ def main(out: str) -> int:
         for name in sorted(us, key=us.get):
             p = predicted.get(name.removeprefix("pick "))
             print(f"   {name:<36} {us[name]:7.2f} µs" + (f"  predicted {p:6.2f}" if p is not None else ""), flush=True)
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    path = Path(out) / f"projection-rows-h100-{day}.json"
+    path = result_path(out, "projection-rows")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"environment": env, "commit": commit, "method":
                                 "torch.profiler: mean GPU µs of the projection's kernels over 20 one-step calls "

@@ -10,6 +10,7 @@ tests/test_cli_and_examples.py checks that README.md holds exactly these tables.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -47,10 +48,18 @@ def table() -> str:
     return "\n".join(rows) + note
 
 
+def record_order(path: Path) -> tuple:
+    """Newest last: by the date in bench-<gpu>-<date>[-at-<commit>].json, a day's run kept
+    by its commit (-at-) before the one that replaced it, whichever GPU ran it (an H100 until
+    2026-11-27, an H200 since)."""
+    date = re.search(r"\d{4}-\d{2}-\d{2}", path.stem)
+    return (date.group(0) if date else "", "-at-" not in path.stem, path.name)
+
+
 def bench_table() -> str:
     """The newest full `rnncc bench` record as a table: every target row, met or not."""
-    records = sorted(p for p in (ROOT / "benchmarks" / "results").glob("bench-*.json")
-                     if not p.stem.endswith("-quick"))
+    records = sorted((p for p in (ROOT / "benchmarks" / "results").glob("bench-*.json")
+                      if not p.stem.endswith("-quick")), key=record_order)
     if not records:
         return "(no `rnncc bench` record yet)"
     path = records[-1]

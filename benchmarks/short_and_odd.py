@@ -12,8 +12,6 @@ Writes OUT_DIR/short-and-odd-h100-<date>.json and prints a table.
 import json
 import statistics
 import sys
-import time
-from pathlib import Path
 
 import torch
 
@@ -23,6 +21,7 @@ from rnncc.build import compile_all
 from rnncc.cli import _environment
 from rnncc.errors import PlanError
 from rnncc.sweep import Point, prepare, run_point
+from result_files import result_path
 
 # (cell, dtype, layers, H, B, S)
 POINTS = [
@@ -89,8 +88,7 @@ def main(out: str) -> int:
                "median_speedup_eager": statistics.median(r["speedup"] for r in rows),
                "below_1x_graph": sum(r < 1 for r in ratios), "below_1x_eager": sum(r["speedup"] < 1 for r in rows)}
     print(json.dumps(summary))
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    path = Path(out) / f"short-and-odd-h100-{day}.json"
+    path = result_path(out, "short-and-odd")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"environment": env, "method": "rnncc.sweep.run_point (eager interleaved, "
                                 "3 warm-up, median of 30; graph replays); forced_graph_ms: rnncc with "

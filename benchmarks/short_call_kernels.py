@@ -9,13 +9,13 @@ Writes OUT_DIR/short-call-kernels-h100-<date>.txt.
 import os
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 import rnncc
 from rnncc.timing import time_graph
+from result_files import result_path
 
 CASES = [("lstm", "float16", 1024, 1), ("gru", "float32", 256, 1), ("gru", "float16", 650, 5)]
 
@@ -70,8 +70,7 @@ def main(out: str) -> None:
             lines.append(f"  cuDNN state: {kernels(lambda: module(x, hx))}")
             lines.append(f"  cuDNN graph with state: {graph_us(lambda: module(x, hx)):.1f} µs")
         print("\n".join(lines[-9:]), flush=True)
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    path = Path(out) / f"short-call-kernels-h100-{day}.txt"
+    path = result_path(out, "short-call-kernels", "txt")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     print(f"wrote {path}")

@@ -11,8 +11,13 @@
 // from L2, without the pair: a bound, its h wrong); FORM 2 the pair form of
 // benchmarks/variants/stage-h-pairs.patch: blocks x and x ^ 1 in a cluster of 2, each
 // reading half of the rows and storing each vector into both blocks' shared memory (DSMEM),
-// then a cluster barrier; FORM 3 no staging (the barrier and the writes alone).
-// FORMs 0 and 2 compute the same h: benchmarks/staging_floor.py checks it bit for bit.
+// then a cluster barrier; FORM 3 no staging (the barrier and the writes alone); FORM 4 the
+// whole tile by the bulk copy engine (TMA; cp.async.bulk, a row a thread, one mbarrier);
+// FORM 5 the pairs by TMA multicast: blocks x and x ^ 1 in a cluster of 2, each copying half
+// of the rows into both blocks' shared memory at once (.multicast::cluster), each waiting on
+// its own mbarrier for the whole tile, with no cluster barrier a step (the grid barrier
+// already orders a step's copies after both blocks' reads of the last step's tile).
+// FORMs 0, 2, 4 and 5 compute the same h: benchmarks/staging_floor.py checks it bit for bit.
 #include <cstdint>
 
 #include "cluster_common.cuh"
@@ -37,7 +42,9 @@
 #define B (ROWS * BLOCKS_Y)
 
 static_assert(CHUNKS % BLOCKS_X == 0 && UNIT_VECS >= 1, "whole vectors a block");
-static_assert(FORM != 2 || BLOCKS_X % 2 == 0, "pairs along x");
+static_assert((FORM != 2 && FORM != 5) || BLOCKS_X % 2 == 0, "pairs along x");
+#define BULK (FORM == 4 || FORM == 5)
+#define ROW_BYTES (CHUNKS * 16)
 
 __device__ __forceinline__ uint4 load_cg(const uint4* p) {
     uint4 v;
@@ -46,6 +53,38 @@ __device__ __forceinline__ uint4 load_cg(const uint4* p) {
     return v;
 }
 
+#if BULK
+__device__ __forceinline__ unsigned smem_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// One row of h (ROW_BYTES) from global into this block's shared memory, or (multicast) into
+// the same place in both blocks of the pair; the bytes counted on the mbarrier at the same
+// place in each block that receives them.
+__device__ __forceinline__ void copy_row(void* dst, const void* src, unsigned long long* bar) {
+#if FORM == 4
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(smem_address(dst)), "l"(src), "r"(ROW_BYTES), "r"(smem_address(bar)) : "memory");
+#else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1], %2, [%3], %4;"
+                 :: "r"(smem_address(dst)), "l"(src), "r"(ROW_BYTES), "r"(smem_address(bar)),
+                    "h"((unsigned short)0x3) : "memory");
+#endif
+}
+
+// Waits for the mbarrier's phase of this parity; false when the spin gave up.
+__device__ __forceinline__ bool wait_phase(unsigned long long* bar, unsigned parity, unsigned* failed) {
+    unsigned done = 0, spins = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(smem_address(bar)), "r"(parity) : "memory");
+        if (!done && (++spins > SPIN_LIMIT || ((spins & 1023u) == 0 && *(volatile unsigned*)failed))) {
+            atomicExch(failed, 1u);
+            return false;
+        }
+    } while (!done);
+    return true;
+}
+#endif
 
 // Returns false when the spin gave up (then *failed is set, and the others give up too).
 __device__ bool grid_barrier(unsigned* barrier, unsigned* failed) {
@@ -73,7 +112,7 @@ __device__ bool grid_barrier(unsigned* barrier, unsigned* failed) {
 
 // h: [2][B][CHUNKS] by parity; barrier, failed: one word each, zero before the launch.
 extern "C" __global__ void
-#if FORM == 2
+#if FORM == 2 || FORM == 5
 __cluster_dims__(2, 1, 1)
 #endif
 __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed, int steps) {
@@ -85,6 +124,18 @@ __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed
     __shared__ unsigned peer_stopped;
     if (tid == 0) peer_stopped = 0u;
     cluster_sync();
+#endif
+#if BULK
+    __shared__ alignas(8) unsigned long long full;  // the step's tile has landed
+    if (tid == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_address(&full)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+#if FORM == 5
+    cluster_sync();  // the peer's mbarrier initialised before the first multicast into it
+#else
+    __syncthreads();
+#endif
 #endif
     for (int t = 0; t < steps; ++t) {
         const uint4* src = h + (size_t)(t & 1) * B * CHUNKS + (size_t)b0 * CHUNKS;
@@ -111,6 +162,25 @@ __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed
         }
         cluster_sync();
         if (peer_stopped) return;
+#elif BULK
+        if (tid == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                         :: "r"(smem_address(&full)), "r"(ROWS * ROW_BYTES) : "memory");
+#if FORM == 4
+        if (tid < ROWS) {
+            // The other blocks' h, written by generic stores before the grid barrier, read
+            // here through the async proxy.
+            asm volatile("fence.proxy.async.global;" ::: "memory");
+            copy_row(tile[tid], src + (size_t)tid * CHUNKS, &full);
+        }
+#else
+        if (tid < ROWS / 2) {
+            const int row = (int)cluster_rank() * (ROWS / 2) + tid;
+            asm volatile("fence.proxy.async.global;" ::: "memory");
+            copy_row(tile[row], src + (size_t)row * CHUNKS, &full);
+        }
+#endif
+        if (!wait_phase(&full, (unsigned)t & 1u, failed)) return;
 #endif
         // This block's slice of the next h, from its own rows and the other half's.
         for (int e = tid; e < ROWS * UNIT_VECS; e += NT) {
@@ -130,7 +200,7 @@ __launch_bounds__(NT, 1) k_staging(uint4* h, unsigned* barrier, unsigned* failed
             return;
         }
     }
-#if FORM == 2
+#if FORM == 2 || FORM == 5
     cluster_sync();
 #endif
 }

@@ -1,13 +1,15 @@
 """What a tensor grid step's staging of h costs when every block stages at once, and what
-the pair form of benchmarks/variants/stage-h-pairs.patch saves (docs/design-notes.md, "Why
-cp.async did not help at B=64"). The kernels are in staging_floor.cu: each step every block
-stages its batch tile's h (whole; half of its rows, a bound; or half and its peer's half
-through DSMEM, the pair form), writes its slice of the next h from it, and meets a grid
-barrier; a fourth form stages nothing. Prints µs a step for B=64 (64 × 2 blocks of 32
-rows, as LSTM fp16 H=1024 B=64's sequential tile) and B=8 (128 blocks of 8 rows), what
-each form's staging adds over the barrier alone and the L2 read rate that implies, and
-checks that the pair form's h equals the whole form's bit for bit. Needs nvcc and CuPy on
-a Hopper GPU; 128 blocks of one SM each must be co-resident (nothing else on the GPU).
+pairs of blocks sharing it save (docs/design-notes.md, "Why cp.async did not help at B=64").
+The kernels are in staging_floor.cu: each step every block stages its batch tile's h (whole;
+half of its rows, a bound; half and its peer's half through DSMEM, the pair form of
+benchmarks/variants/stage-h-pairs.patch; the whole tile by the bulk copy engine, TMA; or
+pairs by TMA multicast, each block copying half the rows into both), writes its slice of the
+next h from it, and meets a grid barrier; a sixth form stages nothing. Prints µs a step for
+B=64 (64 × 2 blocks of 32 rows, as LSTM fp16 H=1024 B=64's sequential tile) and B=8 (128
+blocks of 8 rows), what each form's staging adds over the barrier alone and the L2 read rate
+that implies, and checks that every complete form's h equals the whole form's bit for bit.
+Needs nvcc and CuPy on a Hopper GPU; 128 blocks of one SM each must be co-resident (nothing
+else on the GPU).
 
     python3 benchmarks/staging_floor.py > benchmarks/results/staging-floor-<gpu>-<date>.txt
 """
@@ -24,14 +26,16 @@ import numpy as np
 SOURCE = Path(__file__).with_suffix(".cu")
 STEPS = 2000
 K_BYTES = 1024 * 2  # a row of h: K = 1024 halves
-FORMS = {0: "whole tile", 1: "half the rows (bound)", 2: "pairs (DSMEM)", 3: "no staging"}
+FORMS = {0: "whole tile", 1: "half the rows (bound)", 2: "pairs (DSMEM)", 3: "no staging",
+         4: "whole tile by TMA", 5: "pairs by TMA multicast"}
+SAME_H = (2, 4, 5)  # the forms whose h must equal the whole form's
 CASES = [(32, 64, 2), (8, 128, 1)]  # (rows a tile, blocks along the units, batch tiles)
 
 
 def staged_bytes(form: int, rows: int, blocks: int) -> int:
     """Bytes of h the blocks read from L2 a step in ``form``: the tile's rows, half of them
     (the bound and the pairs) or none."""
-    return {0: rows, 1: rows // 2, 2: rows // 2, 3: 0}[form] * K_BYTES * blocks
+    return {0: rows, 1: rows // 2, 2: rows // 2, 3: 0, 4: rows, 5: rows // 2}[form] * K_BYTES * blocks
 
 
 def run(kernel, rows: int, bx: int, by: int, steps: int, h0: np.ndarray) -> tuple[float, np.ndarray, bool]:
@@ -68,12 +72,13 @@ def main() -> None:
                 print(f"B={batch:3d} ({bx} × {by} blocks of {rows} rows), {what:22s} {us:6.3f} µs a step, "
                       f"{staged_bytes(form, rows, bx * by) / 2**20:4.1f} MiB read from L2 a step"
                       f"{'  (a spin gave up: not a valid time)' if gave_up else ''}", flush=True)
-            for form in (0, 1, 2):
+            for form in (0, 1, 2, 4, 5):
                 extra = times[form] - times[3]
                 print(f"B={batch:3d} {FORMS[form]:22s} adds {extra:6.3f} µs to the barrier's step"
                       f" ({staged_bytes(form, rows, bx * by) / max(extra, 1e-9) / 1e6:6.2f} TB/s of L2 reads"
                       " if that is all reading)")
-            print(f"B={batch:3d} the pair form's h equals the whole form's: {np.array_equal(finals[0], finals[2])}")
+            for form in SAME_H:
+                print(f"B={batch:3d} {FORMS[form]}: h equals the whole form's: {np.array_equal(finals[0], finals[form])}")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ Writes OUT_DIR/step-forms-h100-<date>.json and prints a table.
 import json
 import os
 import sys
-import time
-from pathlib import Path
 
 import torch
 
@@ -23,6 +21,7 @@ from rnncc.build import compile_all
 from rnncc.cli import _environment
 from rnncc.passes.persistence import persistence_label
 from rnncc.timing import time_graphs_interleaved
+from result_files import result_path
 
 # (cell, dtype, H, B, proj_size)
 CASES = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("lstm", "float16", 1024, 8, 0),
@@ -93,8 +92,7 @@ def main(out: str) -> int:
               + "  | S=1 call µs: " + " ".join(f"{k} {v:6.1f}" for k, v in call_us.items())
               + "  | predicted: " + " ".join(f"{k} {v:5.1f}" for k, v in predicted.items())
               + f"  | planned {row['planned']}", flush=True)
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    path = Path(out) / f"step-forms-h100-{day}.json"
+    path = result_path(out, "step-forms")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"environment": env, "commit": commit, "method":
                                 "CUDA-graph replays, forms interleaved (time_graphs_interleaved: 3 rounds, 3 "

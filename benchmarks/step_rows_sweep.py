@@ -12,9 +12,7 @@ Writes OUT_DIR/step-rows-sweep-h100-<date>.json and prints each point's ranking.
 import json
 import os
 import sys
-import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -27,6 +25,7 @@ from rnncc.passes.geometry import step_tile_label
 from rnncc.plan import Decision
 from rnncc.timing import time_graphs_interleaved
 from step_forms import SEQS, module_of  # benchmarks/step_forms.py, beside this file
+from result_files import result_path
 
 # (cell, dtype, H, B, proj_size)
 POINTS = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("lstm", "float16", 1024, 8, 0),
@@ -92,8 +91,7 @@ def main(out: str) -> int:
             p = predicted.get(name)
             print(f"   {name:<34} step {step_us[name]:7.2f} µs  S=1 call {call_us[name]:7.2f} µs"
                   + (f"  predicted {p:6.2f}" if p is not None else ""), flush=True)
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    path = Path(out) / f"step-rows-sweep-h100-{day}.json"
+    path = result_path(out, "step-rows-sweep")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"environment": env, "commit": commit, "method":
                                 "CUDA-graph replays interleaved (3 rounds, 3 warm-up, 20 replays); step = "
