@@ -14,8 +14,10 @@
 # (benchmarks/gpu_tests_rest.py), into gpu-tests-<date>-rest.txt, -rest2.txt, … Run it
 # again until it reports no test left. On a machine that went cold, carry the logs and name
 # them in REST_LOGS. benchmarks/join_gpu_logs.py then writes the evidence file from them all.
-# SAVE_CUBINS=1 also writes the build cache (RNNCC_CACHE_DIR) as $OUT/cubins.tar.gz, so that
-# the next device call can carry the kernels this one compiled instead of building them again.
+# SAVE_CUBINS=1 also writes the build cache (RNNCC_CACHE_DIR, default ~/.cache/rnncc) as
+# $OUT/cubins.tar.xz.part-aa, -ab, … (15 MiB each: the device tool returns files of 16 MiB at
+# most), so that a later device call can carry the kernels this one compiled instead of
+# building them again: cat the parts into one file and untar it into the cache there.
 set -uo pipefail
 OUT=${OUT:-gpu-session-out}
 mkdir -p "$OUT"
@@ -76,6 +78,7 @@ fi
 if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"
 fi
-if [[ -n "${SAVE_CUBINS:-}" && -d "${RNNCC_CACHE_DIR:-}" ]]; then
-    tar -czf "$OUT/cubins.tar.gz" -C "$RNNCC_CACHE_DIR" --exclude='*.lock' .
+cache=${RNNCC_CACHE_DIR:-$HOME/.cache/rnncc}
+if [[ -n "${SAVE_CUBINS:-}" && -d "$cache" ]]; then
+    tar -cf - -C "$cache" --exclude='*.lock' . | xz -T0 -6 | split -b 15M - "$OUT/cubins.tar.xz.part-"
 fi

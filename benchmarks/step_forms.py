@@ -6,9 +6,13 @@ process (rnncc.timing.time_graphs_interleaved); a step's time is (T(S=17) − T(
 which leaves out the launch-free part of a call. The plans' predicted step times are
 written beside (the models' fit).
 
-    python3 benchmarks/step_forms.py OUT_DIR   (from the repository root; needs a GPU)
+    python3 benchmarks/step_forms.py OUT_DIR [CASES]   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/step-forms-h100-<date>.json and prints a table.
+CASES: "small" (default; the shapes the graphed cuBLASLt step was fitted on) or "wide" (batches
+of 32 and 64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt steps and
+ran 1.33× slower than the eager plan's grid kernel on the H200,
+results/graph-plans-h200-2026-11-28.json). Writes OUT_DIR/step-forms-<gpu>-<date>.json and
+prints a table.
 """
 import json
 import os
@@ -29,6 +33,10 @@ CASES = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("lst
          ("gru", "float16", 650, 5, 0), ("gru", "float32", 256, 1, 0), ("lstm", "bfloat16", 512, 8, 0),
          ("rnn_tanh", "float16", 64, 1, 0), ("lstm", "float16", 2048, 16, 0), ("lstm", "float16", 256, 32, 0),
          ("lstm", "float16", 2048, 16, 512)]
+CASE_SETS = {"small": CASES,
+             "wide": [("gru", "bfloat16", 768, 64, 0), ("lstm", "float16", 1024, 16, 0), ("lstm", "float16", 1024, 32, 0),
+                      ("lstm", "float16", 1024, 64, 0), ("lstm", "float16", 512, 64, 0), ("gru", "float16", 1024, 32, 0),
+                      ("lstm", "bfloat16", 256, 64, 0), ("gru", "float16", 2048, 64, 0)]}
 FORMS = {"tiles": {"gemm": "rnncc", "step_kernel": "tiles"}, "rows": {"gemm": "rnncc", "step_kernel": "rows"},
          "cublas": {"gemm": "cublas"}}
 SEQS = (1, 17)
@@ -41,11 +49,11 @@ def module_of(cell: str, dtype: str, H: int, proj: int):
     return kind(H, H, **extra).to("cuda", getattr(torch, dtype)).eval()
 
 
-def main(out: str) -> int:
+def main(out: str, cases: str = "small") -> int:
     env = _environment(torch)
     commit = os.environ.get("RNNCC_COMMIT", "unknown")
     points = []
-    for cell, dtype, H, B, proj in CASES:
+    for cell, dtype, H, B, proj in CASE_SETS[cases]:
         module = module_of(cell, dtype, H, proj)
         model, weights = rnncc.from_torch(module)
         forms = {}
@@ -104,4 +112,4 @@ def main(out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    sys.exit(main(*sys.argv[1:3]) if len(sys.argv) > 1 else main("."))

@@ -44,9 +44,9 @@ from .errors import RnnccError
 
 # Tensors of at least this many bytes are copied by a copy_ each, the rest by one foreach
 # copy: torch's foreach copy gives a large tensor few blocks (4 MiB: 9.0 µs of GPU against
-# 3.2 by copy_), while a copy_ a small tensor costs ~5 µs of host each
-# (results/replay-host-parts-h100-2026-11-28.txt: −4 to −18 µs a stack call on three of
-# four cases, +8 on one).
+# 3.2 by copy_), while a copy_ costs 8.6-9.1 µs of host whatever its size, about what one
+# foreach copy of all the small ones costs (results/replay-host-parts-h100-2026-11-28.txt;
+# −4 to −18 µs a stack call on three of four cases, +8 on one).
 LARGE_COPY_BYTES = 256 * 1024
 
 # Outputs start at multiples of this many bytes in the packed buffer (the allocator's own

@@ -1207,17 +1207,25 @@ def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Tar
 
 
 # A step of mode none as cuBLASLt's product and rnncc's cell kernel, in CUDA-graph replays
-# (benchmarks/results/step-forms-h100-2026-11-27.json at 8706db6, "cublas": 12 shapes, a
-# step's GPU time with the gap between its two kernels): W_hh's bytes at HBM bandwidth and a
-# fixed 3.3 µs (the median of what is left: 2.8-3.2 µs at LSTM fp16 H=1024 B=1-16, 3.3-4.3
-# at H ≤ 512; GRU fp16 H=650 B=5, whose K is not a multiple of 8, 6.8). For exact float32,
-# the multiply-adds where longer, at a share of the FMA peak that grows with the batch:
-# 8% at B ≤ 8 (LSTM fp32 H=1024 B=8, 15.2 µs a step; B=1 ran 8.8, its bytes), 42% at most
-# (B=64: 8.50 ms a call in graphs, bench-h100-2026-11-27-at-8706db6.json, less the projection's 137
-# GFLOP at ~50 TFLOP/s leaves ~22.5 µs a step). library_gemm_seconds, made for the
-# projection's large GEMMs, read 1.4-2.6 µs for the fp16 steps at H ≤ 1024 and 21 µs for
+# (a step's GPU time with the gap between its two kernels): a fixed 3.6 µs, W_hh's bytes at
+# 6.2 TB/s and 10.4 ps an output (B·G·H), fitted by least squares to the 16 aligned 16-bit
+# points of benchmarks/results/step-forms-h100-2026-11-27.json (at 8706db6, the "small" cases,
+# B ≤ 32) and step-forms-h200-2026-11-28.json (at dd06e38, the "wide" cases, B = 16-64): every
+# point within 0.7 µs (0.47 at LSTM fp16 H=1024 B=1). In a replay W_hh comes from L2, where it
+# fits, at the same rate on both GPUs (their SMs and L2 are one design), so the weights are no
+# longer priced at the target's HBM bandwidth: at the H200's 4.8 TB/s that priced 2 × GRU bf16
+# H=768 B=64's cuBLASLt step at 4.3 µs against 5.6 measured, and its plan for graphed calls ran
+# 1.33× slower than the grid kernel's (graph-plans-h200-2026-11-28.json, at dd06e38). The old
+# fit (3.3 µs, HBM rate, the cell's bytes) read 1.1-3.2 µs low at B = 64 on the H200.
+# For exact float32, the multiply-adds where longer, at a share of the FMA peak that grows
+# with the batch: 8% at B ≤ 8 (LSTM fp32 H=1024 B=8, 15.2 µs a step; B=1 ran 8.8, its bytes),
+# 42% at most (B=64: 8.50 ms a call in graphs, bench-h100-2026-11-27-at-8706db6.json, less the
+# projection's 137 GFLOP at ~50 TFLOP/s leaves ~22.5 µs a step). library_gemm_seconds, made for
+# the projection's large GEMMs, read 1.4-2.6 µs for the fp16 steps at H ≤ 1024 and 21 µs for
 # the float32 ones; eager calls hid that behind the host's 25 µs a step, graphed calls do not.
-LIBRARY_STEP_FIXED_SECONDS = 3.3e-6
+LIBRARY_STEP_FIXED_SECONDS = 3.6e-6
+LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND = 6.2e12
+LIBRARY_STEP_SECONDS_PER_OUTPUT = 1.04e-11
 # Exact float32's GEMM (FMA, no tensor cores) at a few rows has a higher floor: LSTM fp32
 # H=512 B=3 ran ~8.3 µs a step in graphs, where its bytes and FMAs take ~1.2, and the plan
 # priced with 3.3 µs ran 1.42× slower than the eager plan's grid kernel there, H=1536 B=8
@@ -1226,8 +1234,8 @@ LIBRARY_STEP_FIXED_SECONDS = 3.3e-6
 # B=1 4.5. 7 µs keeps the rows form (6.4-7.7 µs at H=1024 B=1) where both were measured.
 LIBRARY_STEP_EXACT_FIXED_SECONDS = 7e-6
 # ... and where K is not whole 16-byte vectors (library_unaligned), the GRU fp16 H=650 B=5
-# step of the same file: 6.8 µs.
-LIBRARY_STEP_UNALIGNED_FIXED_SECONDS = 6.8e-6
+# step of step-forms-h100-2026-11-27.json, 7.58 µs, less its weights and outputs: 7.2 µs.
+LIBRARY_STEP_UNALIGNED_FIXED_SECONDS = 7.2e-6
 LIBRARY_STEP_FMA_SHARE_AT_8_ROWS = 0.08
 LIBRARY_STEP_FMA_SHARE_MAX = 0.42
 
@@ -1238,17 +1246,20 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
     by rnncc's cell kernel. Eager: the GPU's time (the GEMM, then the cell reading the
     float32 product and writing h) or the host's (a library call and a kernel launch a
     step), whichever is longer. Graphed: the GPU's time as measured in graphs
-    (LIBRARY_STEP_FIXED_SECONDS)."""
+    (LIBRARY_STEP_FIXED_SECONDS and the rates after it)."""
     k = k or hidden
-    cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
     if graphed:
-        weights = gates * hidden * k * itemsize / target.memory_bandwidth
+        w_bytes = gates * hidden * k * itemsize
+        # From L2 where W_hh fits there (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND), else from HBM.
+        weights = w_bytes / (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND if w_bytes <= target.l2_bytes
+                             else target.memory_bandwidth)
         share = min(LIBRARY_STEP_FMA_SHARE_MAX, LIBRARY_STEP_FMA_SHARE_AT_8_ROWS * max(1.0, batch / 8))
         fma = 2.0 * gates * hidden * k * batch / (target.fp32_flops * share) \
             if precision == "exact" and itemsize == 4 else 0.0
         fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else \
             LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if library_unaligned(k, itemsize) else LIBRARY_STEP_FIXED_SECONDS
-        return fixed + max(weights, fma) + cell
+        return fixed + max(weights, fma) + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT
+    cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
     gemm = library_gemm_seconds(gates * hidden, batch, k, itemsize, precision, target)
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
 
