@@ -5,7 +5,8 @@ its own), then every log under a heading.
 
     python3 benchmarks/join_gpu_logs.py COMMIT LOG [LOG ...] > benchmarks/results/gpu-tests-<date>.txt
 
-"not run" counts the GPU tests `pytest --collect-only` finds here that no log reports.
+"not run" counts the GPU tests `pytest --collect-only` finds here that no log reports; the
+file ends with their ids, so that a later run can take them (gpu_session.sh PARTS=rest).
 """
 from __future__ import annotations
 
@@ -18,13 +19,25 @@ from gpu_tests_rest import collected, outcomes
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def summary(commit: str, logs: list[str]) -> str:
-    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``."""
+def reported(logs: list[str]) -> dict[str, str]:
+    """Each test's last outcome in ``logs`` (texts, in the order they ran)."""
     seen: dict[str, str] = {}
     for log in logs:
         seen |= outcomes(log)
+    return seen
+
+
+def not_run(logs: list[str]) -> list[str]:
+    """The GPU tests collected here that none of ``logs`` reports."""
+    seen = reported(logs)
+    return [t for t in collected(ROOT) if t not in seen]
+
+
+def summary(commit: str, logs: list[str]) -> str:
+    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``."""
+    seen = reported(logs)
     counts = {kind: sum(v == kind for v in seen.values()) for kind in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
-    missing = len([t for t in collected(ROOT) if t not in seen])
+    missing = len(not_run(logs))
     return (f"Summary: {counts['PASSED']} passed, {counts['FAILED'] + counts['ERROR']} failed, "
             f"{counts['SKIPPED']} skipped, {missing} not run, at {commit}, in {len(logs)} device "
             f"call(s); each call's log follows.")
@@ -40,6 +53,10 @@ def main() -> None:
     for i, (path, text) in enumerate(zip(sys.argv[2:], texts), 1):
         print(f"\n===== call {i}: {Path(path).name} =====")
         print(text, end="" if text.endswith("\n") else "\n")
+    missing = not_run(texts)
+    if missing:
+        print(f"\n===== not run: {len(missing)} =====")
+        print("\n".join(missing))
 
 
 if __name__ == "__main__":
