@@ -20,7 +20,7 @@ Forms ("planned" is common.cuh.j2's `grid_barrier` as it stands):
     python3 benchmarks/barrier_forms.py gru bfloat16 1024 8 tensor
     python3 benchmarks/barrier_forms.py lstm float32 1024 8 exact
 
-Needs a Hopper GPU and PyTorch. Results: benchmarks/results/barrier-forms-h100-<date>.txt.
+Needs a Hopper GPU and PyTorch. Results: benchmarks/results/barrier-forms-<gpu>-<date>.txt.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ sequential schedule directly.
 
     python3 benchmarks/direct_calls.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/direct-calls-h100-<date>.json and prints a table.
+Writes OUT_DIR/direct-calls-<gpu>-<date>.json and prints a table.
 """
 import json
 import sys

@@ -14,7 +14,7 @@ or not at all), so only their times mean anything.
 - no spin bound: the flag's wait without its time bound;
 - before: the projection by cuBLASLt, then the recurrent kernel without producers.
 
-    python3 benchmarks/fused_projection_parts.py > benchmarks/results/fused-projection-parts-h100-<date>.txt
+    python3 benchmarks/fused_projection_parts.py > benchmarks/results/fused-projection-parts-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

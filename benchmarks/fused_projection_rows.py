@@ -4,7 +4,7 @@ turns fusion off) and cuDNN, in one process: eager calls interleaved (timing.tim
 a settle call before each) and CUDA-graph replays (timing.time_graphs_interleaved), with
 each plan's outputs checked against the other's.
 
-    python3 benchmarks/fused_projection_rows.py [--quick] > benchmarks/results/fused-projection-rows-h100-<date>.txt
+    python3 benchmarks/fused_projection_rows.py [--quick] > benchmarks/results/fused-projection-rows-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

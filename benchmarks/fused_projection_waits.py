@@ -4,7 +4,7 @@ how long the first block of the first recurrent cluster waited for chunk 0 and f
 chunks, at how many chunks the flag was not full when checked, and when producer 0
 published its first and last chunk, against the recurrent block's start and end (µs).
 
-    python3 benchmarks/fused_projection_waits.py > benchmarks/results/fused-projection-waits-h100-<date>.txt
+    python3 benchmarks/fused_projection_waits.py > benchmarks/results/fused-projection-waits-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

@@ -71,9 +71,10 @@ for case in "examples/lstm_1024.yaml 64" "examples/lstm_1024.yaml 8" "examples/g
 done
 fi
 if [[ " $PARTS " == *" floors "* ]]; then
-python3 benchmarks/grid_exchange.py 2>&1 | tee "$OUT/grid-exchange-h100-$day.txt"
-python3 benchmarks/step_floor.py 2>&1 | tee "$OUT/step-floor-h100-$day.txt"
-python3 benchmarks/cross_cluster_exchange.py 2>&1 | tee "$OUT/cross-cluster-exchange-h100-$day.txt"
+gpu=$(cd benchmarks && python3 -c "from result_files import gpu_tag; print(gpu_tag())")
+python3 benchmarks/grid_exchange.py 2>&1 | tee "$OUT/grid-exchange-$gpu-$day.txt"
+python3 benchmarks/step_floor.py 2>&1 | tee "$OUT/step-floor-$gpu-$day.txt"
+python3 benchmarks/cross_cluster_exchange.py 2>&1 | tee "$OUT/cross-cluster-exchange-$gpu-$day.txt"
 fi
 if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"

@@ -9,7 +9,7 @@ its partition tiles run alone (a slow tile, or two tiles slowing each other?).
 
     python3 benchmarks/graph_kernel_times.py OUT_DIR [--build-only]
 
-Writes OUT_DIR/graph-kernel-times-h100-<date>.json. Needs a GPU (but --build-only).
+Writes OUT_DIR/graph-kernel-times-<gpu>-<date>.json. Needs a GPU (but --build-only).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ price for graphed calls goes wrong before it moves.
 
     python3 benchmarks/graph_none_form.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/graph-none-form-h100-<date>.json and prints a table.
+Writes OUT_DIR/graph-none-form-<gpu>-<date>.json and prints a table.
 """
 import sys
 from pathlib import Path

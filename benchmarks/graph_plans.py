@@ -11,7 +11,7 @@ tests check them against).
 
     python3 benchmarks/graph_plans.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/graph-plans-h100-<date>.json and prints a table.
+Writes OUT_DIR/graph-plans-<gpu>-<date>.json and prints a table.
 """
 from __future__ import annotations
 

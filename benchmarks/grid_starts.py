@@ -5,7 +5,7 @@ start (the launch and W_hh's load into shared memory), its slope the step. Besid
 cost model's step (`passes/cost.py`) and the bytes of W_hh a block loads, which the start
 should follow if the load is what it costs. Needs a Hopper GPU.
 
-    python3 benchmarks/grid_starts.py > benchmarks/results/grid-starts-h100-<date>.txt
+    python3 benchmarks/grid_starts.py > benchmarks/results/grid-starts-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ operands). This times, in one process, each case as planned (precision "tensor",
 default) beside the same layer with precision "exact" (the FMA kernels only), as CUDA-graph
 replays in interleaved rounds, to check the pick. Needs a GPU.
 
-    python3 benchmarks/half_tensor_or_fma.py > results/half-tensor-or-fma-h100-<date>.txt
+    python3 benchmarks/half_tensor_or_fma.py > results/half-tensor-or-fma-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ against what the plan ran before: per case, CUDA-graph replays interleaved in on
     python3 benchmarks/hybrid_tiles.py OUT_DIR   (from the repository root; needs a GPU)
     python3 benchmarks/hybrid_tiles.py --build-only   (plan for the h100 preset, fill the cubin cache)
 
-Writes OUT_DIR/hybrid-tiles-h100-<date>.json and prints a table.
+Writes OUT_DIR/hybrid-tiles-<gpu>-<date>.json and prints a table.
 """
 import sys
 from pathlib import Path

@@ -5,7 +5,7 @@ its outputs mean nothing; timing only); and both. Beside them cuDNN in a CUDA gr
 the same shape. The fast-math variant's largest difference from the planned kernel's
 outputs is printed. Shapes: the sweep's small-H points that ran below cuDNN-in-a-graph.
 
-    python3 benchmarks/lanes_step_parts.py > benchmarks/results/step-parts-h100-<date>.txt
+    python3 benchmarks/lanes_step_parts.py > benchmarks/results/step-parts-<gpu>-<date>.txt
 
 Needs a Hopper GPU and PyTorch.
 """

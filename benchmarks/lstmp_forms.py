@@ -5,7 +5,7 @@ graph, in one process; the plan's h_projection decision with its predicted µs a
 
     python3 benchmarks/lstmp_forms.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/lstmp-forms-h100-<date>.json and prints a table.
+Writes OUT_DIR/lstmp-forms-<gpu>-<date>.json and prints a table.
 """
 import json
 import sys

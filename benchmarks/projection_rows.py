@@ -6,7 +6,7 @@ projection models (passes/cost.py) are fitted to.
 
     python3 benchmarks/projection_rows.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/projection-rows-h100-<date>.json and prints each point's ranking.
+Writes OUT_DIR/projection-rows-<gpu>-<date>.json and prints each point's ranking.
 """
 import json
 import os

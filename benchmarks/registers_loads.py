@@ -5,7 +5,7 @@ coherent `ld.global.v4`, which it may not. CUDA-graph replays, µs, median of 3 
 the rows that read slower at 48d1525 (several clusters at once) and one that did not; the
 variant's outputs checked against the kernel's. Needs a GPU.
 
-    python3 benchmarks/registers_loads.py > benchmarks/results/registers-loads-h100-<date>.txt
+    python3 benchmarks/registers_loads.py > benchmarks/results/registers-loads-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the kernel as rendered against its source with the staging loop skipped (garbage
 only the time means anything; zero weights where they are loaded as uploaded), CUDA-graph replays, median of 3 rounds, µs. Run once per
 checkout for an A/B of the staging itself (its directory first on PYTHONPATH):
 
-    python3 benchmarks/registers_staging.py LABEL >> benchmarks/results/registers-staging-h100-<date>.txt
+    python3 benchmarks/registers_staging.py LABEL >> benchmarks/results/registers-staging-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ a plan that picks a slower mode than one it could have run shows as `best forced
 
     python3 benchmarks/short_and_odd.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/short-and-odd-h100-<date>.json and prints a table.
+Writes OUT_DIR/short-and-odd-<gpu>-<date>.json and prints a table.
 """
 import json
 import statistics

@@ -4,7 +4,7 @@ none, without and with an initial state; then both with state captured in a CUDA
 
     python3 benchmarks/short_call_kernels.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/short-call-kernels-h100-<date>.txt.
+Writes OUT_DIR/short-call-kernels-<gpu>-<date>.txt.
 """
 import os
 import sys

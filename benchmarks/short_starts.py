@@ -4,7 +4,7 @@ fragment_index): each call as planned, with persistence forced to "cluster" and 
 (timing.time_graphs_interleaved, µs), beside cuDNN in one process; which persistence the
 plan picked; outputs of the forced plans checked against the planned one. Needs a GPU.
 
-    python3 benchmarks/short_starts.py > benchmarks/results/short-starts-h100-<date>.txt
+    python3 benchmarks/short_starts.py > benchmarks/results/short-starts-<gpu>-<date>.txt
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ written beside (the models' fit).
 
     python3 benchmarks/step_forms.py OUT_DIR [CASES]   (from the repository root; needs a GPU)
 
-CASES: "small" (default; the shapes the graphed cuBLASLt step was fitted on) or "wide" (batches
-of 32 and 64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt steps and
-ran 1.33× slower than the eager plan's grid kernel on the H200,
-results/graph-plans-h200-2026-11-28.json). Writes OUT_DIR/step-forms-<gpu>-<date>.json and
+CASES: "small" (default; the shapes the graphed cuBLASLt step was first fitted on, B ≤ 32)
+or "wide" (B = 16-64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt
+steps and ran 1.33× slower than the eager plan's grid kernel on the H200,
+results/graph-plans-h200-2026-11-28-at-dd06e38.json). Writes OUT_DIR/step-forms-<gpu>-<date>.json and
 prints a table.
 """
 import json

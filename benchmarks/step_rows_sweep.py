@@ -7,7 +7,7 @@ step_rows_tensor_seconds) are fitted to, and the check of their picks.
 
     python3 benchmarks/step_rows_sweep.py OUT_DIR   (from the repository root; needs a GPU)
 
-Writes OUT_DIR/step-rows-sweep-h100-<date>.json and prints each point's ranking.
+Writes OUT_DIR/step-rows-sweep-<gpu>-<date>.json and prints each point's ranking.
 """
 import json
 import os

@@ -24,7 +24,7 @@ wrote the words the readers waited for.)
     python3 benchmarks/step_split.py lstm float32 1024 8 exact   # the FMA grid kernel
     python3 benchmarks/step_split.py lstm float16 512 8 tensor cluster   # the cluster kernel
 
-Needs a Hopper GPU and PyTorch. Results: benchmarks/results/step-split-h100-<date>.txt.
+Needs a Hopper GPU and PyTorch. Results: benchmarks/results/step-split-<gpu>-<date>.txt.
 """
 
 from __future__ import annotations
