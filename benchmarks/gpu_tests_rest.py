@@ -45,11 +45,24 @@ def collected(root: Path) -> list[str]:
     return [line.strip() for line in run.stdout.splitlines() if "::" in line]
 
 
+def merged_outcomes(logs: list[str]) -> dict[str, str]:
+    """Each test's last outcome over ``logs`` (texts, in the order they ran)."""
+    seen: dict[str, str] = {}
+    for log in logs:
+        seen |= outcomes(log)
+    return seen
+
+
+def not_reported(logs: list[str]) -> list[str]:
+    """The GPU tests collected in this checkout that none of ``logs`` reports."""
+    seen = merged_outcomes(logs)
+    return [t for t in collected(Path(__file__).resolve().parent.parent) if t not in seen]
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    done = set().union(*(reported(Path(p).read_text()) for p in sys.argv[1:]))
-    rest = [t for t in collected(Path(__file__).resolve().parent.parent) if t not in done]
+    rest = not_reported([Path(p).read_text() for p in sys.argv[1:]])
     sys.stdout.write("".join(f"{t}\n" for t in rest))
     print(f"{len(rest)} not reported by {len(sys.argv) - 1} log(s)", file=sys.stderr)
 

@@ -14,32 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_tests_rest import collected, outcomes
+from gpu_tests_rest import merged_outcomes, not_reported
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def reported(logs: list[str]) -> dict[str, str]:
-    """Each test's last outcome in ``logs`` (texts, in the order they ran)."""
-    seen: dict[str, str] = {}
-    for log in logs:
-        seen |= outcomes(log)
-    return seen
-
-
-def not_run(logs: list[str]) -> list[str]:
-    """The GPU tests collected here that none of ``logs`` reports."""
-    seen = reported(logs)
-    return [t for t in collected(ROOT) if t not in seen]
-
-
-def summary(commit: str, logs: list[str]) -> str:
-    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``."""
-    seen = reported(logs)
+def summary(commit: str, logs: list[str], not_run: int) -> str:
+    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``, with
+    ``not_run`` GPU tests that none of them reports."""
+    seen = merged_outcomes(logs)
     counts = {kind: sum(v == kind for v in seen.values()) for kind in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
-    missing = len(not_run(logs))
     return (f"Summary: {counts['PASSED']} passed, {counts['FAILED'] + counts['ERROR']} failed, "
-            f"{counts['SKIPPED']} skipped, {missing} not run, at {commit}, in {len(logs)} device "
+            f"{counts['SKIPPED']} skipped, {not_run} not run, at {commit}, in {len(logs)} device "
             f"call(s); each call's log follows.")
 
 
@@ -49,11 +35,11 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", sys.argv[1]], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.strip()
     texts = [Path(p).read_text() for p in sys.argv[2:]]
-    print(summary(commit, texts))
+    missing = not_reported(texts)  # one pytest collection, for the summary and the list
+    print(summary(commit, texts, len(missing)))
     for i, (path, text) in enumerate(zip(sys.argv[2:], texts), 1):
         print(f"\n===== call {i}: {Path(path).name} =====")
         print(text, end="" if text.endswith("\n") else "\n")
-    missing = not_run(texts)
     if missing:
         print(f"\n===== not run: {len(missing)} =====")
         print("\n".join(missing))
