@@ -144,22 +144,14 @@ def build_target() -> str:
 def build_only(configs: list) -> None:
     """Plan every row for the preset RNNCC_BUILD_TARGET (default h200), eager and for graphed calls, and build the kernels
     into the cubin cache (the twins' are built on the GPU, at their first call)."""
-    import torch
-
-    from rnncc.bench import gnmt_spec
+    from bench_plans import model_of
     from rnncc.build import compile_all
 
     kernels = {}
     for cfg in configs:
         if cfg.packed or cfg.passes != "forward":
             continue  # other harnesses, built where they run
-        if cfg.model == "gnmt":
-            model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
-        else:
-            cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-            model, _ = rnncc.from_torch(cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers,
-                                            bidirectional=cfg.bidirectional,
-                                            **({"proj_size": cfg.proj} if cfg.proj else {})).to(getattr(torch, cfg.dtype)))
+        model = model_of(cfg)
         for launches in (None, "graph"):
             m = rnncc.compile(model, target=build_target(), batch=cfg.batch, seq_len=cfg.seq_len,
                               precision=cfg.math, launches=launches)

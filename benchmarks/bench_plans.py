@@ -12,7 +12,19 @@ import sys
 import torch
 
 import rnncc
-from rnncc.bench import gnmt_spec, issue_configs
+from rnncc.bench import Config, gnmt_spec, issue_configs
+
+
+def model_of(cfg: Config):
+    """The model a bench config times, without its weights (no GPU): GNMT's spec, or the
+    torch.nn module's, in the config's dtype."""
+    if cfg.model == "gnmt":
+        return gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+    mod = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional,
+              **({"proj_size": cfg.proj} if cfg.proj else {}))
+    model, _ = rnncc.from_torch(mod)
+    return dataclasses.replace(model, dtype=cfg.dtype)
 
 
 def plans() -> dict:
@@ -20,14 +32,7 @@ def plans() -> dict:
     for cfg in issue_configs():
         if cfg.packed:
             continue
-        if cfg.model == "gnmt":
-            model = gnmt_spec(cfg.dtype, cfg.hidden, cfg.layers)
-        else:
-            cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-            mod = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional,
-                      **({"proj_size": cfg.proj} if cfg.proj else {}))
-            model, _ = rnncc.from_torch(mod)
-            model = dataclasses.replace(model, dtype=cfg.dtype)
+        model = model_of(cfg)
         m = rnncc.compile(model, target="h100", batch=cfg.batch, seq_len=cfg.seq_len, precision=cfg.math)
         out[cfg.label] = {"schedule": m.plan.schedule.value.label,
                           "layers": [[json.dumps(l.persistence.value.to_dict(), sort_keys=True),

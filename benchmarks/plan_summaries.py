@@ -6,24 +6,18 @@ moves.
 
     python3 benchmarks/plan_summaries.py PRESET OUT.json   (from the repository root)
 """
-import dataclasses
 import json
 import sys
 
-import torch
-
 import rnncc
+from bench_plans import model_of
 from graph_plans import configs, label, summary
 
 
 def plans(preset: str) -> dict:
     out = {}
     for c in configs():
-        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[c.cell]
-        module = cls(c.hidden, c.hidden, num_layers=c.layers, bidirectional=c.bidirectional,
-                     **({"proj_size": c.proj} if c.proj else {}))
-        model, _ = rnncc.from_torch(module)
-        model = dataclasses.replace(model, dtype=c.dtype)
+        model = model_of(c)
         precision = c.precision if c.dtype == "float32" else None
         row = {}
         for launches in ("eager", "graph"):
