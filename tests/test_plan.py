@@ -1577,7 +1577,7 @@ def test_a_wide_gru_stack_in_graphs_keeps_its_grid_kernel_on_the_h200():
     """2 × GRU bf16 H=768 B=64 S=100, planned for graphed calls on the H200: the grid kernel,
     3.7 µs a step in graphs against 5.6 for cuBLASLt's step and the cell kernel
     (results/step-forms-h200-2026-11-28.json). Priced with W_hh at the H200's HBM rate, the
-    cuBLASLt steps won, and ran 1.33× slower (graph-plans-h200-2026-11-28.json)."""
+    cuBLASLt steps won, and ran 1.33× slower (graph-plans-h200-2026-11-28-at-dd06e38.json)."""
     stack = {"name": "g", "dtype": "bfloat16", "input_size": 768,
              "layers": [{"name": f"l{i}", "cell": "gru", "hidden_size": 768} for i in range(2)]}
     plan = plan_of(stack, target="h200", batch=64, seq_len=100, launches="graph")
