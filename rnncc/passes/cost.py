@@ -1215,7 +1215,7 @@ def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Tar
 # fits, at the same rate on both GPUs (their SMs and L2 are one design), so the weights are no
 # longer priced at the target's HBM bandwidth: at the H200's 4.8 TB/s that priced 2 × GRU bf16
 # H=768 B=64's cuBLASLt step at 4.3 µs against 5.6 measured, and its plan for graphed calls ran
-# 1.33× slower than the grid kernel's (graph-plans-h200-2026-11-28.json, at dd06e38). The old
+# 1.33× slower than the grid kernel's (graph-plans-h200-2026-11-28-at-dd06e38.json). The old
 # fit (3.3 µs, HBM rate, the cell's bytes) read 1.1-3.2 µs low at B = 64 on the H200.
 # For exact float32, the multiply-adds where longer, at a share of the FMA peak that grows
 # with the batch: 8% at B ≤ 8 (LSTM fp32 H=1024 B=8, 15.2 µs a step; B=1 ran 8.8, its bytes),
