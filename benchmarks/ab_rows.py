@@ -56,9 +56,9 @@ ROW_SETS = {"small": ROWS,
             # inputs copied in (call_graphs.copy_into, 3a64af3).
             "training_half": [c for c in training_configs() if c.dtype == "float16"],
             "stacks": stack_configs(),
-            # The rows that read slower at 48d1525: the registers form, several clusters at once.
             # The issue-17 cluster row alone, for a short device call (stage_h's change at e0ef1a8).
             "cluster_one": [Config("lstm", "float16", 512, 8)],
+            # The rows that read slower at 48d1525: the registers form, several clusters at once.
             "clusters": [Config("lstm", "bfloat16", 256, 64), Config("gru", "bfloat16", 256, 64),
                          Config("gru", "float32", 256, 64, precision="tensor"),
                          Config("lstm", "float32", 256, 64, precision="tensor"),

@@ -49,6 +49,12 @@ def label(c: Config) -> str:
             + (f" P={c.proj}" if c.proj else "") + f" B={c.batch} S={c.seq_len}")
 
 
+def precision_of(c: Config) -> str | None:
+    """The precision a point is compiled with: float32's as the config says, the planner's
+    own choice for the half types."""
+    return c.precision if c.dtype == "float32" else None
+
+
 def summary(plan) -> str:
     """Each layer's mode/math and projection (bench.modes_of), and the schedule."""
     return f"{','.join(modes_of(l) for l in plan.layers)} {plan.schedule.value.label}"
@@ -61,9 +67,8 @@ def prepare(c: Config):
     module = cls(c.hidden, c.hidden, num_layers=c.layers, bidirectional=c.bidirectional,
                  **({"proj_size": c.proj} if c.proj else {})).to("cuda", tdt).eval()
     model, weights = rnncc.from_torch(module)
-    precision = c.precision if c.dtype == "float32" else None
     models = {launches: rnncc.compile(model, target="device", weights=weights, batch=c.batch,
-                                      seq_len=c.seq_len, precision=precision, launches=launches)
+                                      seq_len=c.seq_len, precision=precision_of(c), launches=launches)
               for launches in ("eager", "graph")}
     x = torch.randn(c.seq_len, c.batch, c.hidden, device="cuda", dtype=tdt)
     return module, models, x

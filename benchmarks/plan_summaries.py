@@ -11,17 +11,16 @@ import sys
 
 import rnncc
 from bench_plans import model_of
-from graph_plans import configs, label, summary
+from graph_plans import configs, label, precision_of, summary
 
 
 def plans(preset: str) -> dict:
     out = {}
     for c in configs():
         model = model_of(c)
-        precision = c.precision if c.dtype == "float32" else None
         row = {}
         for launches in ("eager", "graph"):
-            p = rnncc.compile(model, target=preset, batch=c.batch, seq_len=c.seq_len, precision=precision,
+            p = rnncc.compile(model, target=preset, batch=c.batch, seq_len=c.seq_len, precision=precision_of(c),
                               launches=launches).plan
             s = p.schedule
             row[launches] = summary(p)
