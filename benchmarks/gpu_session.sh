@@ -7,6 +7,8 @@
 # gpu-tests-<date>-<TESTS_PART>.txt);
 # "floors" adds the exchange and step-floor microbenchmarks of issue 14's design (the grid's,
 # and between clusters when W_hh spans several).
+# RNNCC_TEST_GPUS=N spreads the test workers over N GPUs (tests/conftest.py), for TESTS_N
+# past what one GPU's share of CPU cores compiles quickly.
 # PARTS=rest runs the GPU tests that the logs REST_LOGS (space-separated; default: the last
 # tests part run on this machine, kept in /tmp/rnncc-gpu-tests-last.txt, and every rest part
 # run after it, /tmp/rnncc-gpu-tests-rest-N.txt) did not report, as a further device call
@@ -39,7 +41,7 @@ rm -f /tmp/rnncc-gpu-tests-rest-*.txt  # rest parts of an earlier run are not th
     python3 -c "import torch, pycuda; print(f'torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, PyCUDA {pycuda.VERSION_TEXT}')"
     nvcc --version | tail -1
     # TESTS_K: a -k expression, to run the suite in parts that each fit a device call.
-    echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA tests/${TESTS_K:+ -k \"$TESTS_K\"}"
+    echo "command: ${RNNCC_TEST_GPUS:+RNNCC_TEST_GPUS=$RNNCC_TEST_GPUS }python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA tests/${TESTS_K:+ -k \"$TESTS_K\"}"
     gpu_pytest tests/ ${TESTS_K:+-k "$TESTS_K"}
 } | tee "$summary" /tmp/rnncc-gpu-tests-last.txt  # the second copy for PARTS=rest, even if a limit stops this
 fi
@@ -55,7 +57,7 @@ if [[ " $PARTS " == *" rest "* ]]; then
     suffix=rest$([[ $n -gt 1 ]] && echo "$n")
 {
     echo "rnncc GPU test run (the tests ${logs[*]} did not report), $(date -u '+%F %T UTC'), commit ${COMMIT:-unknown}"
-    echo "command: python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA IDS  (IDS: benchmarks/gpu_tests_rest.py LOGS, ${#ids[@]} tests)"
+    echo "command: ${RNNCC_TEST_GPUS:+RNNCC_TEST_GPUS=$RNNCC_TEST_GPUS }python3 -m pytest -m gpu -n ${TESTS_N:-8} -v -rA IDS  (IDS: benchmarks/gpu_tests_rest.py LOGS, ${#ids[@]} tests)"
     (( ${#ids[@]} )) && gpu_pytest "${ids[@]}"
 } | tee "$OUT/gpu-tests-$day-$suffix.txt" "/tmp/rnncc-gpu-tests-rest-$n.txt"
 fi

@@ -7,6 +7,15 @@ import shutil
 
 import pytest
 
+# On a machine with several GPUs, RNNCC_TEST_GPUS=N spreads pytest-xdist's workers over the
+# first N of them (worker gwK sees GPU K mod N as its device 0; rnncc and the tests use device
+# 0), so that `-n` can follow the CPU cores that compile the kernels. Set here, at the
+# worker's first import, before any CUDA context exists.
+_TEST_GPUS = int(os.environ.get("RNNCC_TEST_GPUS", "1"))
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _TEST_GPUS > 1 and _WORKER.startswith("gw"):
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(int(_WORKER[2:]) % _TEST_GPUS)
+
 
 @pytest.fixture(scope="session")
 def gpu():

@@ -272,6 +272,22 @@ def step_rows_tensor_tiles(batch: int, gates: int, k: int, itemsize: int, target
 # stage_dense_run (element loads) it was 4.06 against 3.04 at B=1.
 ROWS_MMA_UNALIGNED_SECONDS = 0.59e-6
 ROWS_MMA_UNALIGNED_ROW_SECONDS = 0.052e-6
+# The step's blocks each stage the call's h for their units: ⌈H / units⌉ blocks along x read
+# all B rows of K values from L2 a step, which rows_mma_seconds (fitted at B ≤ 8, a few MB a
+# step) leaves out. Fitted to the 15 aligned tensor rows points of step-forms-h100-2026-11-27.json
+# and step-forms-h200-2026-11-28.json (rows form forced, CUDA-graph replays, B = 1-64): what
+# they ran above rows_mma_seconds is 0.19 µs a MB staged (5.4 TB/s, the staging floor's rate
+# of L2 reads, staging-floor-h200-2026-11-28.txt: 6.2), from −0.2 µs at B=1 to 7.8 µs at
+# LSTM fp16 H=1024 B=64 (34 MB a step); the price was 1.1–1.8× low at B ≥ 8.
+ROWS_MMA_STAGE_BYTES_PER_SECOND = 5.4e12
+# Tiles of three row groups (48 gate rows: LSTM's 12 units, GRU's 16) run slower than the
+# model of the others: with the staging above, at the H = 64-1024 points of
+# step-rows-sweep-h100-2026-11-27.json (every tile measured), they ran a median 0.28 µs over
+# their price, those of one and two groups -0.08 and -0.12 (18, 27 and 26 tiles). Why is not
+# measured. With both terms the sweep's picks are its measured best or within 0.12 µs at
+# every point but LSTM fp16 H=2048 B=16, whose 8 tiles ran 17-30 µs in no order of their
+# bytes (the pick there is as slow as the old model's, 1.4× the best).
+ROWS_MMA_THREE_GROUPS_SECONDS = 0.4e-6
 
 
 def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRowsTensor, target: Target,
@@ -281,8 +297,10 @@ def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRows
     k = k or hidden
     unaligned = 0.0 if k * itemsize % 16 == 0 else \
         ROWS_MMA_UNALIGNED_SECONDS + ROWS_MMA_UNALIGNED_ROW_SECONDS * min(batch, 8 * tile.n_tiles)
-    return launch_seconds(graphed) + unaligned + rows_mma_seconds(gates * hidden, batch, k, tile.row_groups,
-                                                                  tile.k_split, tile.n_tiles, itemsize)
+    staged = math.ceil(hidden / tile.units) * batch * k * itemsize / ROWS_MMA_STAGE_BYTES_PER_SECOND
+    three_groups = ROWS_MMA_THREE_GROUPS_SECONDS if tile.row_groups == 3 else 0.0
+    return launch_seconds(graphed) + unaligned + staged + three_groups + \
+        rows_mma_seconds(gates * hidden, batch, k, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
 
 
 # Blocks along the rows of X of the projection's tensor rows kernel, each reading all of W_ih:
