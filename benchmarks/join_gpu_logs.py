@@ -7,6 +7,9 @@ its own), then every log under a heading.
 
 "not run" counts the GPU tests `pytest --collect-only` finds here that no log reports; the
 file ends with their ids, so that a later run can take them (gpu_session.sh PARTS=rest).
+The counts are of the tests collected here: where a test was changed between calls (a
+parameter replaced, at the same `rnncc/` and `templates/`), an outcome a log gives for an id
+no longer collected is listed apart at the end, with its outcome, and not counted.
 """
 from __future__ import annotations
 
@@ -14,15 +17,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_tests_rest import merged_outcomes, not_reported
+from gpu_tests_rest import collected, merged_outcomes
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def summary(commit: str, logs: list[str], not_run: int) -> str:
-    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``, with
-    ``not_run`` GPU tests that none of them reports."""
-    seen = merged_outcomes(logs)
+def summary(commit: str, logs: list[str], tests: list[str]) -> str:
+    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``, counting
+    the GPU tests ``tests`` (those collected here) only."""
+    seen = {t: v for t, v in merged_outcomes(logs).items() if t in set(tests)}
+    not_run = sum(t not in seen for t in tests)
     counts = {kind: sum(v == kind for v in seen.values()) for kind in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
     return (f"Summary: {counts['PASSED']} passed, {counts['FAILED'] + counts['ERROR']} failed, "
             f"{counts['SKIPPED']} skipped, {not_run} not run, at {commit}, in {len(logs)} device "
@@ -35,14 +39,20 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", sys.argv[1]], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.strip()
     texts = [Path(p).read_text() for p in sys.argv[2:]]
-    missing = not_reported(texts)  # one pytest collection, for the summary and the list
-    print(summary(commit, texts, len(missing)))
+    tests = collected(ROOT)  # one pytest collection, for the summary and the lists
+    seen = merged_outcomes(texts)
+    missing = [t for t in tests if t not in seen]
+    dropped = sorted(set(seen) - set(tests))
+    print(summary(commit, texts, tests))
     for i, (path, text) in enumerate(zip(sys.argv[2:], texts), 1):
         print(f"\n===== call {i}: {Path(path).name} =====")
         print(text, end="" if text.endswith("\n") else "\n")
     if missing:
         print(f"\n===== not run: {len(missing)} =====")
         print("\n".join(missing))
+    if dropped:
+        print(f"\n===== reported by a log but no longer collected, not counted: {len(dropped)} =====")
+        print("\n".join(f"{seen[t]} {t}" for t in dropped))
 
 
 if __name__ == "__main__":
