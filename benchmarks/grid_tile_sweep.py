@@ -21,6 +21,7 @@ Hopper GPU and PyTorch.
                                                    # each (form, cluster size)
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/grid_tile_sweep.py cluster --build-only
                                                    # nvcc only (no GPU), for carrying the cache
+                                                   # (planned for RNNCC_BUILD_TARGET, default h200)
     python3 benchmarks/grid_tile_sweep.py wgmma    # the grid kernel on tensor cores, each block
                                                    # shape near the pick with its product by
                                                    # mma.sync and by wgmma
@@ -36,6 +37,7 @@ batches, which the model puts at 2.2 µs a step where it runs 11.7 (LSTM fp32 H=
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 
@@ -195,13 +197,15 @@ def describe(t) -> str:
 
 
 def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -> None:
-    """``build_only``: plan for the h100 preset and fill the cubin cache, no GPU needed
+    """``build_only``: plan for the preset RNNCC_BUILD_TARGET (default h200, the GPU lent since
+    2026-11-28) and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
     (cell, dtype, H, B) cases instead of the mode's."""
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
                       "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES,
                       "wgmma": WGMMA_CASES, "parts": PARTS_CASES}[mode]
-    cases = [(c, variants(*c, mode, "h100" if build_only else "device")) for c in chosen]
+    preset = os.environ.get("RNNCC_BUILD_TARGET", "h200") if build_only else "device"
+    cases = [(c, variants(*c, mode, preset)) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
