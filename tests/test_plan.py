@@ -1540,6 +1540,22 @@ def test_plans_for_graphed_calls_price_launches_at_the_gpus_time():
     assert graph_s.alternatives["sequential"] < eager_s.alternatives["sequential"]
 
 
+# The step-forms runs (benchmarks/step_forms.py: each form of a step forced, CUDA-graph
+# replays) and the preset of the GPU that ran each.
+STEP_FORMS = (("step-forms-h100-2026-11-27.json", "h100"), ("step-forms-h200-2026-11-28.json", "h200"))
+
+
+def step_form_points():
+    """(preset, point, gates) for every point of the STEP_FORMS runs without a projection."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    for name, preset in STEP_FORMS:
+        for r in json.loads((results / name).read_text())["results"]:
+            if not r["proj"]:
+                yield preset, r, len(CELL_GATES[r["cell"]])
+
+
 def test_the_library_step_in_graphs_is_priced_near_the_measured():
     """cuBLASLt's step and the cell kernel, as CUDA-graph replays ("cublas" of
     results/step-forms-h100-2026-11-27.json, B ≤ 32 on the H100, and of
@@ -1550,23 +1566,16 @@ def test_the_library_step_in_graphs_is_priced_near_the_measured():
     float32 0.6-1.0×, priced high on purpose (its 7 µs floor is LSTM fp32 H=512 B=3's, where
     cuBLASLt's step lost to the grid kernel in graphs). The eager price is the host's 25 µs at
     every point."""
-    from pathlib import Path
-
     from rnncc.passes.cost import library_step_seconds
 
-    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
     ratios, exact = {}, {}
-    for name, preset in (("step-forms-h100-2026-11-27.json", "h100"), ("step-forms-h200-2026-11-28.json", "h200")):
-        for r in json.loads((results / name).read_text())["results"]:
-            if r["proj"]:
-                continue
-            G = {"lstm": 4, "gru": 3}.get(r["cell"], 1)
-            itemsize = 4 if r["dtype"] == "float32" else 2
-            precision = "exact" if itemsize == 4 else "tensor"
-            price = library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get(preset), graphed=True)
-            key = (preset, r["cell"], r["dtype"], r["hidden"], r["batch"])
-            (exact if itemsize == 4 else ratios)[key] = r["step_us"]["cublas"] * 1e-6 / price
-            assert library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get(preset)) >= 24.9e-6
+    for preset, r, G in step_form_points():
+        itemsize = 4 if r["dtype"] == "float32" else 2
+        precision = "exact" if itemsize == 4 else "tensor"
+        price = library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get(preset), graphed=True)
+        key = (preset, r["cell"], r["dtype"], r["hidden"], r["batch"])
+        (exact if itemsize == 4 else ratios)[key] = r["step_us"]["cublas"] * 1e-6 / price
+        assert library_step_seconds(r["batch"], r["hidden"], G, itemsize, precision, get(preset)) >= 24.9e-6
     assert (len(ratios), len(exact)) == (17, 3)
     assert 0.9 <= float(np.median(list(ratios.values()))) <= 1.1, ratios
     assert all(0.85 <= q <= 1.15 for q in ratios.values()), ratios
@@ -1579,23 +1588,18 @@ def test_the_tensor_rows_step_is_priced_near_the_measured():
     against step_kernel_seconds for graphed calls with the tile the plan chose: the aligned
     points within 0.85-1.2× (median 1.06×) once every block's staging of h is priced (they
     read 1.1-1.8× low at B ≥ 8 without it)."""
-    from pathlib import Path
-
     from rnncc.passes.cost import step_kernel_seconds
     from rnncc.tiles import StepRowsTensor
 
-    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
     ratios = {}
-    for name, preset in (("step-forms-h100-2026-11-27.json", "h100"), ("step-forms-h200-2026-11-28.json", "h200")):
-        for r in json.loads((results / name).read_text())["results"]:
-            tile = dict(r["tiles"]["rows"])
-            if r["proj"] or tile.pop("math") != "rows_tensor" or r["hidden"] * 2 % 16:
-                continue
-            tile.pop("threads")
-            G = {"lstm": 4, "gru": 3}.get(r["cell"], 1)
-            price = step_kernel_seconds(r["batch"], r["hidden"], G, StepRowsTensor(**tile), get(preset), 2,
-                                        graphed=True)
-            ratios[(preset, r["cell"], r["hidden"], r["batch"])] = r["step_us"]["rows"] * 1e-6 / price
+    for preset, r, G in step_form_points():
+        tile = dict(r["tiles"]["rows"])
+        if tile.pop("math") != "rows_tensor" or r["hidden"] * 2 % 16:
+            continue
+        tile.pop("threads")
+        price = step_kernel_seconds(r["batch"], r["hidden"], G, StepRowsTensor(**tile), get(preset), 2,
+                                    graphed=True)
+        ratios[(preset, r["cell"], r["hidden"], r["batch"])] = r["step_us"]["rows"] * 1e-6 / price
     assert len(ratios) == 15
     assert 0.95 <= float(np.median(list(ratios.values()))) <= 1.1, ratios
     assert all(0.85 <= q <= 1.2 for q in ratios.values()), ratios
@@ -1618,7 +1622,7 @@ def test_the_tensor_rows_tiles_are_ranked_as_measured():
     for r in sweep:
         if r["dtype"] == "float32" or r["proj"] or r["hidden"] == 2048:
             continue
-        G = {"lstm": 4, "gru": 3}.get(r["cell"], 1)
+        G = len(CELL_GATES[r["cell"]])
         measured = {t: r["step_us"][step_tile_label(t)]
                     for t in step_rows_tensor_tiles(r["batch"], G, r["hidden"], 2, get("h100"))
                     if step_tile_label(t) in r["step_us"]}
