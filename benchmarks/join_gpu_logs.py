@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def summary(commit: str, logs: list[str], tests: list[str]) -> str:
     """The summary line for ``logs`` (texts, in the order they ran) at ``commit``, counting
     the GPU tests ``tests`` (those collected here) only."""
-    seen = {t: v for t, v in merged_outcomes(logs).items() if t in set(tests)}
-    not_run = sum(t not in seen for t in tests)
+    outcomes = merged_outcomes(logs)
+    seen = {t: outcomes[t] for t in tests if t in outcomes}
+    not_run = len(tests) - len(seen)
     counts = {kind: sum(v == kind for v in seen.values()) for kind in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
     return (f"Summary: {counts['PASSED']} passed, {counts['FAILED'] + counts['ERROR']} failed, "
             f"{counts['SKIPPED']} skipped, {not_run} not run, at {commit}, in {len(logs)} device "
