@@ -37,7 +37,6 @@ batches, which the model puts at 2.2 µs a step where it runs 11.7 (LSTM fp32 H=
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import replace
 
@@ -47,6 +46,7 @@ from rnncc.passes.cost import (cluster_seconds, cluster_tiles, partition_units, 
                                persistent_tiles, tensor_seconds, tensor_tiles)
 from rnncc.tiles import ClusterTile, Persistent, PersistentTile, TensorTile
 from rnncc.timing import time_graph
+from ab_rows import build_target
 
 S = 256
 # (cell, dtype, H, B): the sweep's cliffs and their neighbours, and bench rows in grid mode.
@@ -197,15 +197,14 @@ def describe(t) -> str:
 
 
 def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -> None:
-    """``build_only``: plan for the preset RNNCC_BUILD_TARGET (default h200, the GPU lent since
-    2026-11-28) and fill the cubin cache, no GPU needed
+    """``build_only``: plan for ab_rows.build_target()'s preset (RNNCC_BUILD_TARGET, default
+    h200, the GPU lent since 2026-11-28) and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
     (cell, dtype, H, B) cases instead of the mode's."""
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
                       "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES,
                       "wgmma": WGMMA_CASES, "parts": PARTS_CASES}[mode]
-    preset = os.environ.get("RNNCC_BUILD_TARGET", "h200") if build_only else "device"
-    cases = [(c, variants(*c, mode, preset)) for c in chosen]
+    cases = [(c, variants(*c, mode, build_target() if build_only else "device")) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
