@@ -86,6 +86,10 @@ def issue_configs(cells=("lstm", "gru")) -> list[Config]:
                 for H in (256, 1024) for B in (1, 8, 64)]
         out += [Config(cell, "bfloat16", H, B) for H in (256, 1024) for B in (8, 64)]
         out += [Config(cell, "float16", 512, 5), Config(cell, "float16", 2048, 256)]
+        # Batches of 16 and 32, where cuDNN's persistent LSTM kernel steps faster than rnncc's
+        # grid kernel (results/cudnn-steps-h200-2026-11-28.txt): no target in the issues, kept
+        # visible (at least cuDNN's time).
+        out += [Config(cell, "float16", 1024, 16), Config(cell, "float16", 1024, 32)]
     if "lstm" in cells:  # one layer of a GNMT-style encoder at its batch and sequence length
         out.append(Config("lstm", "float16", 1024, 64, seq_len=128))
         out += stack_configs()
@@ -130,7 +134,7 @@ def target_speedup(cfg: Config) -> float:
         return 5.0 if cfg.cell == "gru" else 1.5
     if cfg.dtype == "float16" and cfg.batch == 64 and cfg.seq_len == 128:
         return 1.2
-    if cfg.dtype == "float16" and cfg.hidden == 2048:
+    if cfg.dtype == "float16" and (cfg.hidden == 2048 or cfg.batch in (16, 32)):
         return 1.0
     return 5.0
 

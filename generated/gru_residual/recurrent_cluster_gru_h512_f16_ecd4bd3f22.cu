@@ -194,7 +194,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_8435ba467f(
+rnncc_recurrent_cluster_gru_h512_f16_ecd4bd3f22(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -287,34 +287,12 @@ rnncc_recurrent_cluster_gru_h512_f16_8435ba467f(
                     for (int e = tid; e < BATCH * KPAD; e += THREADS) h_cur[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
                 } else if (H % VEC == 0 && h0_stride_b % VEC == 0 && reinterpret_cast<unsigned long long>(h0) % 16 == 0) {
                     constexpr int CHUNKS = KPAD / VEC;
-                    // A thread's k is the same every pass and its row moves by THREADS / CHUNKS rows:
-                    // one source pointer a thread, advanced by a constant, instead of a 64-bit product
-                    // and sign extension a vector (SHF.R.S32.HI: 9.8% of LSTM fp16 H=1024 B=64's grid
-                    // step's samples, results/ncu-source-lstm-f16-h1024-b64-h100-2026-11-28.txt).
-                    // 3-4% off the B=64 grid rows in graphs, GNMT B=64 too; a 32-bit offset in its
-                    // place gained less and lost 4% at GNMT B=64 (results/stage-h-pointer-ab-h200-2026-11-28.txt,
-                    // stage-h-offset-ab-h200-2026-11-28.txt). Not at 512 threads, where a thread has
-                    // 128 registers: the float32 kernels spilled the pointer there and ran the TF32
-                    // grid row 4% slower.
-                    if constexpr (THREADS % CHUNKS == 0 && THREADS <= 256) {
-                        constexpr int ROW_STEP = THREADS / CHUNKS;
-                        const int k = (tid % CHUNKS) * VEC;
-                        const long long pass_elements = (long long)ROW_STEP * h0_stride_b;
-                        const T* from = h0 + (long long)(b_base + tid / CHUNKS) * h0_stride_b + k;
-        #pragma unroll 4
-                        for (int row = tid / CHUNKS; row < BATCH; row += ROW_STEP, from += pass_elements) {
-                            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                            if (b_base + row < batch && k < H) v = load_coherent_16(from);
-                            *reinterpret_cast<uint4*>(&h_cur[h_at(row, k)]) = v;
-                        }
-                    } else {
-        #pragma unroll 4
-                        for (int e = tid; e < BATCH * CHUNKS; e += THREADS) {
-                            const int row = e / CHUNKS, k = (e % CHUNKS) * VEC, b = b_base + row;
-                            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                            if (b < batch && k < H) v = load_coherent_16(&h0[(long long)b * h0_stride_b + k]);
-                            *reinterpret_cast<uint4*>(&h_cur[h_at(row, k)]) = v;
-                        }
+                    #pragma unroll 4
+                    for (int e = tid; e < BATCH * CHUNKS; e += THREADS) {
+                        const int row = e / CHUNKS, k = (e % CHUNKS) * VEC, b = b_base + row;
+                        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                        if (b < batch && k < H) v = load_coherent_16(&h0[(long long)b * h0_stride_b + k]);
+                        *reinterpret_cast<uint4*>(&h_cur[h_at(row, k)]) = v;
                     }
                 } else if (h0_stride_b == H && reinterpret_cast<unsigned long long>(h0 + (long long)b_base * H) % 16 == 0) {
                     // Rows of H elements not a multiple of 16 bytes, but dense: the tile's rows are
