@@ -138,17 +138,22 @@ def kind_of_or_none(x: Any) -> str | None:
         return None
 
 
+def torch_stream(device_index: int) -> int:
+    """The raw CUstream of PyTorch's current stream on the device, without building a
+    torch.cuda.Stream object (torch.compile's generated code reads it the same way); the
+    public call costs ~10 µs a forward."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
 def stream_of(x: Any, kind: str) -> int:
     """The raw CUstream the caller's work on x is ordered on: PyTorch's current stream of
     x's device, CuPy's current stream, else the legacy default stream (0)."""
     if kind == "torch":
-        import torch
-        # The raw handle without building a torch.cuda.Stream object (torch.compile's
-        # generated code reads it the same way); the public call costs ~10 µs a forward.
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw(x.device.index)
-        return torch.cuda.current_stream(x.device).cuda_stream
+        return torch_stream(x.device.index)
     if kind == "cupy":
         import cupy
         return cupy.cuda.get_current_stream().ptr

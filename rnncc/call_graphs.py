@@ -36,10 +36,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Hashable, Sequence
 
 import torch
 
+from .arrays import torch_stream
 from .errors import RnnccError
 
 # Tensors of at least this many bytes are copied by a copy_ each, the rest by one foreach
@@ -94,7 +96,34 @@ class _Output:
     shape: tuple[int, ...]
 
     def view(self, buffer: torch.Tensor) -> torch.Tensor:
+        """This output in ``buffer`` (uint8): a slice, reinterpreted, shaped."""
         return buffer[self.offset:self.offset + self.nbytes].view(self.dtype).view(self.shape)
+
+    def strided(self, typed: torch.Tensor) -> torch.Tensor:
+        """This output in ``typed``, the buffer viewed as this output's dtype: one
+        as_strided where ``view`` takes three operators (7 outputs of a replayed LSTM
+        backward: 6.9 against 25 µs of host, timed on CPU tensors)."""
+        return typed.as_strided(self.shape, contiguous_strides(self.shape), self.offset // self.dtype.itemsize)
+
+
+@lru_cache(maxsize=1024)
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape``, in elements."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def one_dtype(outputs: Sequence[_Output], nbytes: int) -> torch.dtype | None:
+    """The dtype every output has, where a buffer of ``nbytes`` viewed as it holds them all
+    (offsets are multiples of OUTPUT_ALIGNMENT); else None."""
+    dtypes = {o.dtype for o in outputs}
+    if len(dtypes) != 1:
+        return None
+    (dtype,) = dtypes
+    return dtype if nbytes % dtype.itemsize == 0 else None
 
 
 @dataclass
@@ -103,6 +132,7 @@ class _Captured:
     inputs: list[torch.Tensor]   # the graph's copies of the present inputs, in order
     packed: torch.Tensor | None  # uint8, every output at its _Output.offset (packed)
     outputs: tuple[_Output, ...]
+    dtype: torch.dtype | None    # every packed output's (one_dtype): views by _Output.strided
     statics: list[torch.Tensor]  # the body's own outputs, in the graph's memory (separate)
     lock: threading.Lock         # one replay at a time: its inputs and outputs are shared
 
@@ -149,8 +179,8 @@ class CallGraphs:
         sighting. ``inputs`` are copied into the graph's (None stays None)."""
         if torch.cuda.is_current_stream_capturing():
             return body(list(inputs))
-        stream = torch.cuda.current_stream()
-        full = (key, signature(inputs), stream.device_index, stream.cuda_stream)
+        device = torch.cuda.current_device()
+        full = (key, signature(inputs), device, torch_stream(device))
         with self._lock:
             captured = self._captured.get(full)
             if captured is not None:
@@ -193,7 +223,7 @@ class CallGraphs:
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             outs = body(list(static))
             if not packs:
-                return _Captured(graph, [t for t in static if t is not None], None, (), list(outs),
+                return _Captured(graph, [t for t in static if t is not None], None, (), None, list(outs),
                                  threading.Lock())
             sizes = [o.numel() * o.element_size() for o in outs]
             offsets, total = packed_offsets(sizes)
@@ -204,8 +234,8 @@ class CallGraphs:
                 if o.numel():
                     place.view(packed).copy_(o)
             del outs
-        return _Captured(graph, [t for t in static if t is not None], packed, places, [],
-                         threading.Lock())
+        return _Captured(graph, [t for t in static if t is not None], packed, places, one_dtype(places, total),
+                         [], threading.Lock())
 
     @staticmethod
     def _replay(captured: _Captured, inputs: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
@@ -218,4 +248,7 @@ class CallGraphs:
                 copy_into(mine, captured.statics)
                 return mine
             packed = captured.packed.clone()
+        if captured.dtype is not None:
+            typed = packed.view(captured.dtype)
+            return [place.strided(typed) for place in captured.outputs]
         return [place.view(packed) for place in captured.outputs]

@@ -4,6 +4,8 @@ graph. The replays themselves are GPU tests (test_gpu_backward.py, test_gpu.py).
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -53,6 +55,28 @@ def test_packed_offsets_align_every_output_and_keep_empty_ones():
     assert total == 4 * OUTPUT_ALIGNMENT + 4
     assert all(o % OUTPUT_ALIGNMENT == 0 for o in offsets)
     assert packed_offsets([]) == ((), 1)  # never a zero-byte buffer
+
+
+def test_outputs_of_one_dtype_are_the_same_views_by_one_as_strided():
+    """A replay hands its packed outputs out by ``_Output.strided`` where they share a
+    dtype: the same elements, shapes and contiguous strides as the three-operator view,
+    empty outputs and 0-d ones included; mixed dtypes keep the view."""
+    from rnncc.call_graphs import _Output, contiguous_strides, one_dtype
+
+    shapes = [(3, 5, 7), (0,), (2, 0, 3), (), (1024,), (4, 1)]
+    sizes = [math.prod(s) * 2 for s in shapes]
+    offsets, total = packed_offsets(sizes)
+    places = [_Output(o, n, torch.float16, s) for o, n, s in zip(offsets, sizes, shapes)]
+    packed = torch.randint(0, 256, (total,), dtype=torch.uint8)
+    assert one_dtype(places, total) == torch.float16
+    typed = packed.view(torch.float16)
+    for place in places:
+        a, b = place.strided(typed), place.view(packed)
+        assert a.shape == b.shape and a.stride() == b.stride() == contiguous_strides(place.shape)
+        assert a.data_ptr() == b.data_ptr() and torch.equal(a.view(torch.int16), b.view(torch.int16))
+    mixed = places[:1] + [_Output(OUTPUT_ALIGNMENT * 2, 16, torch.float32, (4,))]
+    assert one_dtype(mixed, total) is None
+    assert one_dtype(places[:1], 3) is None  # a buffer that is no whole number of halves
 
 
 def lstm_model(hidden: int, layers: int = 1) -> Model:
