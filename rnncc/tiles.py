@@ -561,6 +561,32 @@ class TensorTile:
                 return tile
         return None
 
+    def with_weights_resident(self, hidden: int, gates: int, itemsize: int) -> "TensorTile | None":
+        """This grid tile (mma.sync, 16-bit operands, W_hh in shared memory) with all but
+        one k-step of each warp's share of W_hh in registers for the launch (register_steps;
+        the template keeps one in shared memory), as cuDNN's persistent LSTM at fp16 H=1024
+        holds it (64 blocks of 256 threads, 214 registers a thread:
+        results/ncu-cudnn-lstm-h1024-h200-2026-11-28.txt). Only where measured faster
+        (results/register-tiles-h200-2026-11-28.txt, 9 tiles 0.30-0.58 µs a step faster):
+        one batch tile a block, ≤ 256 threads (ptxas' cap of 255 registers; at 512 threads
+        the cap of 128 left 7 of 8 k-steps, which ran 0.02 µs faster at one shape and 0.17
+        slower at another), under the HYBRID_* estimate. None elsewhere."""
+        if itemsize != 2 or self.cluster or self.wgmma or self.weights_in_registers or self.register_steps \
+                or self.tiles_per_block != 1 or self.threads > 256:
+            return None
+        steps = self.k_steps(hidden, itemsize) - 1
+        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
+        other = (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
+                 + HYBRID_REGISTERS_PER_ELEMENT_VALUE * elements * (gates + 1))
+        if steps < 1 or 4 * steps + other > register_cap(self.threads):
+            return None
+        return replace(self, register_steps=steps)
+
+    def resident(self, hidden: int, itemsize: int) -> bool:
+        """Whether all but one k-step of each warp's share of W_hh stay in registers
+        (with_weights_resident's tiles)."""
+        return self.register_steps > 0 and self.register_steps == self.k_steps(hidden, itemsize) - 1
+
     def k_steps(self, hidden: int, itemsize: int) -> int:
         """mma k-steps of one warp's chain over its share of K (padded)."""
         return self.k_padded(hidden, itemsize) // mma_k(itemsize) // self.k_split

@@ -857,6 +857,28 @@ def test_planned_hybrid_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, 
     assert used.spill_stores == used.spill_loads == 0, (tile, used)
 
 
+@pytest.mark.parametrize("cell,dtype,hidden,batch", [("lstm", "float16", 1024, 8), ("lstm", "float16", 1024, 16),
+                                                     ("gru", "bfloat16", 777, 5), ("rnn_tanh", "bfloat16", 2048, 5),
+                                                     ("lstm", "float16", 650, 20)])
+def test_planned_resident_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, dtype, hidden, batch):
+    """Single layers on the tensor grid kernel at one batch tile a block plan tiles with
+    all but one k-step of W_hh in registers (TensorTile.with_weights_resident, priced by
+    GRID_RESIDENT_W_BYTES_PER_SECOND): the register estimate admits none that ptxas
+    spills, at odd sizes and every cell too."""
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    spec = {"name": "l", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
+    m = rnncc.compile(spec, target="h100", seq_len=256, batch=batch)
+    value = m.plan.layers[0].persistence.value
+    itemsize = 2
+    assert value.mode == "grid" and value.tile.resident(hidden, itemsize), value.tile
+    assert value.tile.threads <= 256 and value.tile.tiles_per_block == 1
+    kernel = m.kernel_of("l0", "recurrent")
+    build.compile_cubin(kernel, "sm_90a")
+    used = build.resources(kernel, "sm_90a")
+    assert used.spill_stores == used.spill_loads == 0, (value.tile, used)
+
+
 @pytest.mark.parametrize("dtype,features,layout", [("float16", 650, "xw"), ("bfloat16", 37, "wx"),
                                                    ("float32", 650, "xw"), ("float16", 650, "wx")])
 def test_tiled_projection_reads_padded_weights_at_unaligned_k(nvcc, dtype, features, layout):

@@ -487,6 +487,22 @@ def test_tensor_grid_weights_half_in_registers(gpu, cell, dtype, hidden, units, 
     assert "constexpr int REG_STEPS = %d;" % reg_steps in m.kernel_of("l0", "recurrent").source
 
 
+# The grid kernel on tensor cores with all but one k-step of W_hh resident in registers
+# (TensorTile.with_weights_resident), as planned: every cell, fp16 and bf16, odd H (K padded
+# in the register part) and batches past the planned one (the loop from memory), a batch
+# split over two blocks along y at B=13.
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("hidden,batch,planned,seq", [(777, 5, 5, 33), (650, 13, 13, 17), (1024, 11, 8, 20)])
+def test_tensor_grid_weights_resident(gpu, cell, dtype, hidden, batch, planned, seq):
+    m, _, _ = run_and_compare(single(cell, hidden, 37, dtype), seq, batch, seed=hidden + batch,
+                              with_state=batch % 2 == 1, persistence="grid", precision="tensor",
+                              seq_len=256, batch=planned)
+    value = m.plan.layers[0].persistence.value
+    assert value.mode == "grid" and value.tile.resident(hidden, 2), value.tile
+    assert "constexpr int REG_STEPS = %d;" % value.tile.register_steps in m.kernel_of("l0", "recurrent").source
+
+
 # The grid kernel on tensor cores with its product by wgmma (W_hh and h in shared memory as
 # core matrices), its tile forced: whole warpgroups (GRU's and RNN's rows padded), K split
 # 1 and 2 (H=100 padded to 112 or 128), batch tiles of 8 to 32 rows, one and several a

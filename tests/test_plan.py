@@ -690,6 +690,77 @@ def test_grid_fma_model_picks_near_the_measured_fastest_tiles():
         assert min(rows)[3] in persistent_tiles(H, {"lstm": 4, "gru": 3}[cell], B, target)
 
 
+RESIDENT_LINE = re.compile(r"(\w+) float16 H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
+                           r"batch_blocks=(\d+) threads=\d+( wgmma)? register_steps=(\d+): ([\d.]+) µs/step")
+
+
+def resident_sweep() -> dict:
+    """benchmarks/results/register-tiles-h200-2026-11-28.txt by case: {tile: µs a step}."""
+    from pathlib import Path
+
+    from rnncc.tiles import batch_tiles_per_block
+
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+            "register-tiles-h200-2026-11-28.txt").read_text()
+    cases: dict = {}
+    for m in RESIDENT_LINE.finditer(text):
+        cell, H, B, units, bpb, ks, mt, bb = m.group(1), *map(int, m.groups()[1:8])
+        tile = TensorTile(units, bpb, ks, mt, 0, bb, tiles_per_block=batch_tiles_per_block(B, bpb, bb),
+                          wgmma=bool(m.group(9)), register_steps=int(m.group(10)))
+        cases.setdefault((cell, H, B), {})[tile] = float(m.group(11))
+    return cases
+
+
+def test_resident_w_tiles_are_priced_by_the_bytes_they_no_longer_read():
+    """A grid tile with W_hh resident in registers (all but one k-step of each warp's share)
+    saves its shared-memory reads of W_hh: GRID_RESIDENT_W_BYTES_PER_SECOND is the median
+    rate of the 9 tiles of ≤ 256 threads measured both ways (register_tiles.py), and the
+    planner offers the resident form only there (one batch tile a block, ≤ 256 threads,
+    16-bit operands). At 512 threads (7 of 8 k-steps under the cap of 128) the measured gain
+    was 0.02 µs at one shape and −0.17 at another, so those are not offered."""
+    from statistics import median
+
+    from rnncc.passes.cost import GRID_RESIDENT_W_BYTES_PER_SECOND, tensor_seconds
+
+    target, rates, refused = get("h100"), [], []
+    for (cell, H, B), tiles in resident_sweep().items():
+        G = len(CELL_GATES[cell])
+        for tile, us in tiles.items():
+            if not tile.register_steps:
+                continue
+            plain = replace(tile, register_steps=0)
+            offered = plain.with_weights_resident(H, G, 2)
+            if tile.threads > 256:
+                refused.append(offered)
+                continue
+            assert offered == tile and tile.resident(H, 2)
+            read = tile.m_tiles * 16 * tile.register_steps * tile.k_split * 16 * 2
+            rates.append(read / ((tiles[plain] - us) * 1e-6))
+            saved = tensor_seconds(B, H, G, plain, target, 2) - tensor_seconds(B, H, G, tile, target, 2)
+            assert saved == pytest.approx(read / GRID_RESIDENT_W_BYTES_PER_SECOND)
+    assert len(rates) == 9 and refused == [None] * 15
+    assert median(rates) == pytest.approx(GRID_RESIDENT_W_BYTES_PER_SECOND, rel=0.02)
+    assert TensorTile(8, 8, 4, 2, 0, 1).with_weights_resident(1024, 4, 4) is None        # float32
+    assert TensorTile(8, 8, 4, 2, 0, 1, tiles_per_block=2).with_weights_resident(1024, 4, 2) is None
+    assert TensorTile(16, 8, 2, 4, 0, 1, wgmma=True).with_weights_resident(1024, 4, 2) is None
+
+
+def test_resident_w_tiles_are_picked_where_they_ran_fastest():
+    """At the shapes register_tiles.py measured, the planner's tile with the resident price
+    is the fastest of those timed (LSTM fp16 H=1024 B=8: 2.30 µs a step against the old
+    pick's 2.69; B=16: 2.60 against 3.17), or within 3% of it where it keeps the old pick
+    (LSTM B=32 on wgmma, 3.74 against 3.62), or within 15% (GRU B=16, 3.21 against 2.78: the
+    resident 192-thread tile priced 0.03 µs above the pick; not refitted for one point)."""
+    within = {("lstm", 1024, 8): 1.0, ("lstm", 1024, 16): 1.0, ("lstm", 1024, 32): 1.035,
+              ("gru", 1024, 16): 1.16}
+    for (cell, H, B), tiles in resident_sweep().items():
+        spec = {"name": "r", "dtype": "float16", "input_size": H,
+                "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+        tile = build_plan(rnncc.load(spec), get("h200"), rnncc.CompileOptions(batch=B, seq_len=256)
+                          ).layers[0].persistence.value.tile
+        assert tiles[tile] <= within[(cell, H, B)] * min(tiles.values()), (cell, H, B, tile)
+
+
 def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
     """The registers form's model (REGISTERS_*), fitted to its sweep
     (benchmarks/results/registers-sweep-h100-2026-11-27.jsonl: 90 tiles of 12 cases, B 1–16,

@@ -976,6 +976,14 @@ def tensor_cluster_waves(batch: int, tile: TensorTile, target: Target) -> int:
 GRID_STEP_SECONDS = 0.82e-6
 GRID_TILE_SECONDS = 2.51e-6
 GRID_K_STEP_SECONDS = 0.0324e-6
+# A grid tile with W_hh resident in registers (TensorTile.with_weights_resident) saves the
+# step its shared-memory reads of W_hh's fragments, priced at this rate: 77% of an SM's 128
+# bytes a clock. Fitted to the 9 tiles of ≤ 256 threads measured with W_hh in shared memory
+# and resident (results/register-tiles-h200-2026-11-28.txt, at 4495d65: LSTM fp16 H=1024
+# B=8/16/32, GRU B=16): 0.30-0.58 µs a step faster, 166-227 GB/s of the bytes no longer read
+# (median 192). The hybrid tiles (a few k-steps in registers because W_hh does not fit
+# shared memory) keep their price: measured at 0.86 of it, as the tiles beside them.
+GRID_RESIDENT_W_BYTES_PER_SECOND = 1.92e11
 # The product by wgmma (TensorTile.wgmma: W_hh and h in shared memory under the 128-byte
 # swizzle, a warpgroup a 64-row tile): a warpgroup's chain costs a price a k-step whatever
 # its batch columns (m64nNk16 for N ≤ 64 is latency, not N/8 mma.sync in turn), and the K
@@ -1042,6 +1050,9 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
             max(0, staged_loads_per_thread(batch, hidden, tile, itemsize) - GRID_WGMMA_STAGED_FREE)
     else:
         chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
+    if tile.resident(hidden, itemsize):  # W_hh no longer read from shared memory each batch tile
+        chain -= tile.m_tiles * MMA_M * tile.register_steps * tile.k_split * mma_k(itemsize) * itemsize \
+            / GRID_RESIDENT_W_BYTES_PER_SECOND
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 

@@ -231,7 +231,10 @@ def grid_family(l, batch: int, target, itemsize: int,
     if math_ == "tensor":  # W_hh past shared memory: part of it in registers (16-bit operands)
         hybrid = (t.with_weights_in_registers_for(H, G, itemsize, budget) for t in tiles
                   if t.shared_bytes(H, G, itemsize) > budget)
-        fitting += [t for t in hybrid if t is not None]
+        # A whole-GPU layer's tiles also with W_hh resident in registers (not an SM
+        # partition's: not measured there).
+        resident = (t.with_weights_resident(H, G, itemsize) for t in fitting) if units is None else ()
+        fitting += [t for t in (*hybrid, *resident) if t is not None]
     return fitting, price, math_
 
 
