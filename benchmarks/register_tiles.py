@@ -9,6 +9,8 @@ one layer's forward at S=256 and S=129, the difference over 127 steps (the proje
 the kernel's start drop out). Needs a Hopper GPU and PyTorch, except with --build-only.
 
     python3 benchmarks/register_tiles.py [--build-only] [--case=lstm,float16,1024,16 ...]
+    python3 benchmarks/register_tiles.py --offered [--case=...]   (every resident tile the
+        planner offers, TensorTile.with_weights_resident, beside its pick)
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ def most_in_registers(t: TensorTile, hidden: int, gates: int) -> TensorTile | No
     return replace(t, register_steps=steps) if steps > 0 else None
 
 
-def variants(cell: str, dtype: str, H: int, B: int, target: str):
+def variants(cell: str, dtype: str, H: int, B: int, target: str, offered: bool = False):
     """(tile, predicted seconds, {S: compiled model}, the planner's pick?) for the model's
-    PER_CASE best grid tiles on mma.sync, each with W_hh in shared memory and in registers."""
+    PER_CASE best grid tiles on mma.sync, each with W_hh in shared memory and in registers;
+    ``offered``: the planner's pick and every resident tile it weighs instead."""
     spec = {"name": "register_tiles", "dtype": dtype, "input_size": H,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
     bases = {S: rnncc.compile(spec, target=target, batch=B, seq_len=S, persistence="grid") for S in LENGTHS}
@@ -53,8 +56,13 @@ def variants(cell: str, dtype: str, H: int, B: int, target: str):
             if not t.wgmma and t.shared_bytes(H, l.gates, 2) <= budget]
     ranked = sorted(fits, key=lambda t: tensor_seconds(B, H, l.gates, t, tgt, 2))[:PER_CASE]
     chosen = l.persistence.value.tile
-    tiles = ([chosen] if chosen not in ranked else []) + ranked
-    tiles += [r for r in (most_in_registers(t, H, l.gates) for t in ranked) if r is not None]
+    if offered:
+        resident = [r for r in (t.with_weights_resident(H, l.gates, 2) for t in fits) if r is not None]
+        ranked = sorted(resident, key=lambda t: tensor_seconds(B, H, l.gates, t, tgt, 2))
+        tiles = ([chosen] if chosen not in ranked else []) + ranked
+    else:
+        tiles = ([chosen] if chosen not in ranked else []) + ranked
+        tiles += [r for r in (most_in_registers(t, H, l.gates) for t in ranked) if r is not None]
     out = []
     for t in tiles:
         value = Persistent.of("grid", "tensor", t, H, l.gates, 2)
@@ -63,8 +71,8 @@ def variants(cell: str, dtype: str, H: int, B: int, target: str):
     return out
 
 
-def main(build_only: bool, only: list[tuple] | None) -> None:
-    cases = [(c, variants(*c, build_target() if build_only else "device")) for c in (only or CASES)]
+def main(build_only: bool, only: list[tuple] | None, offered: bool = False) -> None:
+    cases = [(c, variants(*c, build_target() if build_only else "device", offered)) for c in (only or CASES)]
     kernels = {k.name: k for _, vs in cases for _, _, ms, _ in vs for m in ms.values() for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2][LENGTHS[0]].target.arch)
@@ -89,4 +97,4 @@ def main(build_only: bool, only: list[tuple] | None) -> None:
 if __name__ == "__main__":
     only = [(c, d, int(h), int(b)) for c, d, h, b in
             (a.removeprefix("--case=").split(",") for a in sys.argv[1:] if a.startswith("--case="))]
-    main("--build-only" in sys.argv, only or None)
+    main("--build-only" in sys.argv, only or None, "--offered" in sys.argv)
