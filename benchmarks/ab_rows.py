@@ -119,6 +119,26 @@ ROW_SETS = {"small": ROWS,
                              Config("gru", "bfloat16", 1536, 1, layers=8),
                              Config("lstm", "bfloat16", 1536, 1, seq_len=128, layers=3),
                              Config("gru", "float16", 1536, 8, seq_len=35, layers=8)],
+            # polled-exchange.patch: every row on the tensor grid kernel (its exchange polls y
+            # instead of a grid barrier a step): small and large batches, a stack, GNMT at
+            # both batches, TF32, and shapes whose h rows are not whole 16-byte vectors.
+            "polled": [Config("lstm", "float16", 1024, 8), Config("lstm", "float16", 1024, 16),
+                       Config("gru", "float16", 1024, 16), Config("lstm", "float16", 1024, 32),
+                       Config("lstm", "bfloat16", 1024, 8), Config("gru", "float16", 1024, 8),
+                       Config("lstm", "float16", 1024, 64, seq_len=128),
+                       Config("lstm", "float32", 1024, 8, precision="tensor"),
+                       Config("lstm", "float16", 1024, 8, layers=4),
+                       Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt"),
+                       Config("lstm", "float16", 1024, 64, seq_len=128, layers=8, model="gnmt"),
+                       Config("lstm", "float16", 1024, 13, seq_len=4), Config("gru", "float16", 777, 5, seq_len=16),
+                       Config("lstm", "float16", 650, 20, seq_len=35)],
+            # The polled exchange's variants (backoff, polls of one vector, weak loads): rows it
+            # won and lost at first (results/polled-exchange-ab-h200-2026-11-28.txt).
+            "polled_small": [Config("lstm", "float16", 1024, 8), Config("lstm", "float16", 1024, 16),
+                             Config("lstm", "float16", 1024, 64, seq_len=128),
+                             Config("gru", "float16", 777, 5, seq_len=16),
+                             Config("lstm", "float16", 1024, 8, layers=4),
+                             Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt")],
             # Stacks whose eager plan moves when a pipelined eager call is priced as the CUDA
             # graph the runtime replays it from (schedule.replayed; CPU census of 2026-11-28):
             # to shorter chunks, cuBLASLt's projections, sequential ↔ pipelined.

@@ -7,6 +7,10 @@ tile first, so that the counters can be read against what the planner assumed.
         --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \\
         python3 benchmarks/ncu_layer.py lstm float16 1024 64 128 > OUT.txt
 
+``--tile=UNITS,BATCH_PER_BLOCK,K_SPLIT,M_TILES,BATCH_BLOCKS,REGISTER_STEPS`` (after the five
+positional arguments) forces that mma.sync grid tile in place of the plan's, to read two
+tiles' counters side by side.
+
 With ``--section WarpStateStats --section SourceCounters --page source --print-source sass
 --csv`` instead, ``python3 benchmarks/ncu_layer.py --summarize OUT.csv`` reads the stall
 samples: by stall reason, the instructions with the most, and by opcode (no GPU needed).
@@ -65,6 +69,14 @@ if __name__ == "__main__":
     model, weights = rnncc.from_torch(module)
     compiled = rnncc.compile(model, target="device", weights=weights, batch=batch, seq_len=seq_len)
     layer = compiled.plan.layers[0]
+    forced = [a.removeprefix("--tile=") for a in sys.argv[6:] if a.startswith("--tile=")]
+    if forced:
+        from rnncc.tiles import Persistent, TensorTile
+        u, bpb, ks, mt, bb, rs = map(int, forced[0].split(","))
+        tile = TensorTile(u, bpb, ks, mt, batch_blocks=bb, register_steps=rs)
+        value = Persistent.of("grid", "tensor", tile, hidden, layer.gates, 2)
+        compiled = compiled.with_persistence(layer.name, value, "forced by ncu_layer.py --tile")
+        layer = compiled.plan.layers[0]
     print(f"{cell} {dtype} H={hidden} B={batch} S={seq_len}: {layer.persistence.value}\n"
           f"  why: {layer.persistence.reason}", flush=True)
     x = torch.randn(seq_len, batch, hidden, device="cuda", dtype=tdt)

@@ -21,8 +21,7 @@ from dataclasses import replace
 import rnncc
 from rnncc.build import compile_all
 from rnncc.passes.cost import tensor_seconds, tensor_tiles
-from rnncc.tiles import (HYBRID_BASE_REGISTERS, HYBRID_REGISTERS_PER_BATCH_TILE,
-                         HYBRID_REGISTERS_PER_ELEMENT_VALUE, MMA_N, Persistent, TensorTile, register_cap)
+from rnncc.tiles import Persistent, TensorTile, register_cap
 from rnncc.timing import time_graph
 from ab_rows import build_target
 from grid_tile_sweep import describe
@@ -36,10 +35,7 @@ LENGTHS = (129, 256)
 def most_in_registers(t: TensorTile, hidden: int, gates: int) -> TensorTile | None:
     """``t`` with the most k-steps of each warp's share in registers that the HYBRID_*
     estimate puts under ptxas' cap (at most all but one, as the template asks)."""
-    elements = -(-t.units_per_block * t.batch_per_block // t.threads)
-    other = (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (t.batch_per_block // MMA_N)
-             + HYBRID_REGISTERS_PER_ELEMENT_VALUE * t.tiles_per_block * elements * (gates + 1))
-    steps = min(t.k_steps(hidden, 2) - 1, (register_cap(t.threads) - other) // 4)
+    steps = min(t.k_steps(hidden, 2) - 1, (register_cap(t.threads) - t.registers_beside_w(gates)) // 4)
     return replace(t, register_steps=steps) if steps > 0 else None
 
 

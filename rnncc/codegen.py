@@ -385,7 +385,8 @@ def _code_what(l: LayerPlan, projection: bool = False) -> str:
 
 def _common(plan: Plan, l: LayerPlan) -> dict:
     return dict(dtype=plan.dtype, gates=l.gates, bias=l.bias, proj_size=l.proj_size,
-                sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge)
+                sources=[dict(size=s.size, offset=s.offset) for s in l.sources], merge=l.merge,
+                exchange_polled=False)
 
 
 def _lengths_step(lengths: bool, per_step: bool) -> str | None:
@@ -502,6 +503,8 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         # several batch tiles in registers, spilled 20-36 bytes instead of 12).
         writes_h_n = form != "_staged" and not (tensor and register_cap(persistent.threads) <= 128)
         params = persistent_params(l, barrier=mode == "grid", lengths=lengths, h_final=writes_h_n)
+        # The grid kernel on tensor cores waits for h by polling y (common.polled_exchange).
+        common["exchange_polled"] = mode == "grid" and tensor and persistent.tile.polled_exchange
         source = env.get_template(template).render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, tile=persistent.tile,

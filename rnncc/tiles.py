@@ -485,8 +485,15 @@ class TensorTile:
     # shared memory alone: fp16 H=1024 in 32 blocks, 4 layers side by side; planned by
     # persistence.grid_family where W_hh does not fit shared memory alone).
     register_steps: int = 0
+    # Mode grid: a block waits for h of the step before by polling y itself (the launch fills
+    # the rows it waits for first), not at a grid barrier a step (common.polled_exchange).
+    # Planned for SM partitions only (persistence.grid_family), where it measured faster.
+    polled_exchange: bool = False
 
     def __post_init__(self) -> None:
+        if self.polled_exchange and (self.cluster or self.weights_in_registers):
+            raise ValueError(f"tiles: TensorTile polled_exchange=True needs mode grid, got cluster={self.cluster}, "
+                             f"weights_in_registers={self.weights_in_registers}")
         if self.register_steps and (self.cluster or self.wgmma or self.weights_in_registers):
             raise ValueError(f"tiles: TensorTile register_steps={self.register_steps} needs mode grid "
                              f"on mma.sync with W_hh in shared memory, got cluster={self.cluster}, "
@@ -550,9 +557,7 @@ class TensorTile:
         estimate of the rest, under register_cap); None where no such split exists."""
         if itemsize != 2 or self.cluster or self.wgmma or self.weights_in_registers:
             return None
-        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
-        other = (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
-                 + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.tiles_per_block * elements * (gates + 1))
+        other = self.registers_beside_w(gates)
         for steps in range(1, self.k_steps(hidden, itemsize)):
             tile = replace(self, register_steps=steps)
             if 4 * steps + other > register_cap(self.threads):
@@ -575,12 +580,23 @@ class TensorTile:
                 or self.tiles_per_block != 1 or self.threads > 256:
             return None
         steps = self.k_steps(hidden, itemsize) - 1
-        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
-        other = (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
-                 + HYBRID_REGISTERS_PER_ELEMENT_VALUE * elements * (gates + 1))
-        if steps < 1 or 4 * steps + other > register_cap(self.threads):
+        if steps < 1 or 4 * steps + self.registers_beside_w(gates) > register_cap(self.threads):
             return None
         return replace(self, register_steps=steps)
+
+    def registers_beside_w(self, gates: int) -> int:
+        """The HYBRID_* estimate of a thread's registers other than its k-steps of W_hh (4
+        each): a base, the B fragments of each batch tile of 8, and the values a thread
+        keeps for each of its (unit, row) elements of each batch tile (the projection's
+        gates and the cell state)."""
+        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
+        return (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
+                + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.tiles_per_block * elements * (gates + 1))
+
+    def register_w_bytes(self, itemsize: int) -> int:
+        """Bytes of W_hh a block keeps in registers (register_steps k-steps of each warp's
+        share), which shared memory does not hold."""
+        return self.m_tiles * MMA_M * self.register_steps * self.k_split * mma_k(itemsize) * itemsize
 
     def resident(self, hidden: int, itemsize: int) -> bool:
         """Whether all but one k-step of each warp's share of W_hh stay in registers
@@ -609,7 +625,7 @@ class TensorTile:
         if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
             k64 = math.ceil(k / 64) * 64
             return (self.m_tiles * MMA_M + self.batch_per_block) * k64 * itemsize + partial
-        w = self.m_tiles * MMA_M * (k - self.register_steps * mma_k(itemsize) * self.k_split) * itemsize
+        w = self.m_tiles * MMA_M * k * itemsize - self.register_w_bytes(itemsize)
         h = (2 if self.cluster else 1) * self.batch_per_block * (k * itemsize + 16)
         mbarriers = 2 * 8 if self.cluster else 0
         return w + h + partial + mbarriers
@@ -814,6 +830,8 @@ class Persistent:
                 del tile["wgmma"]
             if not self.tile.register_steps:
                 del tile["register_steps"]
+            if not self.tile.polled_exchange:
+                del tile["polled_exchange"]
         out = {"mode": self.mode, "math": self.math, **tile,
                "threads": self.tile.threads, "shared_bytes": self.shared_bytes}
         if self.lanes:

@@ -811,20 +811,22 @@ def test_register_grid_kernels_render_and_compile(nvcc, cell):
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, tile, r)
 
 
-def test_hybrid_w_grid_tile_compiles_without_spills(nvcc, tmp_path, monkeypatch):
+@pytest.mark.parametrize("polled", [False, True])
+def test_hybrid_w_grid_tile_compiles_without_spills(nvcc, tmp_path, monkeypatch, polled):
     """The grid kernel on tensor cores with the first k-steps of each warp's share of W_hh
     in registers and the rest in shared memory (TensorTile.register_steps): LSTM fp16
     H=1024 in 32 blocks of 32 units (a quarter of the SMs, 256 KiB of W_hh a block), 12 of
     each warp's 32 k-steps in registers, renders, compiles within the launch's shared
-    memory and spills nothing at 512 threads (128 registers). With register_steps 0 every
-    kernel's source is what it was (a CPU census of 800 plans' kernel names)."""
+    memory and spills nothing at 512 threads (128 registers), also with h polled in y (the
+    tile as an SM partition plans it). With register_steps 0 every kernel's source is what
+    it was (a CPU census of 800 plans' kernel names)."""
     from rnncc.tiles import Persistent, TensorTile
 
     monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
     spec = {"name": "l", "dtype": "float16", "input_size": 1024,
             "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 1024}]}
     m = rnncc.compile(spec, target="h100", seq_len=256, batch=8)
-    tile = TensorTile(32, 8, 2, 8, register_steps=12)
+    tile = TensorTile(32, 8, 2, 8, register_steps=12, polled_exchange=polled)
     p = Persistent.of("grid", "tensor", tile, 1024, 4, 2)
     assert (p.blocks, tile.threads) == (32, 512)
     assert p.shared_bytes == tile.shared_bytes(1024, 4, 2) <= m.target.shared_memory_per_block_optin
@@ -832,6 +834,7 @@ def test_hybrid_w_grid_tile_compiles_without_spills(nvcc, tmp_path, monkeypatch)
     forced = m.with_persistence("l0", p, "forced: the hybrid tile")
     kernel = next(k for k in forced.kernels if k.family == "recurrent_persistent")
     assert "REG_STEPS = 12" in kernel.source
+    assert ("load_exchanged_16" in kernel.source) == polled
     build.compile_cubin(kernel, "sm_90a")
     used = build.resources(kernel, "sm_90a")
     assert used.spill_stores == used.spill_loads == 0 and used.registers <= 128
@@ -855,6 +858,28 @@ def test_planned_hybrid_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, 
     build.compile_cubin(kernel, "sm_90a")
     used = build.resources(kernel, "sm_90a")
     assert used.spill_stores == used.spill_loads == 0, (tile, used)
+
+
+@pytest.mark.parametrize("cell,dtype,layers,hidden,batch,seq", [("lstm", "float16", 8, 1024, 8, 128),
+                                                                 ("gru", "float16", 4, 1024, 8, 256),
+                                                                 ("lstm", "bfloat16", 3, 1024, 8, 256),
+                                                                 ("gru", "bfloat16", 4, 777, 5, 100)])
+def test_planned_partition_kernels_poll_and_do_not_spill(nvcc, tmp_path, monkeypatch, cell, dtype, layers,
+                                                         hidden, batch, seq):
+    """Stacks pipelined in SM partitions (GNMT-shaped B=8, fp16/bf16, an odd H) run their
+    layers on tensor grid kernels that wait for h by polling y (TensorTile.polled_exchange):
+    the polled staging fits beside W_hh's register share, ptxas spills nothing."""
+    monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path))
+    spec = {"name": "s", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": hidden} for i in range(layers)]}
+    m = rnncc.compile(spec, target="h100", seq_len=seq, batch=batch)
+    assert m.plan.schedule.value.pipelined, m.plan.schedule.reason
+    polled = [k for k in m.kernels if "load_exchanged_16" in k.source]
+    assert polled and all(l.persistence.value.tile.polled_exchange for l in m.plan.layers)
+    for kernel in polled:
+        build.compile_cubin(kernel, "sm_90a")
+        used = build.resources(kernel, "sm_90a")
+        assert used.spill_stores == used.spill_loads == 0, (kernel.name, used)
 
 
 @pytest.mark.parametrize("cell,dtype,hidden,batch", [("lstm", "float16", 1024, 8), ("lstm", "float16", 1024, 16),

@@ -503,6 +503,37 @@ def test_tensor_grid_weights_resident(gpu, cell, dtype, hidden, batch, planned, 
     assert "constexpr int REG_STEPS = %d;" % value.tile.register_steps in m.kernel_of("l0", "recurrent").source
 
 
+# The grid kernel on tensor cores waiting for h by polling y (TensorTile.polled_exchange,
+# planned for SM partitions), forced on the planned tile: every cell; rows of whole 16-byte
+# vectors (H=1024, the resident tile of B=8 and, past the planned batch, the loop from
+# memory), H=777 (dense rows of odd length: the run of vectors, and rows that start off
+# 16 bytes: element polls), H=100 with several batch tiles a block and K padded, one step
+# (no wait at all), TF32, wgmma at B=64, lengths (ended rows keep h: every element still
+# written each step) and launches of 5 steps (a chunk polls only its own rows).
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dtype,hidden,batch,planned,seq,unroll,lengths", [
+    ("float16", 1024, 8, 8, 64, None, False), ("bfloat16", 1024, 11, 8, 20, None, False),
+    ("float16", 777, 5, 5, 33, None, True), ("bfloat16", 777, 6, 6, 9, 5, False),
+    ("float16", 100, 41, 41, 23, 5, True), ("float16", 333, 3, 3, 1, None, False),
+    ("float32", 256, 9, 9, 17, None, False), ("float16", 256, 64, 64, 12, None, False)])
+def test_tensor_grid_polled_exchange(gpu, cell, dtype, hidden, batch, planned, seq, unroll, lengths):
+    from dataclasses import replace
+
+    def force(m):
+        value = m.plan.layers[0].persistence.value
+        assert value.mode == "grid" and value.math == "tensor", value
+        return m.with_persistence("l0", replace(value, tile=replace(value.tile, polled_exchange=True)),
+                                  "forced by the test: h polled in y")
+    row_lengths = _lengths(seq, batch) if lengths else None
+    m, _, _ = run_and_compare(single(cell, hidden, 37, dtype), seq, batch, seed=hidden + batch + seq,
+                              with_state=batch % 2 == 1, persistence="grid", precision="tensor",
+                              seq_len=max(seq, 16), batch=planned, force=force, lengths=row_lengths,
+                              **({"unroll": unroll} if unroll else {}))
+    assert m.plan.layers[0].persistence.value.tile.polled_exchange
+    assert "load_exchanged_16" in m.kernel_of("l0", "recurrent").source
+    m.check_errors()
+
+
 # The grid kernel on tensor cores with its product by wgmma (W_hh and h in shared memory as
 # core matrices), its tile forced: whole warpgroups (GRU's and RNN's rows padded), K split
 # 1 and 2 (H=100 padded to 112 or 128), batch tiles of 8 to 32 rows, one and several a

@@ -1070,6 +1070,7 @@ def test_partitioned_grid_layers_hold_their_part_of_the_sms(parts):
     """partitioned re-tiles each grid layer that holds more than 1/parts of the SMs to the
     cheapest grid tile within it, in fp16 (tensor cores) and fp32 exact (FMA); fp16 LSTM
     H=1024 in 4 parts (32 units a block, 256 KiB of W_hh) with part of it in registers;
+    the tensor-core partitions wait for h by polling y (TensorTile.polled_exchange);
     cluster layers keep theirs."""
     from rnncc.passes.schedule import partitioned, share_of
     from rnncc.target import get
@@ -1084,6 +1085,11 @@ def test_partitioned_grid_layers_hold_their_part_of_the_sms(parts):
             assert all(l.persistence.value.tile.register_steps > 0 for l in split.layers)
         for before, l in zip(plan.layers, split.layers):
             assert l.persistence.value.mode == "grid" and l.persistence.value.math == before.persistence.value.math
+            # A partition's tensor-core kernel polls y for h; the whole-GPU tile waits at barriers.
+            tensor = l.persistence.value.math == "tensor"
+            assert getattr(l.persistence.value.tile, "polled_exchange", False) == tensor
+            assert not getattr(before.persistence.value.tile, "polled_exchange", False)
+            assert ("h polled in y" in l.persistence.reason) == tensor
             assert share_of(l, 8, target) <= 1 / parts < share_of(before, 8, target)
             assert l.persistence.alternatives["grid, all SMs"] == before.persistence.alternatives["grid"]
         assert partitioned(split, parts, target) == split  # within its share: unchanged

@@ -1051,8 +1051,7 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     else:
         chain = max(k_steps * n_tiles * GRID_K_STEP_SECONDS, throughput / clock_hz(target))
     if tile.resident(hidden, itemsize):  # W_hh no longer read from shared memory each batch tile
-        chain -= tile.m_tiles * MMA_M * tile.register_steps * tile.k_split * mma_k(itemsize) * itemsize \
-            / GRID_RESIDENT_W_BYTES_PER_SECOND
+        chain -= tile.register_w_bytes(itemsize) / GRID_RESIDENT_W_BYTES_PER_SECOND
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 

@@ -235,6 +235,12 @@ def grid_family(l, batch: int, target, itemsize: int,
         # partition's: not measured there).
         resident = (t.with_weights_resident(H, G, itemsize) for t in fitting) if units is None else ()
         fitting += [t for t in (*hybrid, *resident) if t is not None]
+        if units is not None:
+            # An SM partition's kernel waits for h by polling y, not at a grid barrier a step:
+            # 4 × LSTM fp16 H=1024 B=8 and GNMT B=8 ran 8-10% faster so. Whole-GPU tiles keep
+            # the barrier: polled, 7 of 12 ran 6-97% slower (LSTM fp16 H=1024 B=8 to B=64,
+            # GRU H=777 B=5), GRU fp16 H=1024 B=16 10% faster (results/polled-exchange-ab-h200-2026-11-28.txt).
+            fitting = [replace(t, polled_exchange=True) for t in fitting]
     return fitting, price, math_
 
 
@@ -245,7 +251,14 @@ def grid_description(value: Persistent) -> str:
                 f"memory for h and the sums), {product} ({value.tile.threads} threads, {value.tile.k_phases} "
                 f"phases of K), grid barrier")
     form = f", h staged by chunks of {value.tile.k_chunk}" if value.staged else ""
-    return f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB, {product}{form}, grid barrier"
+    tile = value.tile
+    if getattr(tile, "register_steps", 0):
+        where = (f"W_hh resident in {value.blocks} blocks, {tile.register_steps} k-steps of each warp's "
+                 f"share in registers, the rest in {value.shared_bytes // 1024} KiB of shared memory with h")
+    else:
+        where = f"W_hh resident in {value.blocks} blocks × {value.shared_bytes // 1024} KiB"
+    wait = "h polled in y after the first step" if getattr(tile, "polled_exchange", False) else "grid barrier"
+    return f"{where}, {product}{form}, {wait}"
 
 
 def _per_step(l, o, target, itemsize: int,
