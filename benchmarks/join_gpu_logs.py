@@ -22,15 +22,15 @@ from gpu_tests_rest import collected, merged_outcomes
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def summary(commit: str, logs: list[str], tests: list[str]) -> str:
-    """The summary line for ``logs`` (texts, in the order they ran) at ``commit``, counting
-    the GPU tests ``tests`` (those collected here) only."""
-    outcomes = merged_outcomes(logs)
+def summary(commit: str, outcomes: dict[str, str], calls: int, tests: list[str]) -> str:
+    """The summary line at ``commit`` for the ``outcomes`` that ``calls`` device calls' logs
+    gave (merged_outcomes: each test's last), counting the GPU tests ``tests`` (those
+    collected here) only."""
     seen = {t: outcomes[t] for t in tests if t in outcomes}
     not_run = len(tests) - len(seen)
     counts = {kind: sum(v == kind for v in seen.values()) for kind in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
     return (f"Summary: {counts['PASSED']} passed, {counts['FAILED'] + counts['ERROR']} failed, "
-            f"{counts['SKIPPED']} skipped, {not_run} not run, at {commit}, in {len(logs)} device "
+            f"{counts['SKIPPED']} skipped, {not_run} not run, at {commit}, in {calls} device "
             f"call(s); each call's log follows.")
 
 
@@ -44,7 +44,7 @@ def main() -> None:
     seen = merged_outcomes(texts)
     missing = [t for t in tests if t not in seen]
     dropped = sorted(set(seen) - set(tests))
-    print(summary(commit, texts, tests))
+    print(summary(commit, seen, len(texts), tests))
     for i, (path, text) in enumerate(zip(sys.argv[2:], texts), 1):
         print(f"\n===== call {i}: {Path(path).name} =====")
         print(text, end="" if text.endswith("\n") else "\n")

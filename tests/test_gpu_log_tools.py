@@ -37,9 +37,10 @@ def test_the_summary_counts_the_tests_collected_and_the_last_outcome_of_each():
     """A test that failed in one call and passed in a later one counts as passed; an id no
     longer collected (a parameter replaced between calls) is not counted at all; a collected
     test no log reports is "not run"."""
+    from gpu_tests_rest import merged_outcomes
     from join_gpu_logs import summary
 
     later = "[gw0] [ 50%] PASSED tests/test_gpu.py::test_b\n"
     tests = ["tests/test_gpu.py::test_b", "tests/test_gpu.py::test_c[a, b]", "tests/test_gpu.py::test_d"]
-    line = summary("abc1234", [LOG, later], tests)
+    line = summary("abc1234", merged_outcomes([LOG, later]), 2, tests)
     assert line.startswith("Summary: 1 passed, 0 failed, 1 skipped, 1 not run, at abc1234, in 2 device call(s)")
