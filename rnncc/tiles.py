@@ -487,7 +487,8 @@ class TensorTile:
     register_steps: int = 0
     # Mode grid: a block waits for h of the step before by polling y itself (the launch fills
     # the rows it waits for first), not at a grid barrier a step (common.polled_exchange).
-    # Planned for SM partitions only (persistence.grid_family), where it measured faster.
+    # Planned for SM partitions whose threads stage ≤ 2 vectors of h (persistence.grid_family),
+    # as where it measured faster.
     polled_exchange: bool = False
 
     def __post_init__(self) -> None:
@@ -583,6 +584,11 @@ class TensorTile:
         if steps < 1 or 4 * steps + self.registers_beside_w(gates) > register_cap(self.threads):
             return None
         return replace(self, register_steps=steps)
+
+    def exchange_vectors(self, hidden: int, itemsize: int) -> int:
+        """16-byte vectors of h a thread stages a step for one batch tile (its items in
+        stage_h_polled, at most: rows of odd length go in a run)."""
+        return -(-self.batch_per_block * -(-hidden * itemsize // 16) // self.threads)
 
     def registers_beside_w(self, gates: int) -> int:
         """The HYBRID_* estimate of a thread's registers other than its k-steps of W_hh (4

@@ -236,11 +236,15 @@ def grid_family(l, batch: int, target, itemsize: int,
         resident = (t.with_weights_resident(H, G, itemsize) for t in fitting) if units is None else ()
         fitting += [t for t in (*hybrid, *resident) if t is not None]
         if units is not None:
-            # An SM partition's kernel waits for h by polling y, not at a grid barrier a step:
-            # 4 × LSTM fp16 H=1024 B=8 and GNMT B=8 ran 8-10% faster so. Whole-GPU tiles keep
-            # the barrier: polled, 7 of 12 ran 6-97% slower (LSTM fp16 H=1024 B=8 to B=64,
-            # GRU H=777 B=5), GRU fp16 H=1024 B=16 10% faster (results/polled-exchange-ab-h200-2026-11-28.txt).
-            fitting = [replace(t, polled_exchange=True) for t in fitting]
+            # An SM partition's kernel waits for h by polling y, not at a grid barrier a step,
+            # where its threads stage ≤ 2 vectors of h a step: 4 × LSTM fp16 H=1024 B=8 and
+            # GNMT B=8 (2 a thread) ran 8-10% faster so. A thread polls its vectors one L2 trip
+            # after another, and with more of them whole-GPU tiles ran 6-97% slower polled
+            # (4 a thread at LSTM fp16 H=1024 B=8, 16 at B=64; results/polled-exchange-ab-h200-2026-11-28.txt);
+            # partitions with more were not measured, and two of them spilled polled (2 × LSTM
+            # fp16 H=1024 B=16's wgmma tile 44 bytes, 4 × GRU fp16 H=1536 B=8's 20): barrier.
+            fitting = [replace(t, polled_exchange=True) if t.exchange_vectors(H, itemsize) <= 2 else t
+                       for t in fitting]
     return fitting, price, math_
 
 
