@@ -139,10 +139,9 @@ ROW_SETS = {"small": ROWS,
                              Config("gru", "float16", 777, 5, seq_len=16),
                              Config("lstm", "float16", 1024, 8, layers=4),
                              Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt")],
-            # Stacks whose SM partitions poll y (7b771a4) with more than the two 16-byte items a
-            # thread that the measured stacks stage (4 × LSTM fp16 H=1024 B=8, GNMT B=8): 3 to
-            # 10 a thread, each one trip through L2 in the landed code. A CPU census of 144
-            # half stacks (2-8 layers, H 512-1536, B 1-64) put 108 of the 132 polled plans there.
+            # Stacks whose SM partitions' threads stage 2 to 10 16-byte vectors of h a step: at
+            # 7b771a4 all of them polled y (one L2 trip a vector), since 6b41ccc only those of
+            # 2 (the last two rows, measured faster); for an A/B of a polled form at more.
             "polled_partitions": [Config("lstm", "float16", 1024, 16, layers=4),
                                   Config("lstm", "float16", 1024, 16, layers=2),
                                   Config("gru", "float16", 1024, 1, layers=2),
