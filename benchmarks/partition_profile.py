@@ -10,6 +10,7 @@ the trace itself. A variant "… alone" runs the same partition tiles one layer 
 after another on one stream: the recurrent chunk's time with nothing beside it. Writes
 DIR/partition-profile-<gpu>.jsonl, each variant with the schedule model's prediction
 (``predicted_ms``, the eager plan's). ``--case NAME`` (repeatable) runs those cases only;
+``--pair 16x4`` (repeatable) times those (chunk, parts) only;
 ``--graph-plans`` plans for graphed calls instead (launches='graph': the chunks' projections
 priced without the host's time), every (chunk, parts) of GRAPH_PAIRS and the plan's own pick,
 into DIR/partition-profile-graph-plans-<gpu>.jsonl.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 from dataclasses import replace
@@ -99,17 +101,20 @@ def summary(events: list[dict]) -> dict:
 
 
 def script_args(doc: str, cases: bool = False) -> argparse.Namespace:
-    """The options of a measuring script here: -o DIR, and --build-only (plan for the h100
-    preset and fill the cubin cache, no GPU); ``target`` is the one to compile for."""
+    """The options of a measuring script here: -o DIR, and --build-only (plan for the preset
+    RNNCC_BUILD_TARGET, default h200, the GPU the device tool lends, and fill the cubin cache,
+    no GPU); ``target`` is the one to compile for."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("-o", "--output", default="benchmarks/results")
-    ap.add_argument("--build-only", action="store_true", help="plan and build on this machine (h100 preset)")
+    ap.add_argument("--build-only", action="store_true", help="plan and build on this machine (preset RNNCC_BUILD_TARGET, default h200)")
     if cases:
         ap.add_argument("--case", action="append", default=[], help="only the cases of this name (repeatable)")
         ap.add_argument("--graph-plans", action="store_true",
                         help="plans for graphed calls (launches='graph'), every (chunk, parts) of GRAPH_PAIRS")
+        ap.add_argument("--pair", action="append", default=[], metavar="CHUNKxPARTS",
+                        help="only these (chunk, parts) variants, e.g. 16x4 (repeatable; any chunk)")
     args = ap.parse_args()
-    args.target = "h100" if args.build_only else "device"
+    args.target = os.environ.get("RNNCC_BUILD_TARGET", "h200") if args.build_only else "device"
     return args
 
 
@@ -126,7 +131,9 @@ def main() -> None:
         if args.graph_plans:
             models["chosen"] = rnncc.compile(spec, target=args.target, seq_len=S, batch=B,
                                              precision=precision, launches=launches)
-        for chunk, parts in (GRAPH_PAIRS if args.graph_plans else pairs):
+        chosen_pairs = [tuple(int(v) for v in p.split("x")) for p in args.pair] or \
+            (GRAPH_PAIRS if args.graph_plans else pairs)
+        for chunk, parts in chosen_pairs:
             pipelined = with_chunk(base, chunk, parts)
             models[f"C={chunk} parts={parts}"] = pipelined
             if not args.graph_plans:
