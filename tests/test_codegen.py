@@ -225,7 +225,8 @@ def test_every_spin_wait_is_bounded_in_the_generated_code():
         assert "status" in names and "spin_timeout_ns" in names, (persistence, precision)
         if persistence == "grid":
             assert "grid_barrier(barrier, status, spin_timeout_ns)" in k.source
-            assert "spin_expired(++spins, start, spin_timeout_ns)" in k.source
+            assert "grid_wait_over(++spins, start, spin_timeout_ns, barrier, status)" in k.source
+            assert "spin_expired(spins, start, spin_timeout_ns)" in k.source
             # The poll is the acquire; a fence after a relaxed poll cost 0.32-0.50 µs a step
             # (benchmarks/results/barrier-forms-h100-2026-11-27.txt).
             barrier = k.source[k.source.index("bool grid_barrier("):]

@@ -194,7 +194,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_lstm_h512_f16_b0ffa05608(
+rnncc_recurrent_cluster_lstm_h512_f16_e9419cd103(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -328,7 +328,6 @@ rnncc_recurrent_cluster_lstm_h512_f16_b0ffa05608(
                     }
                     for (int i = vectors * VEC + tid; i < total; i += THREADS)
                         h_cur[h_at(i / H, i % H)] = load_coherent(run + i);
-                    // Zeros past H (the K padding) in every row, and in the rows past the batch.
                     if constexpr (KPAD > H) {
                         for (int e = tid; e < rows * (KPAD - H); e += THREADS)
                             h_cur[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);

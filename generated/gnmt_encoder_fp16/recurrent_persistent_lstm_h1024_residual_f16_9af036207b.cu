@@ -95,6 +95,20 @@ __device__ __forceinline__ void report_timeout(unsigned* status, unsigned code) 
     *reinterpret_cast<volatile unsigned*>(status) = code;
     __threadfence_system();
 }
+// A wait of the launch's blocks on each other (this barrier, or a poll of y: polled_exchange)
+// that passed its bound, or that another block gave up: set the stop word, report, and tell
+// the caller to stop.
+__device__ __forceinline__ bool grid_wait_over(unsigned spins, unsigned long long& start,
+                                               long long spin_timeout_ns, unsigned* barrier,
+                                               unsigned* status) {
+    if (spin_expired(spins, start, spin_timeout_ns)
+        || (spins % SPIN_CHECK == 0 && *reinterpret_cast<volatile unsigned*>(&barrier[1]))) {
+        atomicExch(&barrier[1], 1u);
+        report_timeout(status, 1u);
+        return true;
+    }
+    return false;
+}
 __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status,
                                              long long spin_timeout_ns) {
     __shared__ int stop;
@@ -115,10 +129,7 @@ __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status
         do {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
             if (((before ^ now) & 0x80000000u) != 0) break;
-            if (spin_expired(++spins, start, spin_timeout_ns)
-                || (spins % SPIN_CHECK == 0 && *reinterpret_cast<volatile unsigned*>(&barrier[1]))) {
-                atomicExch(&barrier[1], 1u);
-                report_timeout(status, 1u);
+            if (grid_wait_over(++spins, start, spin_timeout_ns, barrier, status)) {
                 stop = 1;
                 break;
             }
@@ -230,7 +241,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 214016, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_4b18fec6d1(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_9af036207b(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -347,7 +358,6 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_4b18fec6d1(
                 if (b_base >= batch) break;
                 if (j > 0) __syncthreads();  // h_s and partials of the tile before are read
                 /* part stage */
-                // Also orders the first step after the weight load.
                     {
                         constexpr int VEC = 16 / (int)sizeof(T);
                         if (h_prev == nullptr) {
@@ -403,7 +413,6 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_4b18fec6d1(
                             }
                             for (int i = vectors * VEC + tid; i < total; i += THREADS)
                                 h_s[h_at(i / H, i % H)] = load_coherent(run + i);
-                            // Zeros past H (the K padding) in every row, and in the rows past the batch.
                             if constexpr (KPAD > H) {
                                 for (int e = tid; e < rows * (KPAD - H); e += THREADS)
                                     h_s[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);
@@ -422,6 +431,7 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_4b18fec6d1(
                     }
                 fence_h_for_wgmma();
                 __syncthreads();
+
                 /* end stage */
                 /* part product */
                     {
@@ -509,80 +519,80 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_4b18fec6d1(
         const int first_step = first_chunk && t == 0;
         for (int bt = blockIdx.y; bt < batch_tiles; bt += gridDim.y) {
             const int b_base = bt * BATCH;
-            {
-                constexpr int VEC = 16 / (int)sizeof(T);
-                if (h_prev == nullptr) {
-                    for (int e = tid; e < BATCH * KPAD; e += THREADS) h_s[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
-                } else if (H % VEC == 0 && h_prev_stride_b % VEC == 0 && reinterpret_cast<unsigned long long>(h_prev) % 16 == 0) {
-                    constexpr int CHUNKS = KPAD / VEC;
-                    // A thread's k is the same every pass and its row moves by THREADS / CHUNKS rows:
-                    // one source pointer a thread, advanced by a constant, instead of a 64-bit product
-                    // and sign extension a vector (SHF.R.S32.HI: 9.8% of LSTM fp16 H=1024 B=64's grid
-                    // step's samples, results/ncu-source-lstm-f16-h1024-b64-h100-2026-11-28.txt).
-                    // 3-4% off the B=64 grid rows in graphs, GNMT B=64 too; a 32-bit offset in its
-                    // place gained less and lost 4% at GNMT B=64 (results/stage-h-pointer-ab-h200-2026-11-28.txt,
-                    // stage-h-offset-ab-h200-2026-11-28.txt). Not at 512 threads, where a thread has
-                    // 128 registers: the float32 kernels spilled the pointer there and ran the TF32
-                    // grid row 4% slower.
-                    if constexpr (THREADS % CHUNKS == 0 && THREADS <= 256) {
-                        constexpr int ROW_STEP = THREADS / CHUNKS;
-                        const int k = (tid % CHUNKS) * VEC;
-                        const long long pass_elements = (long long)ROW_STEP * h_prev_stride_b;
-                        const T* from = h_prev + (long long)(b_base + tid / CHUNKS) * h_prev_stride_b + k;
-        #pragma unroll 4
-                        for (int row = tid / CHUNKS; row < BATCH; row += ROW_STEP, from += pass_elements) {
-                            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                            if (b_base + row < batch && k < H) v = load_coherent_16(from);
-                            *reinterpret_cast<uint4*>(&h_s[h_at(row, k)]) = v;
+                {
+                    constexpr int VEC = 16 / (int)sizeof(T);
+                    if (h_prev == nullptr) {
+                        for (int e = tid; e < BATCH * KPAD; e += THREADS) h_s[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
+                    } else if (H % VEC == 0 && h_prev_stride_b % VEC == 0 && reinterpret_cast<unsigned long long>(h_prev) % 16 == 0) {
+                        constexpr int CHUNKS = KPAD / VEC;
+                        // A thread's k is the same every pass and its row moves by THREADS / CHUNKS rows:
+                        // one source pointer a thread, advanced by a constant, instead of a 64-bit product
+                        // and sign extension a vector (SHF.R.S32.HI: 9.8% of LSTM fp16 H=1024 B=64's grid
+                        // step's samples, results/ncu-source-lstm-f16-h1024-b64-h100-2026-11-28.txt).
+                        // 3-4% off the B=64 grid rows in graphs, GNMT B=64 too; a 32-bit offset in its
+                        // place gained less and lost 4% at GNMT B=64 (results/stage-h-pointer-ab-h200-2026-11-28.txt,
+                        // stage-h-offset-ab-h200-2026-11-28.txt). Not at 512 threads, where a thread has
+                        // 128 registers: the float32 kernels spilled the pointer there and ran the TF32
+                        // grid row 4% slower.
+                        if constexpr (THREADS % CHUNKS == 0 && THREADS <= 256) {
+                            constexpr int ROW_STEP = THREADS / CHUNKS;
+                            const int k = (tid % CHUNKS) * VEC;
+                            const long long pass_elements = (long long)ROW_STEP * h_prev_stride_b;
+                            const T* from = h_prev + (long long)(b_base + tid / CHUNKS) * h_prev_stride_b + k;
+            #pragma unroll 4
+                            for (int row = tid / CHUNKS; row < BATCH; row += ROW_STEP, from += pass_elements) {
+                                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                                if (b_base + row < batch && k < H) v = load_coherent_16(from);
+                                *reinterpret_cast<uint4*>(&h_s[h_at(row, k)]) = v;
+                            }
+                        } else {
+                            #pragma unroll 4
+                            for (int e = tid; e < BATCH * CHUNKS; e += THREADS) {
+                                const int row = e / CHUNKS, k = (e % CHUNKS) * VEC, b = b_base + row;
+                                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                                if (b < batch && k < H) v = load_coherent_16(&h_prev[(long long)b * h_prev_stride_b + k]);
+                                *reinterpret_cast<uint4*>(&h_s[h_at(row, k)]) = v;
+                            }
                         }
+                    } else if (h_prev_stride_b == H && reinterpret_cast<unsigned long long>(h_prev + (long long)b_base * H) % 16 == 0) {
+                        // Rows of H elements not a multiple of 16 bytes, but dense: the tile's rows are
+                        // one run of rows·H elements, read in 16-byte vectors and scattered into the
+                        // padded shared rows (element loads here were a cliff: LSTM fp16 H=650 B=20
+                        // ran 3× the time of H=640, benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt).
+                        const int rows = min(BATCH, batch - b_base);
+                        const T* run = h_prev + (long long)b_base * H;
+                        const int total = rows * H, vectors = total / VEC;
+                        for (int e = tid; e < vectors; e += THREADS) {
+                            const uint4 v = load_coherent_16(run + e * VEC);
+                            T parts[VEC];
+                            memcpy(parts, &v, sizeof(v));
+            #pragma unroll
+                            for (int j = 0; j < VEC; ++j) {
+                                const int i = e * VEC + j;
+                                h_s[h_at(i / H, i % H)] = parts[j];
+                            }
+                        }
+                        for (int i = vectors * VEC + tid; i < total; i += THREADS)
+                            h_s[h_at(i / H, i % H)] = load_coherent(run + i);
+                        if constexpr (KPAD > H) {
+                            for (int e = tid; e < rows * (KPAD - H); e += THREADS)
+                                h_s[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);
+                        }
+                        for (int e = rows * KPAD + tid; e < BATCH * KPAD; e += THREADS)
+                            h_s[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
                     } else {
-                        #pragma unroll 4
-                        for (int e = tid; e < BATCH * CHUNKS; e += THREADS) {
-                            const int row = e / CHUNKS, k = (e % CHUNKS) * VEC, b = b_base + row;
-                            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                            if (b < batch && k < H) v = load_coherent_16(&h_prev[(long long)b * h_prev_stride_b + k]);
-                            *reinterpret_cast<uint4*>(&h_s[h_at(row, k)]) = v;
+            #pragma unroll 4
+                        for (int e = tid; e < BATCH * KPAD; e += THREADS) {
+                            const int row = e / KPAD, k = e % KPAD, b = b_base + row;
+                            T v = from_float(0.0f);
+                            if (b < batch && k < H) v = load_coherent(&h_prev[(long long)b * h_prev_stride_b + k]);
+                            h_s[h_at(row, k)] = v;
                         }
-                    }
-                } else if (h_prev_stride_b == H && reinterpret_cast<unsigned long long>(h_prev + (long long)b_base * H) % 16 == 0) {
-                    // Rows of H elements not a multiple of 16 bytes, but dense: the tile's rows are
-                    // one run of rows·H elements, read in 16-byte vectors and scattered into the
-                    // padded shared rows (element loads here were a cliff: LSTM fp16 H=650 B=20
-                    // ran 3× the time of H=640, benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt).
-                    const int rows = min(BATCH, batch - b_base);
-                    const T* run = h_prev + (long long)b_base * H;
-                    const int total = rows * H, vectors = total / VEC;
-                    for (int e = tid; e < vectors; e += THREADS) {
-                        const uint4 v = load_coherent_16(run + e * VEC);
-                        T parts[VEC];
-                        memcpy(parts, &v, sizeof(v));
-        #pragma unroll
-                        for (int j = 0; j < VEC; ++j) {
-                            const int i = e * VEC + j;
-                            h_s[h_at(i / H, i % H)] = parts[j];
-                        }
-                    }
-                    for (int i = vectors * VEC + tid; i < total; i += THREADS)
-                        h_s[h_at(i / H, i % H)] = load_coherent(run + i);
-                    // Zeros past H (the K padding) in every row, and in the rows past the batch.
-                    if constexpr (KPAD > H) {
-                        for (int e = tid; e < rows * (KPAD - H); e += THREADS)
-                            h_s[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);
-                    }
-                    for (int e = rows * KPAD + tid; e < BATCH * KPAD; e += THREADS)
-                        h_s[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
-                } else {
-        #pragma unroll 4
-                    for (int e = tid; e < BATCH * KPAD; e += THREADS) {
-                        const int row = e / KPAD, k = e % KPAD, b = b_base + row;
-                        T v = from_float(0.0f);
-                        if (b < batch && k < H) v = load_coherent(&h_prev[(long long)b * h_prev_stride_b + k]);
-                        h_s[h_at(row, k)] = v;
                     }
                 }
-            }
             fence_h_for_wgmma();
             __syncthreads();
+
             {
                 const int warp = tid / 32, lane = tid % 32;
                 const int mg = warp / 4 % WG_M, ks = warp / 4 / WG_M, mt = mg * 4 + warp % 4;

@@ -1,4 +1,4 @@
-// model lstm_1024: layer l0 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
+// model gnmt_encoder: layers l1, l2 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
 // target h100 (sm_90a); planned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
@@ -92,6 +92,20 @@ __device__ __forceinline__ void report_timeout(unsigned* status, unsigned code) 
     *reinterpret_cast<volatile unsigned*>(status) = code;
     __threadfence_system();
 }
+// A wait of the launch's blocks on each other (this barrier, or a poll of y: polled_exchange)
+// that passed its bound, or that another block gave up: set the stop word, report, and tell
+// the caller to stop.
+__device__ __forceinline__ bool grid_wait_over(unsigned spins, unsigned long long& start,
+                                               long long spin_timeout_ns, unsigned* barrier,
+                                               unsigned* status) {
+    if (spin_expired(spins, start, spin_timeout_ns)
+        || (spins % SPIN_CHECK == 0 && *reinterpret_cast<volatile unsigned*>(&barrier[1]))) {
+        atomicExch(&barrier[1], 1u);
+        report_timeout(status, 1u);
+        return true;
+    }
+    return false;
+}
 __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status,
                                              long long spin_timeout_ns) {
     __shared__ int stop;
@@ -112,10 +126,7 @@ __device__ __forceinline__ bool grid_barrier(unsigned* barrier, unsigned* status
         do {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(barrier) : "memory");
             if (((before ^ now) & 0x80000000u) != 0) break;
-            if (spin_expired(++spins, start, spin_timeout_ns)
-                || (spins % SPIN_CHECK == 0 && *reinterpret_cast<volatile unsigned*>(&barrier[1]))) {
-                atomicExch(&barrier[1], 1u);
-                report_timeout(status, 1u);
+            if (grid_wait_over(++spins, start, spin_timeout_ns, barrier, status)) {
                 stop = 1;
                 break;
             }
@@ -156,7 +167,7 @@ __device__ __forceinline__ void stage16(float* dst, const float* src, bool valid
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_f32_2ce1840207(
+rnncc_recurrent_persistent_staged_lstm_h1024_f32_4d0696b528(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
