@@ -166,6 +166,14 @@ ROW_SETS = {"small": ROWS,
                              Config("lstm", "float16", 128, 64, layers=4),
                              Config("lstm", "float32", 256, 20, seq_len=35, layers=8),
                              Config("gru", "float16", 256, 1, seq_len=100, layers=3)]}
+# Pipelined stacks, for an A/B of how a pipelined call runs its chunks (projections ahead of
+# the recurrence): the bench's stack rows (GNMT B=64 runs sequential: a control) and the
+# stacks above.
+ROW_SETS["pipelined"] = list(dict.fromkeys(
+    [Config("lstm", "float16", 1024, 8, layers=4), Config("lstm", "float16", 512, 8, layers=8),
+     Config("lstm", "float32", 512, 8, precision="exact", layers=4),
+     Config("lstm", "float16", 1024, 64, seq_len=128, layers=8, model="gnmt")]
+    + ROW_SETS["replay_moves"]))
 
 
 def build_target() -> str:
