@@ -250,6 +250,11 @@ class Stage:
     # Layers read in the other direction of time (a bidirectional layer's halves read by
     # the next layer): its first chunk reads their last, so every chunk waits for all.
     whole: tuple[str, ...] = ()
+    # The side stream this layer's input projections run on, each chunk's as soon as the
+    # chunks it reads are done, into one of two buffers (chunk k's into k % 2), so that it
+    # runs beside the layer's recurrence of the chunk before; None: a chunk's projection is
+    # queued before its recurrence on the layer's stream.
+    projection_stream: int | None = None
 
     def chunk_after(self, k: int, chunks: int) -> tuple[tuple[str, int], ...]:
         """The (layer, chunk) of other layers that this layer's chunk k waits for."""
@@ -288,13 +293,14 @@ class Schedule:
     @property
     def streams(self) -> int:
         """Streams a call uses, the caller's included."""
-        return 1 + max((s.stream for s in self.stages), default=0)
+        return 1 + max((max(s.stream, s.projection_stream or 0) for s in self.stages), default=0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "chunk": self.chunk, **({"parts": self.parts} if self.parts > 1 else {}),
                 "stages": [{"layer": s.layer, "stream": s.stream, "share": round(s.share, 3),
                             "chunk_us": round(s.chunk_seconds * 1e6, 1), "after": list(s.after)}
                            | ({"whole": list(s.whole)} if s.whole else {})
+                           | ({"projection_stream": s.projection_stream} if s.projection_stream is not None else {})
                            for s in self.stages]}
 
 
@@ -378,8 +384,10 @@ class Plan:
                        if d.value.pipelined and st.after else "")
                 lag += (f", after all of {', '.join(st.whole)} (the other way in time)"
                         if d.value.pipelined and st.whole else "")
+                ahead = (f"; its projections a chunk ahead on side stream {st.projection_stream}, into two buffers"
+                         if st.projection_stream is not None else "")
                 lines.append(f"  {st.layer:<16} {where}, {st.share:.2f} of the GPU, "
-                             f"{st.chunk_seconds * 1e6:.0f} µs a chunk{lag}")
+                             f"{st.chunk_seconds * 1e6:.0f} µs a chunk{lag}{ahead}")
         if self.workspace is not None:
             lines.append(f"workspace: {_show(self.workspace.value)}  {self.workspace.reason}")
         if self.shapes is not None:

@@ -1215,7 +1215,9 @@ class CompiledModel:
         side = self._streams.side(stream, schedule.streams - 1)
         streams = [stream, *side]
         queue, awaited = self._queue(variant, chunks)
-        events = self._streams.take(1 + len(awaited) + len(side))
+        ahead = {s.layer: s.projection_stream for s in schedule.stages if s.projection_stream is not None}
+        projected = sum(1 for name, *_ in queue if name in ahead)  # an event each
+        events = self._streams.take(1 + len(awaited) + projected + len(side))
         ops.forked(side, events)
         try:
             fork, *rest = events
@@ -1226,9 +1228,23 @@ class CompiledModel:
             done: dict[tuple[str, int], int] = {}
             for name, k, on_stream, waits in queue:
                 on = streams[on_stream]
-                for task in waits:
-                    ops.wait(on, done[task])
-                runners[name](k * chunk, on)
+                project, recur = runners[name]
+                if name in ahead:
+                    # The projection on its own stream, once the chunks it reads are done and
+                    # the recurrence that read its buffer last (chunk k - 2) is; the
+                    # recurrence after it, beside the projection of the next chunk.
+                    beside = streams[ahead[name]]
+                    for task in waits:
+                        ops.wait(beside, done[task])
+                    project(k * chunk, beside, k % 2)
+                    ops.record(event := next(free), beside)
+                    ops.wait(on, event)
+                    recur(k * chunk, on, k % 2)
+                else:
+                    for task in waits:
+                        ops.wait(on, done[task])
+                    project(k * chunk, on, 0)
+                    recur(k * chunk, on, 0)
                 if (name, k) in awaited:
                     done[(name, k)] = event = next(free)
                     ops.record(event, on)
@@ -1249,9 +1265,13 @@ class CompiledModel:
         if found is None:
             stages = variant.plan.schedule.value.stages
             stage = {s.layer: s for s in stages}
+            # A layer whose projections run ahead waits, on their stream, for the chunks it
+            # reads and for its own recurrence of two chunks before (their buffer).
             queue = tuple((name, k, stage[name].stream,
                            tuple(d for d in stage[name].chunk_after(k, chunks)
-                                 if stage[d[0]].stream != stage[name].stream))
+                                 if stage[name].projection_stream is not None
+                                 or stage[d[0]].stream != stage[name].stream)
+                           + (((name, k - 2),) if stage[name].projection_stream is not None and k > 1 else ()))
                           for name, k in queue_order(stages, chunks))
             if len(self._queues) >= 256:
                 self._queues.clear()
@@ -1262,9 +1282,10 @@ class CompiledModel:
                    barrier: int, spin_ns: int, stamps: _Stamps | None, ops: call_program.Queue) -> None:
         """Layer r.layer's projection and recurrence over the call, chunk by chunk: h into
         r.y, and for a residual layer h + input into ``r.residual.out``."""
-        run_chunk = self._layer_chunks(variant, r, tensors, ws, S, B, barrier, spin_ns, stamps, ops)
+        project, recur = self._layer_chunks(variant, r, tensors, ws, S, B, barrier, spin_ns, stamps, ops)
         for t0 in range(0, S, min(r.layer.unroll.value, S)):
-            run_chunk(t0, stream)
+            project(t0, stream, 0)
+            recur(t0, stream, 0)
 
     def _check_resident(self, variant: Variant, l, B: int) -> None:
         """Refuse a grid-persistent layer whose blocks this GPU cannot hold at once."""
@@ -1280,9 +1301,11 @@ class CompiledModel:
 
     def _layer_chunks(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, barrier: int,
                       spin_ns: int, stamps: _Stamps | None, ops: call_program.Queue):
-        """``run_chunk(t0, stream)``: queue layer r.layer's projection and recurrence of
-        the chunk starting at step t0 on ``stream``; what does not change from chunk to
-        chunk is worked out once, here (a pipelined call runs many chunks)."""
+        """``(project, recur)``: each ``(t0, stream, buffer)`` queues on ``stream`` layer
+        r.layer's projection of the chunk starting at step t0 into its projection buffer
+        ``buffer`` (0 or 1, where its projections run ahead), or its recurrence of that chunk
+        from it; what does not change from chunk to chunk is worked out once, here (a
+        pipelined call runs many chunks)."""
         l, y, residual, h0, c0, c_out = r.layer, r.y, r.residual, r.h0, r.c0, r.c_view
         plan = variant.plan
         mode = l.persistence.value.mode
@@ -1325,15 +1348,34 @@ class CompiledModel:
             first_step = variant.kernel_of(l.name, "folded_first_step")
             first_step_grid = launch.folded_first_step_grid(l, B)
 
-        def run_chunk(t0: int, stream: int) -> None:
-            """Steps t0 … t0+steps−1 of the layer's own (for a reverse layer, reversed) time."""
+        # The second projection buffer, where the projections run ahead: one chunk's.
+        buffer_bytes = steps_per_chunk * B * GH * 4
+        started: dict[int, tuple[int, int]] = {}  # t0: (timing event, stream) of a chunk's start
+
+        def project(t0: int, stream: int, buffer: int) -> None:
+            """The projection of steps t0 … t0+steps−1 of the layer's own (for a reverse
+            layer, reversed) time into projection buffer ``buffer``."""
             steps = min(steps_per_chunk, S - t0)
-            start = stamps.mark(stream) if stamps else 0
+            if stamps:
+                started[t0] = (stamps.mark(stream), stream)
             if not l.projection_fused:  # (else the recurrent launch's producers compute it)
                 self._project(variant, l, tensors, launch.chunk_steps(t0, steps, S, l.reverse), steps, B,
-                              xproj, stream, weights, ws, library, ops)
+                              xproj + buffer * buffer_bytes, stream, weights, ws, library, ops)
+
+        def recur(t0: int, stream: int, buffer: int) -> None:
+            """The recurrence of steps t0 … t0+steps−1 from projection buffer ``buffer``; the
+            chunk's measured span starts at its projection where that ran on this stream."""
+            steps = min(steps_per_chunk, S - t0)
+            start = 0
+            if stamps:
+                start, on = started.pop(t0, (0, stream))
+                if on != stream:  # the projection ran ahead: the span is the recurrence's
+                    driver.event_destroy(start)
+                    start = 0
+                start = start or stamps.mark(stream)
             xproj_at, strides = launch.recurrent_projection(
-                xproj, launch.projection_strides(l.layout.value, B, GH, steps * B), steps, l.reverse)
+                xproj + buffer * buffer_bytes, launch.projection_strides(l.layout.value, B, GH, steps * B),
+                steps, l.reverse)
             if l.folded:
                 # From r = 0, with h0·W_hhᵀ added at each row's first step: in the first
                 # chunk, or in any of a reverse layer's where rows have lengths.
@@ -1382,7 +1424,7 @@ class CompiledModel:
                             weights=weights, lengths=r.lengths), stream)
             if stamps:
                 stamps.span(l.name, t0 // steps_per_chunk, start, stream)
-        return run_chunk
+        return project, recur
 
     def _project(self, variant: Variant, l, tensors, t0: int, steps: int, B: int, xproj: int,
                  stream: int, weights: dict[str, int], ws: dict[str, int], library: int,

@@ -1983,8 +1983,26 @@ def test_pipelined_stack_with_sum_and_concat(gpu, seq, batch, persistence):
     m, _, _ = run_and_compare(STACKED, seq, batch, seed=seq + batch, with_state=True,
                               batch_first=batch == 5, persistence=persistence, schedule="pipelined")
     plan = m.variant(seq, batch).plan
-    assert plan.schedule.value.pipelined and plan.schedule.value.streams == 5
+    ahead = sum(s.projection_stream is not None for s in plan.schedule.value.stages)
+    assert plan.schedule.value.pipelined and plan.schedule.value.streams == 5 + ahead
     assert all(l.unroll.value == plan.schedule.value.chunk for l in plan.layers)
+
+
+@pytest.mark.parametrize("dtype,persistence", [("float16", None), ("float32", "none"), ("bfloat16", "grid")])
+def test_pipelined_projections_ahead_both_ways_in_time(gpu, dtype, persistence):
+    """Projections a chunk ahead of the recurrence, in two buffers, where layers run both
+    ways in time: chunks of 16 over 37 steps (the last of 5), rows with lengths, initial
+    states; the next layer reads a reverse half whole."""
+    spec = {"name": "ahead", "dtype": dtype, "input_size": 29,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 100, "direction": "bidirectional"},
+                       {"name": "l1", "cell": "gru", "hidden_size": 64, "direction": "bidirectional"},
+                       {"name": "l2", "cell": "rnn_tanh", "hidden_size": 48}]}
+    m, _, _ = run_and_compare(spec, 37, 3, seed=5, with_state=True, schedule="pipelined", unroll=16,
+                              lengths=_lengths(37, 3), **({"persistence": persistence} if persistence else {}))
+    plan = m.variant(37, 3).plan
+    stages = plan.schedule.value.stages
+    assert plan.schedule.value.chunk == 16 and all(s.projection_stream is not None for s in stages), stages
+    m.check_errors()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -1215,6 +1215,41 @@ def test_pipelined_workspace_is_per_layer():
         "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output"]
 
 
+def test_projections_run_a_chunk_ahead_on_streams_of_their_own():
+    """In a pipelined call of more than one chunk a layer's projections run on a side
+    stream of their own, into two buffers, beside its recurrence of the chunk before: the
+    stages name those streams after the layers', the workspace holds two projection
+    chunks and explain says so. A folded LSTMP, whose recurrence calls cuBLASLt with the
+    layer's scratch, and a call of one chunk project before each recurrence."""
+    from rnncc.passes.schedule import projects_ahead
+    from rnncc.passes.workspace import part_name, shared_parts
+
+    m = rnncc.compile("examples/gnmt_encoder_fp16.yaml", target="h200", batch=8, seq_len=128)
+    plan, s = m.plan, m.plan.schedule.value
+    assert s.pipelined and s.chunk < 128
+    layers = len(plan.layers)
+    assert sorted(st.projection_stream for st in s.stages) == list(range(layers, 2 * layers))
+    assert s.streams == 2 * layers
+    parts = dict(shared_parts(plan, 128, 8))
+    for l in plan.layers:
+        assert parts[part_name(plan, "projection", l.name)] == 2 * s.chunk * 8 * 4 * 1024 * 4
+    assert "its projections a chunk ahead on side stream" in plan.explain()
+    # One chunk (the whole sequence): nothing to run ahead of.
+    whole = plan_of(stack(2, 512), target="h200", batch=8, seq_len=64, schedule="pipelined", unroll=64)
+    assert all(st.projection_stream is None for st in whole.schedule.value.stages)
+    # Sequential: one stream.
+    seq = plan_of(stack(2, 512), target="h200", batch=8, schedule="sequential")
+    assert all(st.projection_stream is None for st in seq.schedule.value.stages)
+    # A folded LSTMP's recurrence calls cuBLASLt for h = r·W_hrᵀ: its projections stay inline.
+    lstmp = {"name": "p", "dtype": "float16", "input_size": 1024,
+             "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": 1024, "proj_size": 256}
+                        for i in range(2)]}
+    folded = rnncc.compile(lstmp, target="h200", batch=8, schedule="pipelined").plan
+    for l in folded.layers:
+        assert projects_ahead(l) == (not l.folded)
+        assert (folded.schedule.value.stage(l.name).projection_stream is None) == l.folded
+
+
 def test_predicted_timeline_respects_streams_and_inputs():
     """Chunk k of a layer starts after its chunk k-1 and after chunk k of what it reads;
     sequential tasks never overlap; tasks sharing the GPU stretch."""

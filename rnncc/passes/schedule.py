@@ -357,6 +357,13 @@ def timeline(plan, schedule: Schedule, seq_len: int, target, in_graph: bool | No
         stage = schedule.stage(l.name)
         share[l.name] = stage.share if schedule.pipelined else 1.0
         projection_s = projection_seconds_of(l.projection_tile)
+        # A chunk's projection is priced on its layer's path as when it ran before the
+        # recurrence on the layer's stream, also where it runs ahead (Stage.projection_stream):
+        # priced beside the recurrence as taking no SMs, the planner moved GNMT fp16 B=64's
+        # eager call from sequential to 2 partitions (1.31× its time) and 4 × LSTM fp32 H=512
+        # B=8 to chunks of 16 (1.07×), while the plans it kept ran 0-16% faster with the
+        # projections ahead (results/projection-ahead-ab-h200-2026-11-28.txt). What a
+        # projection takes from kernels beside it is not measured.
         for k, t0 in enumerate(range(0, seq_len, chunk)):
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
@@ -424,16 +431,33 @@ def sequential_schedule(plan, target) -> Schedule:
     return Schedule("sequential", 0, stages(plan, target, own_streams=False))
 
 
+def projects_ahead(l) -> bool:
+    """Whether layer l's projections can run a chunk ahead of its recurrence, on a stream of
+    their own: a projection launched apart from the recurrent kernel (not its producers'),
+    and a recurrence that makes no library call (cuBLASLt's scratch is the layer's one, so
+    its calls stay on one stream: a folded LSTMP's h projection, a step product in cuBLASLt)."""
+    return not l.projection_fused and not l.folded and l.persistence.value.math != "cublas"
+
+
 def stages(plan, target, own_streams: bool, parts: int = 1) -> tuple[Stage, ...]:
     """Each layer's Stage: its stream (its position in the model where each layer has a
     stream of its own, else the caller's), share, time of a chunk of its unroll (its grid
-    kernel in one of ``parts`` SM partitions), and inputs."""
+    kernel in one of ``parts`` SM partitions), and inputs. With streams of their own, the
+    layers that run more than one chunk and ``projects_ahead`` get a further stream each
+    (after the layers'), on which their projections run ahead of their recurrence. In a
+    chunk's recurrence on the layer's stream the projection of the next runs beside it,
+    where it was on the layer's path between them: GNMT fp16 B=8's layers spent 15-50 µs
+    a chunk between recurrent chunks, most of it the projection's GEMM and its launch
+    (results/partition-profile-graph-plans-h200-2026-11-28.jsonl)."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
+    ahead = [l.name for l in plan.layers
+             if own_streams and min(l.unroll.value, o.seq_len) < o.seq_len and projects_ahead(l)]
     return tuple(Stage(l.name, i if own_streams else 0, share_of(l, o.batch, target),
                        chunk_seconds(l, min(l.unroll.value, o.seq_len),
                                      projection_seconds_of(l.projection_tile), itemsize, target, parts),
-                       *layer_sources(l, plan.layers))
+                       *layer_sources(l, plan.layers),
+                       projection_stream=len(plan.layers) + ahead.index(l.name) if l.name in ahead else None)
                  for i, l in enumerate(plan.layers))
 
 

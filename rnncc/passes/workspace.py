@@ -3,7 +3,7 @@
 Where layers run one after another (schedule sequential), one projection buffer, one
 cell-state buffer and one buffer for a residual layer's h are shared by all layers
 (sized for the largest); where they run at once (pipelined), each layer has its own,
-named ``<part>:<layer>``. The sequences of layers that are not model outputs are kept
+named ``<part>:<layer>``, with two projection chunks where its projections run ahead. The sequences of layers that are not model outputs are kept
 until the end of the call.
 """
 
@@ -44,10 +44,14 @@ def part_name(plan, part: str, layer: str) -> str:
 
 def shared_parts(plan, seq_len: int, batch: int) -> list[tuple[str, int]]:
     """The parts of PARTS: one of each, sized for the largest layer, where layers run one
-    after another; one per layer that needs it where they run at once."""
+    after another; one per layer that needs it where they run at once, two projection
+    chunks where a layer's projections run ahead of its recurrence (Stage.projection_stream)."""
     itemsize = DTYPES[plan.dtype].itemsize
     needs = {l.name: layer_parts(l, seq_len, batch, itemsize) for l in plan.layers}
     if pipelined(plan):
+        for stage in plan.schedule.value.stages:
+            if stage.projection_stream is not None:
+                needs[stage.layer]["projection"] *= 2
         return [(part_name(plan, part, name), n[part]) for part in PARTS
                 for name, n in needs.items() if n[part]]
     return [(part, max(n[part] for n in needs.values())) for part in PARTS]
