@@ -3,8 +3,8 @@
 Where layers run one after another (schedule sequential), one projection buffer, one
 cell-state buffer and one buffer for a residual layer's h are shared by all layers
 (sized for the largest); where they run at once (pipelined), each layer has its own,
-named ``<part>:<layer>``, with two projection chunks where its projections run ahead. The sequences of layers that are not model outputs are kept
-until the end of the call.
+named ``<part>:<layer>``, with two projection chunks where its projections run ahead. The
+sequences of layers that are not model outputs are kept until the end of the call.
 """
 
 from dataclasses import replace
