@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 from dataclasses import replace
@@ -34,7 +33,8 @@ from rnncc.passes.schedule import predicted_seconds, sequential_schedule
 from rnncc.runtime import CompiledModel
 from rnncc.timing import time_graph, time_interleaved
 
-from pipeline_schedule import stack, with_chunk  # run as a script: benchmarks/ is on sys.path
+from ab_rows import build_target  # run as a script: benchmarks/ is on sys.path
+from pipeline_schedule import stack, with_chunk
 
 
 # (name, spec, S, B, precision, the (chunk, parts) variants)
@@ -118,7 +118,7 @@ def script_args(doc: str, cases: bool = False) -> argparse.Namespace:
         ap.add_argument("--pair", action="append", default=[], metavar="CHUNKxPARTS",
                         help="only these (chunk, parts) variants, e.g. 16x4 (repeatable; any chunk)")
     args = ap.parse_args()
-    args.target = os.environ.get("RNNCC_BUILD_TARGET", "h200") if args.build_only else "device"
+    args.target = build_target() if args.build_only else "device"
     return args
 
 
