@@ -41,7 +41,7 @@ from .launch import Sequence
 from .passes.fusion import with_persistence_forced
 from .passes.schedule import REPLAY_BYTES, REPLAY_MIN_OPERATIONS, Task, queue_order
 from .passes.shapes import shape_class
-from .passes.workspace import part_name, pipelined, workspace_parts
+from .passes.workspace import part_name, pipelined, projection_chunk_bytes, workspace_parts
 from .plan import Decision, Plan
 from .tiles import StepRows
 
@@ -1229,22 +1229,19 @@ class CompiledModel:
             for name, k, on_stream, waits in queue:
                 on = streams[on_stream]
                 project, recur = runners[name]
-                if name in ahead:
-                    # The projection on its own stream, once the chunks it reads are done and
-                    # the recurrence that read its buffer last (chunk k - 2) is; the
-                    # recurrence after it, beside the projection of the next chunk.
-                    beside = streams[ahead[name]]
-                    for task in waits:
-                        ops.wait(beside, done[task])
-                    project(k * chunk, beside, k % 2)
-                    ops.record(event := next(free), beside)
+                # A layer whose projections run ahead projects on its own stream into buffer
+                # k % 2, once the chunks it reads are done and the recurrence that read that
+                # buffer last (chunk k - 2) is; its recurrence waits for the projection and
+                # runs beside the projection of the next chunk. Else both on the layer's.
+                projecting = streams[ahead[name]] if name in ahead else on
+                buffer = k % 2 if name in ahead else 0
+                for task in waits:
+                    ops.wait(projecting, done[task])
+                project(k * chunk, projecting, buffer)
+                if projecting != on:
+                    ops.record(event := next(free), projecting)
                     ops.wait(on, event)
-                    recur(k * chunk, on, k % 2)
-                else:
-                    for task in waits:
-                        ops.wait(on, done[task])
-                    project(k * chunk, on, 0)
-                    recur(k * chunk, on, 0)
+                recur(k * chunk, on, buffer)
                 if (name, k) in awaited:
                     done[(name, k)] = event = next(free)
                     ops.record(event, on)
@@ -1348,8 +1345,8 @@ class CompiledModel:
             first_step = variant.kernel_of(l.name, "folded_first_step")
             first_step_grid = launch.folded_first_step_grid(l, B)
 
-        # The second projection buffer, where the projections run ahead: one chunk's.
-        buffer_bytes = steps_per_chunk * B * GH * 4
+        # The second projection buffer, where the projections run ahead, follows the first.
+        buffer_bytes = projection_chunk_bytes(l, S, B)
         started: dict[int, tuple[int, int]] = {}  # t0: (timing event, stream) of a chunk's start
 
         def project(t0: int, stream: int, buffer: int) -> None:

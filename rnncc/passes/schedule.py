@@ -451,13 +451,15 @@ def stages(plan, target, own_streams: bool, parts: int = 1) -> tuple[Stage, ...]
     (results/partition-profile-graph-plans-h200-2026-11-28.jsonl)."""
     o = plan.options
     itemsize = DTYPES[plan.dtype].itemsize
+    # The projection streams, numbered after the layers' in the model's order.
     ahead = [l.name for l in plan.layers
              if own_streams and min(l.unroll.value, o.seq_len) < o.seq_len and projects_ahead(l)]
+    projection_stream = {name: len(plan.layers) + i for i, name in enumerate(ahead)}
     return tuple(Stage(l.name, i if own_streams else 0, share_of(l, o.batch, target),
                        chunk_seconds(l, min(l.unroll.value, o.seq_len),
                                      projection_seconds_of(l.projection_tile), itemsize, target, parts),
                        *layer_sources(l, plan.layers),
-                       projection_stream=len(plan.layers) + ahead.index(l.name) if l.name in ahead else None)
+                       projection_stream=projection_stream.get(l.name))
                  for i, l in enumerate(plan.layers))
 
 

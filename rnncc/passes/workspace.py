@@ -16,6 +16,12 @@ from ..plan import Decision
 PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output")
 
 
+def projection_chunk_bytes(l, seq_len: int, batch: int) -> int:
+    """Bytes of one chunk of layer l's projections (float32 pre-activations of its unroll's
+    steps, at most the sequence); a layer whose projections run ahead has two of them."""
+    return min(l.unroll.value, seq_len) * batch * l.gates * l.hidden_size * 4
+
+
 def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     """Bytes layer l needs of each part: the projection buffer, the LSTM cell state, the
     step product (h·W_hhᵀ of one step, float32, where cuBLASLt computes it for the cell
@@ -24,7 +30,7 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     tanh c (storage dtype, as torch rounds it before h = r·W_hrᵀ): of one step per step,
     of every step folded (the recurrence's own sequence, read back a step later)."""
     chunk = min(l.unroll.value, seq_len)
-    return {"projection": chunk * batch * l.gates * l.hidden_size * 4,
+    return {"projection": projection_chunk_bytes(l, seq_len, batch),
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
             "step_product": batch * l.gates * l.hidden_size * 4 if l.persistence.value.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
