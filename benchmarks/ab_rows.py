@@ -218,7 +218,8 @@ if __name__ == "__main__":
     for cfg in ROW_SETS[sys.argv[2] if len(sys.argv) > 2 else "small"]:
         r = run_config(cfg, warmup=3, repeats=20)
         print(json.dumps({"version": label, "rnncc_from": rnncc.__file__, "row": cfg.label,
-                          "persistence": r["persistence"], "rnncc_ms": round(r["rnncc_ms"], 4),
+                          "persistence": r["persistence"], "agree": r.get("agree"),
+                          "rnncc_ms": round(r["rnncc_ms"], 4),
                           "cudnn_ms": round(r["cudnn_ms"], 4),
                           "twin_ms": round(r["twin_ms"], 4) if "twin_ms" in r else None,
                           "rnncc_graph_ms": r.get("rnncc_graph_ms"),
