@@ -1,9 +1,11 @@
 """nvcc → cubin, with an on-disk cache, so a second compile of the same model runs no nvcc.
 
 A cubin's cache name is readable and exact: ``<kernel>-<arch>-<hash>.cubin`` where the
-hash covers the rendered source, the nvcc flags, the arch and the rnncc version. One file
-lock per entry guards build and write (another process may build the same kernel);
-files are written to a temporary name and renamed into place. This runs without a GPU.
+hash covers the rendered source, the nvcc flags, the arch, the rnncc version and how nvcc
+ran (relative paths, and fixed addresses where ``fixed_addresses`` has a prefix: NVVM's
+output otherwise varies from run to run). One file lock per entry guards build and write
+(another process may build the same kernel); files are written to a temporary name and
+renamed into place. This runs without a GPU.
 
 Knobs: ``RNNCC_CACHE_DIR`` (default ``~/.cache/rnncc``), ``RNNCC_NVCC`` (the nvcc to
 use), ``RNNCC_LINEINFO=1`` (adds ``-lineinfo`` for profilers).
@@ -12,12 +14,15 @@ use), ``RNNCC_LINEINFO=1`` (adds ``-lineinfo`` for profilers).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import logging
 import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -43,6 +48,18 @@ def nvcc_path() -> str | None:
 
 def cache_dir() -> Path:
     return Path(os.environ.get("RNNCC_CACHE_DIR", Path.home() / ".cache" / "rnncc"))
+
+
+@functools.cache
+def fixed_addresses() -> list[str]:
+    """The prefix that runs nvcc with address randomisation off (``setarch <machine> -R``,
+    Linux), or none where there is no setarch. NVVM's output depends on where its process's
+    memory lies: one source gave PTX differing in ~4900 lines from run to run, and ptxas
+    250 registers or 255 with 40 bytes spilled (the float32 GRU H=1024 registers-form
+    kernel of test_register_grid_kernels_render_and_compile). With the addresses fixed its
+    cubin was byte-identical in 8 of 8 builds, so a kernel's source is its code."""
+    setarch = shutil.which("setarch") if sys.platform.startswith("linux") else None
+    return [setarch, platform.machine(), "-R"] if setarch else []
 
 
 def nvcc_flags(arch: str) -> list[str]:
@@ -73,7 +90,8 @@ def cache_info() -> CacheInfo:
 
 def cache_key(kernel: KernelSource, arch: str) -> str:
     digest = hashlib.sha256("\0".join(
-        [kernel.source, " ".join(nvcc_flags(arch)), __version__]).encode()).hexdigest()[:16]
+        [kernel.source, " ".join(nvcc_flags(arch)), __version__,
+         "relative paths" + (", fixed addresses" if fixed_addresses() else "")]).encode()).hexdigest()[:16]
     return f"{kernel.name}-{arch}-{digest}"
 
 
@@ -144,8 +162,11 @@ def _run_nvcc(kernel: KernelSource, arch: str) -> tuple[bytes, str, float]:
         out = Path(tmp) / f"{kernel.name}.cubin"
         src.write_text(kernel.source)
         start = time.perf_counter()
-        proc = subprocess.run([nvcc, *nvcc_flags(arch), str(src), "-o", str(out)],
-                              capture_output=True, text=True)
+        # Names relative to the temporary directory: the code nvcc generates depends on its
+        # input's path too (the same source in two directories gave two different .text
+        # sections, with fixed addresses), so a build names nothing that differs from another's.
+        proc = subprocess.run([*fixed_addresses(), nvcc, *nvcc_flags(arch), src.name, "-o", out.name],
+                              capture_output=True, text=True, cwd=tmp)
         seconds = time.perf_counter() - start
         if proc.returncode != 0:
             raise CompileError(f"nvcc failed on generated kernel {kernel.name} ({arch}); this is "

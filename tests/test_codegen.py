@@ -773,6 +773,28 @@ def test_register_rule_matches_the_spills_measured():
     assert admitted_spilling == {("gru", 1000, 1, 4, 192), ("gru", 1000, 2, 2, 192), ("rnn_tanh", 1200, 12, 1, 152)}
 
 
+def test_nvcc_builds_a_source_into_the_same_cubin_every_time(nvcc, tmp_path, monkeypatch):
+    """Two builds of one kernel into two empty caches give byte-identical cubins: nvcc runs
+    with fixed addresses (build.fixed_addresses). Without, NVVM's PTX of this kernel (the
+    float32 GRU H=1024 registers-form kernel that test_register_grid_kernels_render_and_compile
+    builds, on a residual stack) varied from run to run, and ptxas spilled in most of them."""
+    if not build.fixed_addresses():
+        pytest.skip("no setarch here: nvcc runs with the addresses the system gives it")
+    case = dict(cell="gru", layout="xw", H=1024, unroll=None, dtype="float32", bias=True, batch=8)
+    m = compile_case(case, backward_gates="save")
+    tile = tiles.RegisterPersistentTile(units_per_block=16, batch_per_block=4, batch_blocks=2, threads=256, k_phases=2)
+    value = tiles.Persistent.of("grid", "fma", tile, 1024, m.plan.layers[0].gates, 4)
+    for l in m.plan.layers:
+        m = m.with_persistence(l.name, value, "forced by the test")
+    kernel = next(k for k in m.variant(16, 8, lengths=True).kernels
+                  if k.family == "recurrent_persistent" and "residual" in k.name)
+    cubins = []
+    for run in ("first", "second"):
+        monkeypatch.setenv("RNNCC_CACHE_DIR", str(tmp_path / run))
+        cubins.append(build.compile_cubin(kernel, "sm_90a"))
+    assert cubins[0] == cubins[1]
+
+
 @pytest.mark.parametrize("cell", CELLS)
 def test_register_grid_kernels_render_and_compile(nvcc, cell):
     """The registers form of the FMA grid kernel (float32, W_hhᵀ in registers): on the
