@@ -169,6 +169,11 @@ ROW_SETS = {"small": ROWS,
 # Pipelined stacks, for an A/B of how a pipelined call runs its chunks (projections ahead of
 # the recurrence): the bench's stack rows (GNMT B=64 runs sequential: a control) and the
 # stacks above.
+ROW_SETS["pipelined"] = list(dict.fromkeys(
+    [Config("lstm", "float16", 1024, 8, layers=4), Config("lstm", "float16", 512, 8, layers=8),
+     Config("lstm", "float32", 512, 8, precision="exact", layers=4),
+     Config("lstm", "float16", 1024, 64, seq_len=128, layers=8, model="gnmt")]
+    + ROW_SETS["replay_moves"]))
 # Plans that variants/projection-ahead-priced.patch moves (benchmarks/schedule_census.py over
 # 200 stacks and the bench's, H100 preset, 2026-11-28: 34 of 408 plans moved, 17 of them from
 # sequential to pipelined, 17 to shorter chunks), one of each kind of move, and the issue row
@@ -181,11 +186,6 @@ ROW_SETS["priced_moves"] = [
     Config("gru", "float32", 333, 64, seq_len=35, layers=8), Config("gru", "float32", 768, 1, seq_len=100, layers=4),
     Config("gru", "float16", 333, 64, seq_len=100, layers=2), Config("lstm", "float32", 1024, 3, layers=8),
     Config("lstm", "float32", 512, 8, precision="exact", layers=4)]
-ROW_SETS["pipelined"] = list(dict.fromkeys(
-    [Config("lstm", "float16", 1024, 8, layers=4), Config("lstm", "float16", 512, 8, layers=8),
-     Config("lstm", "float32", 512, 8, precision="exact", layers=4),
-     Config("lstm", "float16", 1024, 64, seq_len=128, layers=8, model="gnmt")]
-    + ROW_SETS["replay_moves"]))
 
 
 def build_target() -> str:
