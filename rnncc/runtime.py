@@ -1214,9 +1214,7 @@ class CompiledModel:
                    for r in runs}
         side = self._streams.side(stream, schedule.streams - 1)
         streams = [stream, *side]
-        queue, awaited = self._queue(variant, chunks)
-        ahead = {s.layer: s.projection_stream for s in schedule.stages if s.projection_stream is not None}
-        projected = sum(1 for name, *_ in queue if name in ahead)  # an event each
+        queue, awaited, projected = self._queue(variant, chunks)
         events = self._streams.take(1 + len(awaited) + projected + len(side))
         ops.forked(side, events)
         try:
@@ -1226,15 +1224,16 @@ class CompiledModel:
             for s in side:
                 ops.wait(s, fork)
             done: dict[tuple[str, int], int] = {}
-            for name, k, on_stream, waits in queue:
+            for name, k, on_stream, projection_stream, waits in queue:
                 on = streams[on_stream]
                 project, recur = runners[name]
                 # A layer whose projections run ahead projects on its own stream into buffer
                 # k % 2, once the chunks it reads are done and the recurrence that read that
                 # buffer last (chunk k - 2) is; its recurrence waits for the projection and
                 # runs beside the projection of the next chunk. Else both on the layer's.
-                projecting = streams[ahead[name]] if name in ahead else on
-                buffer = k % 2 if name in ahead else 0
+                ahead = projection_stream is not None
+                projecting = streams[projection_stream] if ahead else on
+                buffer = k % 2 if ahead else 0
                 for task in waits:
                     ops.wait(projecting, done[task])
                 project(k * chunk, projecting, buffer)
@@ -1254,9 +1253,10 @@ class CompiledModel:
 
     def _queue(self, variant: Variant, chunks: int):
         """(the tasks of a pipelined call in the order the host queues them, each as (layer,
-        chunk, its stream's index, the tasks on other streams it waits for); the set of
-        tasks waited for, which record an event). Kept per shape class and chunk count:
-        working it out took 34 µs for 8 layers of 4 chunks, a chunk's host time."""
+        chunk, its stream's index, its projection stream's index or None, the tasks on other
+        streams it waits for); the set of tasks waited for, which record an event; how many
+        tasks project ahead, an event each). Kept per shape class and chunk count: working
+        it out took 34 µs for 8 layers of 4 chunks, a chunk's host time."""
         key = (variant.shape_class, chunks)
         found = self._queues.get(key)
         if found is None:
@@ -1264,7 +1264,7 @@ class CompiledModel:
             stage = {s.layer: s for s in stages}
             # A layer whose projections run ahead waits, on their stream, for the chunks it
             # reads and for its own recurrence of two chunks before (their buffer).
-            queue = tuple((name, k, stage[name].stream,
+            queue = tuple((name, k, stage[name].stream, stage[name].projection_stream,
                            tuple(d for d in stage[name].chunk_after(k, chunks)
                                  if stage[name].projection_stream is not None
                                  or stage[d[0]].stream != stage[name].stream)
@@ -1272,7 +1272,8 @@ class CompiledModel:
                           for name, k in queue_order(stages, chunks))
             if len(self._queues) >= 256:
                 self._queues.clear()
-            found = self._queues[key] = (queue, frozenset(d for *_, waits in queue for d in waits))
+            found = self._queues[key] = (queue, frozenset(d for *_, waits in queue for d in waits),
+                                         sum(1 for *_, projection_stream, _ in queue if projection_stream is not None))
         return found
 
     def _run_layer(self, variant: Variant, r: _LayerRun, tensors, ws, S, B, stream: int,
