@@ -1,0 +1,122 @@
+"""Pipelined stacks with a ramp of short first chunks (Schedule.first_chunks), timed beside
+the plan's chunks of C in one process, as CUDA-graph replays.
+
+In a pipelined call the last layer starts once the first chunk has crossed every layer
+before it: at GNMT fp16 B=8 (8 layers, chunks of 32 in 4 SM partitions) that fill is 7
+crossings of a whole chunk, 224 of the call's 352 step times
+(results/partition-profile-graph-plans-h200-2026-11-28-projections-ahead.jsonl). Chunks of
+8 or 16 throughout shorten the fill but pay a launch and a projection GEMM per chunk,
+beside the partitions' kernels. A ramp (8, 8, 16, then 32s) shortens the fill with a few
+more chunks. Each case is compiled for graphed calls (the bench's graph plan, uniform
+chunks), then run with each ramp forced on the same kernels; the outputs of every ramp
+are checked against the plan's (the same kernels and steps: within the dtype's tolerance).
+
+    python3 benchmarks/chunk_ramp.py OUT_DIR [--build-only] [--case NAME]...
+
+Schedule.first_chunks is not in rnncc: it is benchmarks/variants/chunk-ramp.patch, which
+every ramp measured lost (its header has the numbers). Run this with the patched tree
+first on PYTHONPATH (`ab_variant.py prepare chunk-ramp` writes it to .ab-chunk-ramp/new).
+
+Writes OUT_DIR/chunk-ramp-<gpu>-<date>.jsonl (one line per case and ramp: graph ms, the
+schedule model's prediction) and prints a table. Needs a GPU, PyTorch and PyCUDA
+(--build-only: nvcc; plans for the preset RNNCC_BUILD_TARGET, default h200).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import rnncc
+from rnncc.passes.schedule import predicted_seconds
+from rnncc.plan import Decision
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ab_rows import build_target  # noqa: E402
+from pipeline_schedule import stack  # noqa: E402
+from result_files import result_path  # noqa: E402
+
+# (name, spec, S, B, precision)
+CASES = [("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None),
+         ("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None),
+         ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact"),
+         ("8×LSTM fp16 H=512 B=8", stack(8, 512, "float16"), 256, 8, None)]
+# First chunks, each at most the plan's chunk (ramps longer than that are cut to it).
+RAMPS = [(), (8,), (16,), (8, 8), (8, 8, 16), (8, 24), (4, 4, 8, 16), (16, 16)]
+ROUNDS = 3
+
+
+def ramped(base, ramp: tuple[int, ...]):
+    """``base`` with its pipelined schedule's first chunks ``ramp``; None where the plan is
+    not pipelined or a chunk of the ramp exceeds its chunk."""
+    schedule = base.plan.schedule.value
+    if not schedule.pipelined or any(c > schedule.chunk for c in ramp):
+        return None
+    if not ramp:
+        return base
+    forced = replace(schedule, first_chunks=ramp)
+    return base.with_plan(replace(base.plan, schedule=Decision(forced, f"first chunks {ramp} forced", "user")))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", nargs="?", default="benchmarks/results")
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--case", action="append", default=[])
+    args = ap.parse_args()
+    cases = [c for c in CASES if not args.case or c[0] in args.case]
+    if args.build_only:  # a ramp changes no kernel: the plan's are every ramp's
+        from rnncc.build import compile_all
+        kernels = {}
+        for name, spec, S, B, precision in cases:
+            m = rnncc.compile(spec, target=build_target(), seq_len=S, batch=B, precision=precision, launches="graph")
+            kernels |= {k.name: k for k in m.kernels}
+            print(f"{name}: {m.plan.schedule.value.label}", flush=True)
+        compile_all(list(kernels.values()), "sm_90a")
+        return
+
+    import torch
+
+    from rnncc.dtypes import max_relative_error, tolerance
+    from rnncc.timing import time_graph
+
+    out = result_path(Path(args.out), "chunk-ramp", "jsonl")
+    rows = []
+    for name, spec, S, B, precision in cases:
+        torch.manual_seed(0)
+        base = rnncc.compile(spec, target="device", seq_len=S, batch=B, precision=precision, launches="graph")
+        models = {ramp: m for ramp in RAMPS if (m := ramped(base, ramp)) is not None}
+        x = torch.randn(S, B, base.model.input_size, device="cuda").to(getattr(torch, base.model.dtype))
+        want = base(x)
+        want = (want[0] if isinstance(want, tuple) else want).float()
+        errors = {}
+        for ramp, m in models.items():
+            got = m(x)
+            got = (got[0] if isinstance(got, tuple) else got).float()
+            errors[ramp] = max_relative_error(got.cpu().numpy(), want.cpu().numpy())
+        times = {ramp: [] for ramp in models}
+        for _ in range(ROUNDS):
+            for ramp, m in models.items():
+                times[ramp].append(time_graph(lambda m=m: m(x), 2, 7).median_ms)
+        uniform = statistics.median(times[()])
+        for ramp, m in models.items():
+            ms = statistics.median(times[ramp])
+            schedule = m.plan.schedule.value
+            row = {"case": name, "S": S, "B": B, "schedule": schedule.label, "first_chunks": list(ramp),
+                   "graph_ms": round(ms, 4), "rounds_ms": [round(t, 4) for t in times[ramp]],
+                   "vs_plan": round(ms / uniform, 3),
+                   "predicted_ms": round(predicted_seconds(m.plan, schedule, S, m.target) * 1e3, 4),
+                   "max_relative_error_vs_plan": float(errors[ramp]),
+                   "within_tolerance": bool(errors[ramp] <= tolerance(base.model.dtype))}
+            rows.append(row)
+            print(f"{name:<28} {schedule.label:<34} {ms:8.3f} ms  {ms / uniform:5.3f}×  "
+                  f"predicted {row['predicted_ms']:7.3f}  err {errors[ramp]:.1e}", flush=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
