@@ -1285,6 +1285,36 @@ def test_predicted_timeline_respects_streams_and_inputs():
                                        frozenset("ab"))) == pytest.approx(1.0)
 
 
+def test_projections_ahead_are_priced_off_the_path_beside_cluster_kernels_only():
+    """A chunk's projection on its own stream (Stage.projection_stream) is priced as a task
+    beside a cluster layer's recurrence, so the stack is predicted faster than with the
+    projections on its layers' streams; beside grid partitions it stays on the path (the
+    prediction does not change)."""
+    from rnncc.passes.schedule import predicted_seconds, timeline
+    from rnncc.plan import Decision
+
+    def stack(L, H, dtype, cell):
+        return {"name": "s", "dtype": dtype, "input_size": H,
+                "layers": [{"name": f"l{i}", "cell": cell, "hidden_size": H} for i in range(L)]}
+
+    def without_ahead(plan):
+        s = plan.schedule.value
+        s = replace(s, stages=tuple(replace(st, projection_stream=None) for st in s.stages))
+        return replace(plan, schedule=Decision(s, "forced by the test", "user")), s
+
+    target = get("h200")
+    for spec, S, B, mode, faster in ((stack(8, 256, "float32", "gru"), 128, 20, "cluster", True),
+                                     (stack(4, 1024, "float16", "lstm"), 256, 8, "grid", False)):
+        plan = plan_of(spec, target="h200", seq_len=S, batch=B)
+        s = plan.schedule.value
+        assert s.pipelined and all(l.persistence.value.mode == mode for l in plan.layers), s.label
+        assert all(st.projection_stream is not None for st in s.stages)
+        assert {t.layer for t in timeline(plan, s, S, target)} == {l.name for l in plan.layers}
+        ahead = predicted_seconds(plan, s, S, target)
+        on_path = predicted_seconds(*without_ahead(plan), S, target)
+        assert (ahead < on_path) if faster else ahead == pytest.approx(on_path), (ahead, on_path)
+
+
 def bidirectional(L, H, dtype="float16"):
     return {"name": f"bi{L}", "dtype": dtype, "input_size": H,
             "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": H, "direction": "bidirectional"}

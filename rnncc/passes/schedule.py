@@ -357,26 +357,42 @@ def timeline(plan, schedule: Schedule, seq_len: int, target, in_graph: bool | No
         stage = schedule.stage(l.name)
         share[l.name] = stage.share if schedule.pipelined else 1.0
         projection_s = projection_seconds_of(l.projection_tile)
-        # A chunk's projection is priced on its layer's path as when it ran before the
-        # recurrence on the layer's stream, also where it runs ahead (Stage.projection_stream):
-        # priced beside the recurrence as taking no SMs, the planner moved GNMT fp16 B=64's
-        # eager call from sequential to 2 partitions (1.31× its time) and 4 × LSTM fp32 H=512
-        # B=8 to chunks of 16 (1.07×), while the plans it kept ran 0-16% faster with the
-        # projections ahead (results/projection-ahead-ab-h200-2026-11-28.txt). What a
-        # projection takes from kernels beside it is not measured.
+        # Where a layer's projections run ahead (Stage.projection_stream) beside cluster
+        # kernels, a chunk's projection is priced off the layer's path, as a task of its own
+        # taking no SMs: of ab_rows.py 'priced_moves', the 6 cluster stacks' plans this moved
+        # ran 0.63-1.02× their time before eager (median 0.81), 0.82-1.04× in graphs with the
+        # graph plans (results/projection-ahead-priced-ab-h200-2026-11-28.jsonl). Beside grid kernels it
+        # stays on the path, as when it ran before the recurrence on the layer's stream: a
+        # grid step waits for its slowest block, and of the 7 grid stacks it moved 4 lost
+        # 1.02-1.12× (LSTM fp32 H=512-1024) and 2 gained (4 × GRU fp32 H=768 B=1 0.89×); before,
+        # GNMT fp16 B=64's eager call moved to 2 partitions at 1.31× its time
+        # (results/projection-ahead-ab-h200-2026-11-28.txt).
+        ahead = (schedule.pipelined and stage.projection_stream is not None
+                 and isinstance(l.persistence.value, Persistent) and l.persistence.value.mode == "cluster")
+        if ahead:
+            share[PROJECTION + l.name] = 0.0
         for k, t0 in enumerate(range(0, seq_len, chunk)):
             steps = min(chunk, seq_len - t0)
             key = (l.name, k)
-            work[key] = chunk_seconds(l, steps, projection_s * steps / chunk, itemsize, target, schedule.parts)
+            projection = projection_s * steps / chunk
+            work[key] = chunk_seconds(l, steps, 0.0 if ahead else projection, itemsize, target, schedule.parts)
             if in_graph:
                 work[key] += PIPELINED_CHUNK_GRAPH_SECONDS
-            if schedule.pipelined:
+            if ahead:
+                projected = (PROJECTION + l.name, k)
+                work[projected] = projection
+                after[projected] = stage.chunk_after(k, chunks) + ((l.name, k - 2),) * (k > 1)
+                after[key] = ((l.name, k - 1),) * (k > 0) + (projected,)
+            elif schedule.pipelined:
                 after[key] = ((l.name, k - 1),) * (k > 0) + stage.chunk_after(k, chunks)
             else:  # one stream: every task after the one queued before it
                 after[key] = (previous,) if previous else ()
             previous = key
     holds = frozenset(l.name for l in plan.layers if holds_its_sms(l, target))
-    return simulate(work, share, after, holds)
+    return [t for t in simulate(work, share, after, holds) if not t.layer.startswith(PROJECTION)]
+
+
+PROJECTION = "projection of "  # the simulated name of a layer's projections ahead
 
 
 def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
