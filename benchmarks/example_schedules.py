@@ -40,7 +40,11 @@ def variants(path: str, S: int, B: int) -> dict:
 
 
 def first(y):
-    return (y[0] if isinstance(y, tuple) else y).float().cpu().numpy()
+    """The first output tensor of a call (a call returns (outputs, final states); several
+    outputs come as a tuple)."""
+    while isinstance(y, (tuple, list)):
+        y = y[0]
+    return y.float().cpu().numpy()
 
 
 def main() -> None:
