@@ -11,14 +11,16 @@ more chunks. Each case is compiled for graphed calls (the bench's graph plan, un
 chunks), then run with each ramp forced on the same kernels; the outputs of every ramp
 are checked against the plan's (the same kernels and steps: within the dtype's tolerance).
 
-    python3 benchmarks/chunk_ramp.py OUT_DIR [--build-only] [--case NAME]...
+    python3 benchmarks/chunk_ramp.py OUT_DIR [--build-only] [--trace] [--case NAME]...
 
-Schedule.first_chunks is not in rnncc: it is benchmarks/variants/chunk-ramp.patch, which
-every ramp measured lost (its header has the numbers). Run this with the patched tree
+Schedule.first_chunks and last_chunks are not in rnncc: they are
+benchmarks/variants/chunk-ramp.patch, where every first ramp measured lost (its header has
+the numbers; the last ramps are not measured yet). Run this with the patched tree
 first on PYTHONPATH (`ab_variant.py prepare chunk-ramp` writes it to .ab-chunk-ramp/new).
 
 Writes OUT_DIR/chunk-ramp-<gpu>-<date>.jsonl (one line per case and ramp: graph ms, the
-schedule model's prediction) and prints a table. Needs a GPU, PyTorch and PyCUDA
+schedule model's prediction; with --trace each replay's kernels, partition_profile.summary)
+and prints a table. Needs a GPU, PyTorch and PyCUDA
 (--build-only: nvcc; plans for the preset RNNCC_BUILD_TARGET, default h200).
 """
 from __future__ import annotations
@@ -44,21 +46,47 @@ CASES = [("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None),
          ("4×LSTM fp16 H=1024 B=8", stack(4, 1024, "float16"), 256, 8, None),
          ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact"),
          ("8×LSTM fp16 H=512 B=8", stack(8, 512, "float16"), 256, 8, None)]
-# First chunks, each at most the plan's chunk (ramps longer than that are cut to it).
-RAMPS = [(), (8,), (16,), (8, 8), (8, 8, 16), (8, 24), (4, 4, 8, 16), (16, 16)]
+# (first chunks, last chunks), each at most the plan's chunk (else the ramp is skipped).
+# 2026-11-28 ran the first chunks alone (every one lost); the last chunks are for 8 layers
+# on 4 partitions, where a layer's SMs free one crossing of its last chunk after the layer
+# before it ends.
+RAMPS = [((), ()), ((8,), ()), ((16,), ()), ((8, 8), ()), ((8, 8, 16), ()), ((8, 24), ()),
+         ((4, 4, 8, 16), ()), ((16, 16), ()),
+         ((), (8,)), ((), (16, 8)), ((), (16, 8, 8)), ((8, 24), (16, 8, 8)), ((8,), (8,))]
 ROUNDS = 3
 
 
-def ramped(base, ramp: tuple[int, ...]):
-    """``base`` with its pipelined schedule's first chunks ``ramp``; None where the plan is
-    not pipelined or a chunk of the ramp exceeds its chunk."""
+def ramped(base, first: tuple[int, ...], last: tuple[int, ...]):
+    """``base`` with its pipelined schedule's first and last chunks forced; None where the
+    plan is not pipelined or a ramp's chunk exceeds its chunk."""
     schedule = base.plan.schedule.value
-    if not schedule.pipelined or any(c > schedule.chunk for c in ramp):
+    if not schedule.pipelined or any(c > schedule.chunk for c in first + last):
         return None
-    if not ramp:
+    if not first and not last:
         return base
-    forced = replace(schedule, first_chunks=ramp)
-    return base.with_plan(replace(base.plan, schedule=Decision(forced, f"first chunks {ramp} forced", "user")))
+    forced = replace(schedule, first_chunks=first, last_chunks=last)
+    return base.with_plan(replace(base.plan, schedule=Decision(forced, f"ramps {first}, {last} forced", "user")))
+
+
+def graph_trace(m, x) -> dict:
+    """partition_profile.summary of one CUDA-graph replay of ``m(x)``: each kernel's kind,
+    stream, start and duration (µs), the idle time between a stream's kernels."""
+    import torch
+
+    from partition_profile import kernel_events, summary
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            m(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        m(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    return summary(kernel_events(graph.replay))
 
 
 def main() -> None:
@@ -66,6 +94,7 @@ def main() -> None:
     ap.add_argument("out", nargs="?", default="benchmarks/results")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--case", action="append", default=[])
+    ap.add_argument("--trace", action="store_true", help="add each variant's kernel trace of one graph replay")
     args = ap.parse_args()
     cases = [c for c in CASES if not args.case or c[0] in args.case]
     if args.build_only:  # a ramp changes no kernel: the plan's are every ramp's
@@ -88,7 +117,7 @@ def main() -> None:
     for name, spec, S, B, precision in cases:
         torch.manual_seed(0)
         base = rnncc.compile(spec, target="device", seq_len=S, batch=B, precision=precision, launches="graph")
-        models = {ramp: m for ramp in RAMPS if (m := ramped(base, ramp)) is not None}
+        models = {ramp: m for ramp in RAMPS if (m := ramped(base, *ramp)) is not None}
         x = torch.randn(S, B, base.model.input_size, device="cuda").to(getattr(torch, base.model.dtype))
         want = base(x)
         want = (want[0] if isinstance(want, tuple) else want).float()
@@ -101,16 +130,19 @@ def main() -> None:
         for _ in range(ROUNDS):
             for ramp, m in models.items():
                 times[ramp].append(time_graph(lambda m=m: m(x), 2, 7).median_ms)
-        uniform = statistics.median(times[()])
+        uniform = statistics.median(times[((), ())])
         for ramp, m in models.items():
             ms = statistics.median(times[ramp])
             schedule = m.plan.schedule.value
-            row = {"case": name, "S": S, "B": B, "schedule": schedule.label, "first_chunks": list(ramp),
+            row = {"case": name, "S": S, "B": B, "schedule": schedule.label,
+                   "first_chunks": list(ramp[0]), "last_chunks": list(ramp[1]),
                    "graph_ms": round(ms, 4), "rounds_ms": [round(t, 4) for t in times[ramp]],
                    "vs_plan": round(ms / uniform, 3),
                    "predicted_ms": round(predicted_seconds(m.plan, schedule, S, m.target) * 1e3, 4),
                    "max_relative_error_vs_plan": float(errors[ramp]),
                    "within_tolerance": bool(errors[ramp] <= tolerance(base.model.dtype))}
+            if args.trace:
+                row |= graph_trace(m, x)
             rows.append(row)
             print(f"{name:<28} {schedule.label:<34} {ms:8.3f} ms  {ms / uniform:5.3f}×  "
                   f"predicted {row['predicted_ms']:7.3f}  err {errors[ramp]:.1e}", flush=True)
