@@ -361,12 +361,12 @@ def timeline(plan, schedule: Schedule, seq_len: int, target, in_graph: bool | No
         # kernels, a chunk's projection is priced off the layer's path, as a task of its own
         # taking no SMs: of ab_rows.py 'priced_moves', the 6 cluster stacks' plans this moved
         # ran 0.63-1.02× their time before eager (median 0.81), 0.82-1.04× in graphs with the
-        # graph plans (results/projection-ahead-priced-ab-h200-2026-11-28.jsonl). Beside grid kernels it
-        # stays on the path, as when it ran before the recurrence on the layer's stream: a
-        # grid step waits for its slowest block, and of the 7 grid stacks it moved 4 lost
-        # 1.02-1.12× (LSTM fp32 H=512-1024) and 2 gained (4 × GRU fp32 H=768 B=1 0.89×); before,
-        # GNMT fp16 B=64's eager call moved to 2 partitions at 1.31× its time
-        # (results/projection-ahead-ab-h200-2026-11-28.txt).
+        # graph plans (results/projection-ahead-priced-ab-h200-2026-11-28.jsonl). Beside grid
+        # kernels it stays on the path, as when it ran before the recurrence on the layer's
+        # stream: a grid step waits for its slowest block, and of the 6 grid stacks 4 lost
+        # 1.02-1.12× (LSTM fp32 H=512-1024), one gained (4 × GRU fp32 H=768 B=1, 0.89×) and one
+        # held (0.99×); before, GNMT fp16 B=64's eager call moved to 2 partitions at 1.31× its
+        # time (results/projection-ahead-ab-h200-2026-11-28.txt).
         ahead = (schedule.pipelined and stage.projection_stream is not None
                  and isinstance(l.persistence.value, Persistent) and l.persistence.value.mode == "cluster")
         if ahead:
@@ -392,7 +392,7 @@ def timeline(plan, schedule: Schedule, seq_len: int, target, in_graph: bool | No
     return [t for t in simulate(work, share, after, holds) if not t.layer.startswith(PROJECTION)]
 
 
-PROJECTION = "projection of "  # the simulated name of a layer's projections ahead
+PROJECTION = "projection of "  # a layer's projections ahead in the simulation (no layer name has a space)
 
 
 def predicted_seconds(plan, schedule: Schedule, seq_len: int, target) -> float:
