@@ -288,6 +288,8 @@ def test_persistent_kernels_write_h_n_themselves():
     ("resident_chunks.cu", ["-DFUSED"]),
     ("resident_chunks.cu", ["-DFUSED", "-DRING_STAGES=2", "-DW_HH_KIB=188"]),
     ("resident_chunks.cu", ["-DFUSED", "-DRING_STAGES=4", "-DW_HH_KIB=160"]),
+    ("wavefront_f16.cu", []),
+    ("wavefront_f16.cu", ["-DP=16", "-DNO_PROJECTION"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device

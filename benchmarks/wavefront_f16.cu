@@ -1,0 +1,213 @@
+// A prototype of issue 15's wavefront for fp16 stacks at B=8 (GNMT's encoder, 4 × LSTM
+// H=1024): every layer runs its whole sequence in one launch on 32 SMs, four layers at
+// once, and layer l + 1 follows layer l P steps behind through layer l's progress word,
+// with no launch a chunk. rnncc's pipelined schedule relaunches each layer every chunk of
+// 32 steps, and a layer's lag behind the layer it reads is its largest chunk
+// (docs/design-notes.md, "Short first chunks, and projections ahead priced beside
+// clusters": no ramp of chunk sizes shortened it); here the lag is P steps.
+//
+// One kernel a layer, LSTM only (gates i, f, g, o), no residual, h0 = c0 = 0. Block x owns
+// UNITS = 32 units, its 128 gate rows unit-interleaved (row 4·u + g), as rnncc's tensor
+// grid tile at 4 partitions has them; 16 warps: warp w multiplies m-tile w % 8 (16 rows)
+// over half w / 8 of K (32 k-steps of mma.sync m16n8k16, n = the batch of 8).
+// - W_hh stays on chip: the first REG_KS k-steps of a warp's A fragments in registers, the
+//   rest in shared memory, in fragment order (a 16-byte load a lane a k-step).
+// - h of the step before: each block adds 1 to the layer's progress word (a release) after
+//   writing its slice of a step; before staging h_{t-1} a block waits until the word reads
+//   BLOCKS·t (an acquire by thread 0, bounded by %globaltimer), then copies y[t-1] into
+//   shared memory by cp.async.cg.
+// - The projection x·W_ihᵀ + b of P steps at a time, inside the launch: at step t ≡ 0 (mod
+//   P) the block waits until the layer below's word reads BLOCKS·(t + P) (the model input:
+//   a word set before the launch), then each warp multiplies its 16 rows of W_ih over all
+//   of K by P/2 of the steps (n-tiles), A fragments read once from L2 in fragment order, x
+//   read straight from global memory (after the acquire; the 8 warps of a step half read
+//   the same x, from L1), and stores the fp32 sums plus the bias into xp, which the same
+//   block's cells read in the next P steps.
+// - -DNO_PROJECTION: the wait for the layer below kept, the projection's loads and mma
+//   left out (xp as written before), to time what the projection adds to a step.
+#include <cuda_fp16.h>
+
+#ifndef H
+#define H 1024
+#endif
+#ifndef B
+#define B 8
+#endif
+#ifndef P
+#define P 8
+#endif
+#ifndef REG_KS
+#define REG_KS 8
+#endif
+#define UNITS 32
+#define G 4
+#define ROWS (G * UNITS)          // gate rows of a block
+#define GH (G * H)
+#define BLOCKS (H / UNITS)
+#define NT 512
+#define WARPS (NT / 32)
+#define M_TILES (ROWS / 16)       // 8
+#define KSTEPS (H / 2 / 16)       // k-steps of a warp's half of K (recurrence)
+#define KSTEPS_ALL (H / 16)       // k-steps of all of K (projection)
+#define HP (H + 8)                // staged h row pitch: the 8 rows' 32-bit loads in distinct banks
+#define W_SHARED_BYTES (WARPS * (KSTEPS - REG_KS) * 32 * 16)
+#define SHARED_BYTES (W_SHARED_BYTES + B * HP * 2 + M_TILES * 32 * 16 + ROWS * B * 4)
+
+static_assert(B == 8, "n = 8: a batch row a column of the mma");
+static_assert(WARPS == 2 * M_TILES && H % 32 == 0 && P % 2 == 0 && REG_KS <= KSTEPS, "tile shape");
+static_assert(B * UNITS <= NT, "a cell a thread");
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint4& a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 load_nc(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
+
+// Polls until *word >= want (an acquire), bounded: past ~0.5 s (a layer's blocks not all
+// resident) it sets *status and returns, and the run ends for the script to report it.
+__device__ __forceinline__ void wait_at_least(const unsigned* word, unsigned want, unsigned* status) {
+    unsigned now;
+    unsigned long long start, clock;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(word) : "memory");
+        if (now >= want) break;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(clock));
+        if (*reinterpret_cast<volatile unsigned*>(status) != 0 || clock - start > 500000000ull) {
+            atomicExch(status, 1u);
+            break;
+        }
+    }
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+// w_hh_f, w_ih_f: A fragments, [BLOCKS][M_TILES][32 k-steps of 16 over all of K][32 lanes]
+// uint4 (lane l: rows l/4 and l/4 + 8 of the m-tile, K pairs 2·(l%4) and 2·(l%4) + 8);
+// bias: [GH] (row 4·unit + gate); x: [S][B][H] the layer's input (the layer below's y, or
+// the model's input); xp: [S][B][GH] fp32, this layer's projection (written here);
+// y: [S][B][H]; progress: this layer's word; below: the input's word (BLOCKS·S where the
+// input is given); status: a give-up flag. Words zero before the launch.
+extern "C" __global__ void __launch_bounds__(NT, 1)
+k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_ih_f,
+                  const float* __restrict__ bias, const __half* x, float* xp, __half* y,
+                  unsigned* progress, const unsigned* below, unsigned* status, int steps) {
+    extern __shared__ __align__(16) unsigned char shared[];
+    uint4* w_s = reinterpret_cast<uint4*>(shared);                                   // [WARPS][KSTEPS - REG_KS][32]
+    __half* h_s = reinterpret_cast<__half*>(shared + W_SHARED_BYTES);                 // [B][HP]
+    float4* partial = reinterpret_cast<float4*>(shared + W_SHARED_BYTES + B * HP * 2);  // [M_TILES][32]
+    float* gates = reinterpret_cast<float*>(shared + W_SHARED_BYTES + B * HP * 2 + M_TILES * 32 * 16);  // [ROWS][B]
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, grp = lane / 4, quad = lane % 4;
+    const int mt = warp % M_TILES, half = warp / M_TILES;
+    const int u0 = blockIdx.x * UNITS, row0 = G * u0;  // the block's first unit and gate row
+
+    // W_hh's fragments of this warp: k-steps half·KSTEPS … of the 32 over all of K.
+    const uint4* whh = w_hh_f + ((long long)(blockIdx.x * M_TILES + mt) * KSTEPS_ALL + half * KSTEPS) * 32 + lane;
+    uint4 a_reg[REG_KS > 0 ? REG_KS : 1];
+#pragma unroll
+    for (int ks = 0; ks < REG_KS; ++ks) a_reg[ks] = whh[ks * 32];
+    for (int ks = REG_KS; ks < KSTEPS; ++ks) w_s[(warp * (KSTEPS - REG_KS) + ks - REG_KS) * 32 + lane] = whh[ks * 32];
+    const uint4* wih = w_ih_f + (long long)(blockIdx.x * M_TILES + mt) * KSTEPS_ALL * 32 + lane;
+    __syncthreads();
+
+    // The cell of thread tid < B·UNITS: batch row tid / UNITS, unit tid % UNITS (a row's
+    // units adjacent: its stores of h coalesce).
+    const int cb = tid / UNITS, cu = tid % UNITS;
+    float c = 0.0f;
+
+    for (int t = 0; t < steps; ++t) {
+        if (t % P == 0) {  // the projection of steps t … t + n - 1
+            const int n = min(P, steps - t);
+            if (tid == 0) wait_at_least(below, (unsigned)(BLOCKS * (t + n)), status);
+            __syncthreads();
+#ifndef NO_PROJECTION
+            // Warp (mt, half): 16 rows × steps t + half·P/2 … of P/2, all of K.
+            float acc[P / 2][4];
+#pragma unroll
+            for (int j = 0; j < P / 2; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
+            const int j0 = half * (P / 2);
+#pragma unroll 2
+            for (int ks = 0; ks < KSTEPS_ALL; ++ks) {
+                const uint4 a = load_nc(wih + ks * 32);
+                const int k = ks * 16 + 2 * quad;
+#pragma unroll
+                for (int j = 0; j < P / 2; ++j) {
+                    if (j0 + j < n) {
+                        const __half* xr = x + ((long long)(t + j0 + j) * B + grp) * H + k;
+                        mma16816(acc[j], a, *reinterpret_cast<const unsigned*>(xr),
+                                 *reinterpret_cast<const unsigned*>(xr + 8));
+                    }
+                }
+            }
+            // C element i: gate row grp + 8·(i >> 1) of the m-tile, batch row 2·quad + (i & 1).
+#pragma unroll
+            for (int j = 0; j < P / 2; ++j) {
+                if (j0 + j >= n) break;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int r = row0 + mt * 16 + grp + 8 * (i >> 1), b = 2 * quad + (i & 1);
+                    xp[((long long)(t + j0 + j) * B + b) * GH + r] = acc[j][i] + bias[r];
+                }
+            }
+#endif
+            __syncthreads();  // xp's rows of this block written before its cells read them
+        }
+
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (t > 0) {
+            if (tid == 0) wait_at_least(progress, (unsigned)(BLOCKS * t), status);
+            __syncthreads();
+            const __half* h_prev = y + (long long)(t - 1) * B * H;
+            for (int e = tid; e < B * H / 8; e += NT) {
+                const int r = e / (H / 8), col = e % (H / 8) * 8;
+                const unsigned d = (unsigned)__cvta_generic_to_shared(h_s + r * HP + col);
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(h_prev + r * H + col) : "memory");
+            }
+            asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+            __syncthreads();
+            const __half* hb = h_s + grp * HP + half * (H / 2) + 2 * quad;
+#pragma unroll
+            for (int ks = 0; ks < REG_KS; ++ks)
+                mma16816(acc, a_reg[ks], *reinterpret_cast<const unsigned*>(hb + ks * 16),
+                         *reinterpret_cast<const unsigned*>(hb + ks * 16 + 8));
+#pragma unroll 4
+            for (int ks = REG_KS; ks < KSTEPS; ++ks)
+                mma16816(acc, w_s[(warp * (KSTEPS - REG_KS) + ks - REG_KS) * 32 + lane],
+                         *reinterpret_cast<const unsigned*>(hb + ks * 16),
+                         *reinterpret_cast<const unsigned*>(hb + ks * 16 + 8));
+        }
+        // The two halves of K meet: the upper half's sums into the lower's, which write the
+        // gate pre-activations [row][batch] for the cells.
+        if (half == 1) partial[mt * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        __syncthreads();
+        if (half == 0) {
+            const float4 o = partial[mt * 32 + lane];
+            const int r = mt * 16 + grp, b = 2 * quad;
+            gates[r * B + b] = acc[0] + o.x;
+            gates[r * B + b + 1] = acc[1] + o.y;
+            gates[(r + 8) * B + b] = acc[2] + o.z;
+            gates[(r + 8) * B + b + 1] = acc[3] + o.w;
+        }
+        __syncthreads();
+        if (tid < B * UNITS) {
+            const float* pre = xp + ((long long)t * B + cb) * GH + row0 + G * cu;
+            const float i = sigmoid(gates[(G * cu + 0) * B + cb] + pre[0]);
+            const float f = sigmoid(gates[(G * cu + 1) * B + cb] + pre[1]);
+            const float g = tanhf(gates[(G * cu + 2) * B + cb] + pre[2]);
+            const float o = sigmoid(gates[(G * cu + 3) * B + cb] + pre[3]);
+            c = f * c + i * g;
+            y[((long long)t * B + cb) * H + u0 + cu] = __float2half_rn(o * tanhf(c));
+        }
+        __syncthreads();  // the block's h of step t written (and gates read) before the arrival
+        if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(progress), "r"(1u) : "memory");
+    }
+}

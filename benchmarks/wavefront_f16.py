@@ -1,0 +1,182 @@
+"""Times the fp16 wavefront prototype (wavefront_f16.cu; issue 15's GNMT B=8 row) beside
+rnncc's plans for the same stacks, in one process: L × LSTM fp16 H=1024 B=8, every layer's
+whole sequence in one launch on 32 SMs, layer l + 1 P steps behind layer l through its
+progress word, each layer's input projection computed in the launch P steps at a time.
+Prints, per P: one layer's kernel alone with and without the projection (µs a step, what
+the projection adds), 4 layers at S=256 and 8 layers at S=128 (two rounds of 4: layer
+l + 4 queued behind layer l on its stream) as a wavefront, how far the last layer's h is
+from a float64 recurrence, and rnncc's forward of the same stacks and of GNMT's encoder in
+CUDA graphs. Written 2026-11-28 (twenty-ninth session) after the device time ran out: not
+run yet. Needs nvcc, CuPy, torch and rnncc's runtime on a Hopper GPU.
+
+    python3 benchmarks/wavefront_f16.py > benchmarks/results/wavefront-f16-<gpu>-<date>.txt
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+SOURCE = Path(__file__).with_suffix(".cu")
+H, B, G, NT, UNITS = 1024, 8, 4, 512, 32
+BLOCKS, M_TILES = H // UNITS, 4 * UNITS // 16
+REPEATS = 7
+
+
+def shared_bytes(reg_ks: int) -> int:
+    """wavefront_f16.cu's SHARED_BYTES."""
+    warps, ksteps, hp = NT // 32, H // 32, H + 8
+    return warps * (ksteps - reg_ks) * 32 * 16 + B * hp * 2 + M_TILES * 32 * 16 + 4 * UNITS * B * 4
+
+
+def build(tmp: Path, name: str, defines: dict):
+    cubin = tmp / f"{name}.cubin"
+    flags = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in defines.items()]
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DH={H}", f"-DB={B}", *flags,
+                    "-o", str(cubin), str(SOURCE)], check=True)
+    kernel = cp.RawModule(path=str(cubin)).get_function("k_wavefront_layer")
+    size = shared_bytes(defines.get("REG_KS", 8))
+    kernel.max_dynamic_shared_size_bytes = size
+    return kernel, size
+
+
+def fragments(w: np.ndarray) -> np.ndarray:
+    """W [G·H][K] (rows 4·unit + gate) as mma.sync m16n8k16 A fragments in the kernel's
+    order, [BLOCKS][M_TILES][K/16][32 lanes][8 halves]: lane l holds rows l/4 and l/4 + 8
+    of its m-tile at K pairs 2·(l%4) and 2·(l%4) + 8, as registers a0 … a3."""
+    lane = np.arange(32)
+    g, q = lane // 4, lane % 4
+    rows = np.stack([g, g, g + 8, g + 8, g, g, g + 8, g + 8], axis=1)              # [32][8]
+    cols = np.stack([2 * q, 2 * q + 1, 2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9, 2 * q + 8, 2 * q + 9], axis=1)
+    tiles = w.reshape(BLOCKS, M_TILES, 16, w.shape[1] // 16, 16)                       # [b][mt][r][ks][k]
+    picked = tiles[:, :, rows, :, cols]                                                 # [32][8][b][mt][ks]
+    return np.ascontiguousarray(picked.transpose(2, 3, 4, 0, 1)).astype(np.float16)
+
+
+def reference(x: np.ndarray, w_ih: list, w_hh: list, bias: list) -> np.ndarray:
+    """float64 stack, h rounded to fp16 each step as the kernel stores it; rows 4·unit +
+    gate, gates i, f, g, o."""
+    sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
+    for wi, wh, b in zip(w_ih, w_hh, bias):
+        h, c, out = np.zeros((B, H)), np.zeros((B, H)), []
+        for t in range(x.shape[0]):
+            v = (x[t] @ wi.T + h @ wh.T + b).reshape(B, H, G)
+            c = sig(v[..., 1]) * c + sig(v[..., 0]) * np.tanh(v[..., 2])
+            h = (sig(v[..., 3]) * np.tanh(c)).astype(np.float16).astype(np.float64)
+            out.append(h)
+        x = np.stack(out)
+    return x
+
+
+class Stack:
+    def __init__(self, kernels: dict, layers: int, S: int, rng):
+        self.k, self.L, self.S = kernels, layers, S
+        bound = 1.0 / H ** 0.5
+        self.w_ih = [rng.uniform(-bound, bound, (G * H, H)).astype(np.float16) for _ in range(layers)]
+        self.w_hh = [rng.uniform(-bound, bound, (G * H, H)).astype(np.float16) for _ in range(layers)]
+        self.bias = [rng.uniform(-bound, bound, G * H).astype(np.float32) for _ in range(layers)]
+        self.x16 = rng.uniform(-1, 1, (S, B, H)).astype(np.float16)
+        self.f_ih = [cp.asarray(fragments(w)) for w in self.w_ih]
+        self.f_hh = [cp.asarray(fragments(w)) for w in self.w_hh]
+        self.d_bias = [cp.asarray(b) for b in self.bias]
+        self.x = cp.asarray(self.x16)
+        self.xp = [cp.empty((S, B, G * H), cp.float32) for _ in range(layers)]
+        self.y = [cp.empty((S, B, H), cp.float16) for _ in range(layers)]
+        # progress of each layer, then the given input's word (BLOCKS·S), then status
+        self.words = cp.zeros((layers + 2,), cp.uint32)
+        self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(min(layers, 4))]
+
+    def launch(self, layer: int, stream, variant: str) -> None:
+        kernel, size = self.k[variant]
+        below = self.words[layer - 1:] if layer > 0 else self.words[self.L:]
+        kernel((BLOCKS,), (NT,), (self.f_hh[layer], self.f_ih[layer], self.d_bias[layer],
+                                  self.y[layer - 1] if layer > 0 else self.x, self.xp[layer], self.y[layer],
+                                  self.words[layer:], below, self.words[self.L + 1:], np.int32(self.S)),
+               shared_mem=size, stream=stream)
+
+    def run(self, how: str, variant: str = "full") -> float:
+        """µs of one forward: "wavefront" (layer l on stream l % 4: 4 layers at once, layer
+        l + 4 after layer l), "sequential" (one stream), or "alone" (layer 1's kernel, its
+        input given: the layer below's word set to done)."""
+        main = self.streams[0]
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        with main:
+            self.words.fill(0)
+            self.words[self.L] = BLOCKS * self.S
+            if how == "alone":
+                self.words[0] = BLOCKS * self.S
+            start.record(main)
+        if how == "alone":
+            self.launch(1, main, variant)
+        elif how == "sequential":
+            for layer in range(self.L):
+                self.launch(layer, main, variant)
+        else:
+            fork = cp.cuda.Event()
+            fork.record(main)
+            for s in self.streams[1:]:
+                s.wait_event(fork)
+            for layer in range(self.L):
+                self.launch(layer, self.streams[layer % len(self.streams)], variant)
+            for s in self.streams[1:]:
+                joined = cp.cuda.Event()
+                joined.record(s)
+                main.wait_event(joined)
+        end.record(main)
+        end.synchronize()
+        if int(self.words[self.L + 1]) != 0:
+            raise RuntimeError(f"{how} ({variant}): a wait gave up (a layer's blocks not all resident?)")
+        return cp.cuda.get_elapsed_time(start, end) * 1e3
+
+    def median(self, how: str, variant: str = "full") -> float:
+        return sorted(self.run(how, variant) for _ in range(REPEATS))[REPEATS // 2]
+
+
+def rnncc_times() -> None:
+    import torch
+
+    import rnncc
+    from rnncc.timing import time_graph
+    for name, spec, S in (("4 × LSTM fp16 H=1024 B=8", 4, 256), ("8 × LSTM fp16 H=1024 B=8", 8, 128),
+                          ("GNMT fp16 B=8 (residual)", "examples/gnmt_encoder_fp16.yaml", 128)):
+        if isinstance(spec, int):
+            spec = {"name": "wavefront", "dtype": "float16", "input_size": H,
+                    "layers": [{"name": f"l{i}", "cell": "lstm", "hidden_size": H} for i in range(spec)]}
+        m = rnncc.compile(spec, target="device", batch=B, seq_len=S, launches="graph")
+        x = torch.randn(S, B, H, device="cuda", dtype=torch.float16)
+        ms = time_graph(lambda m=m: m(x), 3, REPEATS).median_ms
+        print(f"rnncc {name} S={S} ({m.plan.schedule.value.label}): {ms:.3f} ms in a CUDA graph", flush=True)
+
+
+def main() -> None:
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    print(f"fp16 wavefront prototype on {props['name'].decode()}: LSTM H={H} B={B}, {BLOCKS} blocks of "
+          f"{UNITS} units a layer, {NT} threads; median of {REPEATS} runs", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in (8, 16):
+            kernels = {"full": build(Path(tmp), f"p{p}", {"P": p}),
+                       "no_projection": build(Path(tmp), f"p{p}n", {"P": p, "NO_PROJECTION": None})}
+            four = Stack(kernels, 4, 256, np.random.default_rng(0))
+            four.run("wavefront")
+            want = reference(four.x16.astype(np.float64), [w.astype(np.float64) for w in four.w_ih],
+                             [w.astype(np.float64) for w in four.w_hh], [b.astype(np.float64) for b in four.bias])
+            got = cp.asnumpy(four.y[-1]).astype(np.float64)
+            print(f"P={p}: the 4-layer wavefront's last layer, {four.S} steps: within "
+                  f"{np.abs(got - want).max() / np.abs(want).max():.1e} of float64", flush=True)
+            for variant in ("full", "no_projection"):
+                t = four.median("alone", variant)
+                print(f"P={p}: one layer alone, {variant:<14} {t / 1e3:.3f} ms, {t / four.S:.2f} µs a step", flush=True)
+            for how in ("sequential", "wavefront"):
+                print(f"P={p}: 4 layers S=256 {how:<10} {four.median(how) / 1e3:.3f} ms", flush=True)
+            eight = Stack(kernels, 8, 128, np.random.default_rng(1))
+            print(f"P={p}: 8 layers S=128 wavefront  {eight.median('wavefront') / 1e3:.3f} ms "
+                  f"(two rounds of 4 on 4 streams)", flush=True)
+    rnncc_times()
+
+
+if __name__ == "__main__":
+    main()
