@@ -25,6 +25,9 @@
 //   block's cells read in the next P steps.
 // - -DNO_PROJECTION: the wait for the layer below kept, the projection's loads and mma
 //   left out (xp as written before), to time what the projection adds to a step.
+// - -DSPREAD: the projection of the next P steps computed a slice of K a step, before the
+//   step's wait for h, so that it runs while the other blocks finish the step before (the
+//   fp32 prototype hid ~1.3 µs of ~3 so); the lag is then 2·P steps.
 #include <cuda_fp16.h>
 
 #ifndef H
@@ -122,45 +125,86 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
     const int cb = tid / UNITS, cu = tid % UNITS;
     float c = 0.0f;
 
-    for (int t = 0; t < steps; ++t) {
-        if (t % P == 0) {  // the projection of steps t … t + n - 1
-            const int n = min(P, steps - t);
-            if (tid == 0) wait_at_least(below, (unsigned)(BLOCKS * (t + n)), status);
-            __syncthreads();
-#ifndef NO_PROJECTION
-            // Warp (mt, half): 16 rows × steps t + half·P/2 … of P/2, all of K.
-            float acc[P / 2][4];
+    // The projection: warp (mt, half) sums 16 rows × steps t0 + half·P/2 … (P/2 of them,
+    // those below t0 + n) over k-steps [ks0, ks1) of all of K into pacc; put stores the
+    // sums plus the bias into xp.
+    const int j0 = half * (P / 2);
+    float pacc[P / 2][4];
+    auto clear = [&]() {
 #pragma unroll
-            for (int j = 0; j < P / 2; ++j)
+        for (int j = 0; j < P / 2; ++j)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
-            const int j0 = half * (P / 2);
+            for (int i = 0; i < 4; ++i) pacc[j][i] = 0.0f;
+    };
+    auto project = [&](int t0, int n, int ks0, int ks1) {
 #pragma unroll 2
-            for (int ks = 0; ks < KSTEPS_ALL; ++ks) {
-                const uint4 a = load_nc(wih + ks * 32);
-                const int k = ks * 16 + 2 * quad;
-#pragma unroll
-                for (int j = 0; j < P / 2; ++j) {
-                    if (j0 + j < n) {
-                        const __half* xr = x + ((long long)(t + j0 + j) * B + grp) * H + k;
-                        mma16816(acc[j], a, *reinterpret_cast<const unsigned*>(xr),
-                                 *reinterpret_cast<const unsigned*>(xr + 8));
-                    }
-                }
-            }
-            // C element i: gate row grp + 8·(i >> 1) of the m-tile, batch row 2·quad + (i & 1).
+        for (int ks = ks0; ks < ks1; ++ks) {
+            const uint4 a = load_nc(wih + ks * 32);
+            const int k = ks * 16 + 2 * quad;
 #pragma unroll
             for (int j = 0; j < P / 2; ++j) {
-                if (j0 + j >= n) break;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int r = row0 + mt * 16 + grp + 8 * (i >> 1), b = 2 * quad + (i & 1);
-                    xp[((long long)(t + j0 + j) * B + b) * GH + r] = acc[j][i] + bias[r];
+                if (j0 + j < n) {
+                    const __half* xr = x + ((long long)(t0 + j0 + j) * B + grp) * H + k;
+                    mma16816(pacc[j], a, *reinterpret_cast<const unsigned*>(xr),
+                             *reinterpret_cast<const unsigned*>(xr + 8));
                 }
             }
+        }
+    };
+    // C element i: gate row grp + 8·(i >> 1) of the m-tile, batch row 2·quad + (i & 1).
+    auto put = [&](int t0, int n) {
+#pragma unroll
+        for (int j = 0; j < P / 2; ++j) {
+            if (j0 + j >= n) break;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int r = row0 + mt * 16 + grp + 8 * (i >> 1), b = 2 * quad + (i & 1);
+                xp[((long long)(t0 + j0 + j) * B + b) * GH + r] = pacc[j][i] + bias[r];
+            }
+        }
+    };
+    auto wait_below = [&](int t_end) {
+        if (tid == 0) wait_at_least(below, (unsigned)(BLOCKS * t_end), status);
+        __syncthreads();
+    };
+#ifdef SPREAD
+    // The first P steps' projection whole, before step 0; then the next P steps' a slice of
+    // K a step, before the step's wait for h (so that it runs while the other blocks finish
+    // the step before), once the layer below has done those steps: a lag of 2·P steps.
+    static_assert(KSTEPS_ALL % P == 0, "whole k-steps a slice");
+    wait_below(min(P, steps));
+    clear();
+    project(0, min(P, steps), 0, KSTEPS_ALL);
+    put(0, min(P, steps));
+    clear();
+    __syncthreads();
+#endif
+
+    for (int t = 0; t < steps; ++t) {
+#ifdef SPREAD
+        {
+            const int next = (t / P + 1) * P, n = min(P, steps - next), slice = t % P;
+            if (n > 0) {
+                if (slice == 0) wait_below(next + n);
+                project(next, n, slice * (KSTEPS_ALL / P), (slice + 1) * (KSTEPS_ALL / P));
+                if (slice == P - 1 || t == steps - 1) {  // read at step next, after the syncs below
+                    put(next, n);
+                    clear();
+                }
+            }
+        }
+#else
+        if (t % P == 0) {  // the projection of steps t … t + n - 1
+            const int n = min(P, steps - t);
+            wait_below(t + n);
+#ifndef NO_PROJECTION
+            clear();
+            project(t, n, 0, KSTEPS_ALL);
+            put(t, n);
 #endif
             __syncthreads();  // xp's rows of this block written before its cells read them
         }
+#endif
 
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (t > 0) {

@@ -2,11 +2,12 @@
 rnncc's plans for the same stacks, in one process: L × LSTM fp16 H=1024 B=8, every layer's
 whole sequence in one launch on 32 SMs, layer l + 1 P steps behind layer l through its
 progress word, each layer's input projection computed in the launch P steps at a time.
-Prints, per P: one layer's kernel alone with and without the projection (µs a step, what
-the projection adds), 4 layers at S=256 and 8 layers at S=128 (two rounds of 4: layer
-l + 4 queued behind layer l on its stream) as a wavefront, how far the last layer's h is
-from a float64 recurrence, and rnncc's forward of the same stacks and of GNMT's encoder in
-CUDA graphs. Written 2026-11-28 (twenty-ninth session) after the device time ran out: not
+Prints, per P (4, 8, 16): one layer's kernel alone with the projection, without it, and
+with it spread over the steps before (-DSPREAD: a slice of K a step, before the wait for
+h), in µs a step; 4 layers at S=256 and 8 layers at S=128 (two rounds of 4: layer l + 4
+queued behind layer l on its stream) as a wavefront; how far the 4-layer wavefront's last
+layer is from a float64 recurrence; and rnncc's forward of the same stacks and of GNMT's
+encoder in CUDA graphs. Written 2026-11-28 (twenty-ninth session) after the device time ran out: not
 run yet. Needs nvcc, CuPy, torch and rnncc's runtime on a Hopper GPU.
 
     python3 benchmarks/wavefront_f16.py > benchmarks/results/wavefront-f16-<gpu>-<date>.txt
@@ -157,24 +158,31 @@ def main() -> None:
     print(f"fp16 wavefront prototype on {props['name'].decode()}: LSTM H={H} B={B}, {BLOCKS} blocks of "
           f"{UNITS} units a layer, {NT} threads; median of {REPEATS} runs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for p in (8, 16):
+        want = None
+        for p in (4, 8, 16):
+            # SPREAD at P=16 keeps 4 k-steps of W_hh in registers, not 8: at 8 it spills.
             kernels = {"full": build(Path(tmp), f"p{p}", {"P": p}),
-                       "no_projection": build(Path(tmp), f"p{p}n", {"P": p, "NO_PROJECTION": None})}
+                       "no_projection": build(Path(tmp), f"p{p}n", {"P": p, "NO_PROJECTION": None}),
+                       "spread": build(Path(tmp), f"p{p}s", {"P": p, "SPREAD": None, "REG_KS": 4 if p == 16 else 8})}
             four = Stack(kernels, 4, 256, np.random.default_rng(0))
-            four.run("wavefront")
-            want = reference(four.x16.astype(np.float64), [w.astype(np.float64) for w in four.w_ih],
-                             [w.astype(np.float64) for w in four.w_hh], [b.astype(np.float64) for b in four.bias])
-            got = cp.asnumpy(four.y[-1]).astype(np.float64)
-            print(f"P={p}: the 4-layer wavefront's last layer, {four.S} steps: within "
-                  f"{np.abs(got - want).max() / np.abs(want).max():.1e} of float64", flush=True)
-            for variant in ("full", "no_projection"):
+            if want is None:  # the same weights and input at every P (seeded)
+                want = reference(four.x16.astype(np.float64), [w.astype(np.float64) for w in four.w_ih],
+                                 [w.astype(np.float64) for w in four.w_hh], [b.astype(np.float64) for b in four.bias])
+            for variant in ("full", "spread"):
+                four.y[-1].fill(np.nan)
+                four.run("wavefront", variant)
+                got = cp.asnumpy(four.y[-1]).astype(np.float64)
+                print(f"P={p} {variant}: the 4-layer wavefront's last layer, {four.S} steps: within "
+                      f"{np.abs(got - want).max() / np.abs(want).max():.1e} of float64", flush=True)
+            for variant in ("full", "no_projection", "spread"):
                 t = four.median("alone", variant)
                 print(f"P={p}: one layer alone, {variant:<14} {t / 1e3:.3f} ms, {t / four.S:.2f} µs a step", flush=True)
-            for how in ("sequential", "wavefront"):
-                print(f"P={p}: 4 layers S=256 {how:<10} {four.median(how) / 1e3:.3f} ms", flush=True)
+            for how, variant in (("sequential", "full"), ("wavefront", "full"), ("wavefront", "spread")):
+                print(f"P={p}: 4 layers S=256 {how:<10} {variant:<7} {four.median(how, variant) / 1e3:.3f} ms", flush=True)
             eight = Stack(kernels, 8, 128, np.random.default_rng(1))
-            print(f"P={p}: 8 layers S=128 wavefront  {eight.median('wavefront') / 1e3:.3f} ms "
-                  f"(two rounds of 4 on 4 streams)", flush=True)
+            for variant in ("full", "spread"):
+                print(f"P={p}: 8 layers S=128 wavefront  {variant:<7} {eight.median('wavefront', variant) / 1e3:.3f} ms "
+                      f"(two rounds of 4 on 4 streams)", flush=True)
     rnncc_times()
 
 
