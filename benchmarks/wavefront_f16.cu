@@ -92,7 +92,7 @@ __device__ __forceinline__ void wait_at_least(const unsigned* word, unsigned wan
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 
-// w_hh_f, w_ih_f: A fragments, [BLOCKS][M_TILES][32 k-steps of 16 over all of K][32 lanes]
+// w_hh_f, w_ih_f: A fragments, [BLOCKS][M_TILES][H/16 k-steps over all of K][32 lanes]
 // uint4 (lane l: rows l/4 and l/4 + 8 of the m-tile, K pairs 2·(l%4) and 2·(l%4) + 8);
 // bias: [GH] (row 4·unit + gate); x: [S][B][H] the layer's input (the layer below's y, or
 // the model's input); xp: [S][B][GH] fp32, this layer's projection (written here);
@@ -111,7 +111,7 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
     const int mt = warp % M_TILES, half = warp / M_TILES;
     const int u0 = blockIdx.x * UNITS, row0 = G * u0;  // the block's first unit and gate row
 
-    // W_hh's fragments of this warp: k-steps half·KSTEPS … of the 32 over all of K.
+    // W_hh's fragments of this warp: its half of K, k-steps half·KSTEPS … of the H/16.
     const uint4* whh = w_hh_f + ((long long)(blockIdx.x * M_TILES + mt) * KSTEPS_ALL + half * KSTEPS) * 32 + lane;
     uint4 a_reg[REG_KS > 0 ? REG_KS : 1];
 #pragma unroll
