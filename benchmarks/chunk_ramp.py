@@ -1,22 +1,22 @@
-"""Pipelined stacks with a ramp of short first chunks (Schedule.first_chunks), timed beside
-the plan's chunks of C in one process, as CUDA-graph replays.
+"""Pipelined stacks with ramps of short chunks at the start or end (Schedule.first_chunks,
+last_chunks), timed beside the plan's chunks of C in one process, as CUDA-graph replays.
 
-In a pipelined call the last layer starts once the first chunk has crossed every layer
-before it: at GNMT fp16 B=8 (8 layers, chunks of 32 in 4 SM partitions) that fill is 7
-crossings of a whole chunk, 224 of the call's 352 step times
-(results/partition-profile-graph-plans-h200-2026-11-28-projections-ahead.jsonl). Chunks of
-8 or 16 throughout shorten the fill but pay a launch and a projection GEMM per chunk,
-beside the partitions' kernels. A ramp (8, 8, 16, then 32s) shortens the fill with a few
-more chunks. Each case is compiled for graphed calls (the bench's graph plan, uniform
-chunks), then run with each ramp forced on the same kernels; the outputs of every ramp
-are checked against the plan's (the same kernels and steps: within the dtype's tolerance).
+The question it answered (2026-11-28): at GNMT fp16 B=8 (8 layers, chunks of 32 in 4 SM
+partitions) the fill and the drain are 3 to 7 lags of a whole chunk; does a short first
+(or last) chunk shorten them with only a few more chunks? No: every ramp ran 1.01-1.08×
+slower (results/chunk-ramp-h200-2026-11-28.jsonl, chunk-ramp-traced-h200-2026-11-28.jsonl).
+Layer l + 1's chunk k starts when layer l's ends and lasts as long, so a layer's lag behind
+the layer it reads is its largest chunk so far (docs/design-notes.md, "Short first chunks,
+and projections ahead priced beside clusters"). Each case is compiled for graphed calls
+(the bench's graph plan, uniform chunks), then run with each ramp forced on the same
+kernels; the outputs of every ramp are checked against the plan's.
 
     python3 benchmarks/chunk_ramp.py OUT_DIR [--build-only] [--trace] [--case NAME]...
 
 Schedule.first_chunks and last_chunks are not in rnncc: they are
-benchmarks/variants/chunk-ramp.patch, where every first ramp measured lost (its header has
-the numbers; the last ramps are not measured yet). Run this with the patched tree
-first on PYTHONPATH (`ab_variant.py prepare chunk-ramp` writes it to .ab-chunk-ramp/new).
+benchmarks/variants/chunk-ramp.patch. Run this with the patched tree first on PYTHONPATH
+(`git apply` it in a worktree; copy its rnncc/ and templates/ to .ab-chunk-ramp/new and
+carry that).
 
 Writes OUT_DIR/chunk-ramp-<gpu>-<date>.jsonl (one line per case and ramp: graph ms, the
 schedule model's prediction; with --trace each replay's kernels, partition_profile.summary)
@@ -47,9 +47,6 @@ CASES = [("GNMT fp16 B=8", "examples/gnmt_encoder_fp16.yaml", 128, 8, None),
          ("4×LSTM fp32 exact H=512 B=8", stack(4, 512, "float32"), 256, 8, "exact"),
          ("8×LSTM fp16 H=512 B=8", stack(8, 512, "float16"), 256, 8, None)]
 # (first chunks, last chunks), each at most the plan's chunk (else the ramp is skipped).
-# 2026-11-28 ran the first chunks alone (every one lost); the last chunks are for 8 layers
-# on 4 partitions, where a layer's SMs free one crossing of its last chunk after the layer
-# before it ends.
 RAMPS = [((), ()), ((8,), ()), ((16,), ()), ((8, 8), ()), ((8, 8, 16), ()), ((8, 24), ()),
          ((4, 4, 8, 16), ()), ((16, 16), ()),
          ((), (8,)), ((), (16, 8)), ((), (16, 8, 8)), ((8, 24), (16, 8, 8)), ((8,), (8,))]
