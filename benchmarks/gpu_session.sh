@@ -2,9 +2,10 @@
 # One GPU session's evidence: the GPU tests, examples/torch_lstm.py and `rnncc run`
 # timings beside cuDNN. Writes into $OUT (default ./gpu-session-out); expects rnncc and
 # PyCUDA importable. Usage: COMMIT=<sha> bash benchmarks/gpu_session.sh
-# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit,
-# and TESTS_K a part of the tests (a pytest -k expression; the summary file is then named
-# gpu-tests-<date>-<TESTS_PART>.txt);
+# PARTS picks what runs (default "tests runs bench"), e.g. PARTS=bench to fit a time limit
+# ("bench plans" adds graph_plans.py, short_and_odd.py and example_schedules.py under the
+# same commit), and TESTS_K a part of the tests (a pytest -k expression; the summary file is
+# then named gpu-tests-<date>-<TESTS_PART>.txt);
 # "floors" adds the exchange and step-floor microbenchmarks of issue 14's design (the grid's,
 # and between clusters when W_hh spans several).
 # RNNCC_TEST_GPUS=N spreads the test workers over N GPUs (tests/conftest.py), for TESTS_N
@@ -80,6 +81,13 @@ python3 benchmarks/cross_cluster_exchange.py 2>&1 | tee "$OUT/cross-cluster-exch
 fi
 if [[ " $PARTS " == *" bench "* ]]; then
 python3 -m rnncc.cli bench -o "$OUT" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/runs-$day.txt"
+fi
+# "plans": the bench's companions, under the same RNNCC_COMMIT (run outside this script, they
+# read `git rev-parse`, and the device's copy of .git can be older than the tree it runs).
+if [[ " $PARTS " == *" plans "* ]]; then
+python3 benchmarks/graph_plans.py "$OUT" 2>&1 | tail -3 | tee -a "$OUT/runs-$day.txt"
+python3 benchmarks/short_and_odd.py "$OUT" 2>&1 | tail -3 | tee -a "$OUT/runs-$day.txt"
+python3 benchmarks/example_schedules.py "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/example-schedules-$day.log"
 fi
 cache=${RNNCC_CACHE_DIR:-$HOME/.cache/rnncc}
 if [[ -n "${SAVE_CUBINS:-}" && -d "$cache" ]]; then
