@@ -72,7 +72,14 @@ __device__ __forceinline__ uint4 load_nc(const uint4* p) {
     return v;
 }
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
+// The hardware's tanh, and sigmoid(v) = (1 + tanh(v / 2)) / 2, as rnncc's fp16 kernels
+// (templates/common.cuh.j2): the library's tanh sits on the cell's path.
+__device__ __forceinline__ float tanh_fast(float v) {
+    float r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ float sigmoid(float v) { return 0.5f + 0.5f * tanh_fast(0.5f * v); }
 
 // Polls until *word >= want (an acquire), bounded: past ~0.5 s (a layer's blocks not all
 // resident) it sets *status and returns, and the run ends for the script to report it.
@@ -246,10 +253,10 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
             const float* pre = xp + ((long long)t * B + cb) * GH + row0 + G * cu;
             const float i = sigmoid(gates[(G * cu + 0) * B + cb] + pre[0]);
             const float f = sigmoid(gates[(G * cu + 1) * B + cb] + pre[1]);
-            const float g = tanhf(gates[(G * cu + 2) * B + cb] + pre[2]);
+            const float g = tanh_fast(gates[(G * cu + 2) * B + cb] + pre[2]);
             const float o = sigmoid(gates[(G * cu + 3) * B + cb] + pre[3]);
             c = f * c + i * g;
-            y[((long long)t * B + cb) * H + u0 + cu] = __float2half_rn(o * tanhf(c));
+            y[((long long)t * B + cb) * H + u0 + cu] = __float2half_rn(o * tanh_fast(c));
         }
         __syncthreads();  // the block's h of step t written (and gates read) before the arrival
         if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(progress), "r"(1u) : "memory");
