@@ -25,6 +25,8 @@
 //   block's cells read in the next P steps.
 // - -DNO_PROJECTION: the wait for the layer below kept, the projection's loads and mma
 //   left out (xp as written before), to time what the projection adds to a step.
+// - -DPOLLED: h of the step before read as it lands (rnncc's polled partitions' exchange),
+//   not after the layer's progress word; the word still counts steps for the layer above.
 // - -DSPREAD: the projection of the next P steps computed a slice of K a step, before the
 //   step's wait for h, so that it runs while the other blocks finish the step before (the
 //   fp32 prototype hid ~1.3 µs of ~3 so); the lag is then 2·P steps.
@@ -64,6 +66,26 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint4& a, unsigned
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+// POLLED: h of the step before is read as it lands, as rnncc's polled partitions do
+// (common.polled_exchange): y holds EMPTY (0xFFFF, a NaN no cell writes) before the launch,
+// a cell stores h with a relaxed store (a computed 0xFFFF becomes 0x7FFF), and a block
+// reads y[t − 1] by relaxed 16-byte loads until no half of them is EMPTY.
+__device__ __forceinline__ uint4 load_relaxed16(const __half* p) {
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ bool has_empty(uint4 v) {
+    return (__vcmpeq2(v.x, 0xFFFFFFFFu) | __vcmpeq2(v.y, 0xFFFFFFFFu) | __vcmpeq2(v.z, 0xFFFFFFFFu)
+            | __vcmpeq2(v.w, 0xFFFFFFFFu)) != 0u;
+}
+__device__ __forceinline__ void store_h(__half* p, float v) {
+    unsigned short bits = __half_as_ushort(__float2half_rn(v));
+    if (bits == 0xFFFFu) bits = 0x7FFFu;
+    asm volatile("st.relaxed.gpu.global.b16 [%0], %1;" :: "l"(p), "h"(bits) : "memory");
 }
 
 __device__ __forceinline__ uint4 load_nc(const uint4* p) {
@@ -215,15 +237,49 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
 
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (t > 0) {
+            const __half* h_prev = y + (long long)(t - 1) * B * H;
+#ifdef POLLED
+            // This thread's 16-byte pieces of h (items tid, tid + NT, …), each put into h_s
+            // once read whole; the others read again, bounded by %globaltimer.
+            static_assert(B * H / 8 <= 4 * NT, "at most 4 pieces a thread");
+            unsigned missing = 0u, spins = 0u;
+            unsigned long long start = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                if (tid + i * NT < B * H / 8) missing |= 1u << i;
+            while (missing != 0u) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int e = tid + i * NT;
+                    if (missing & (1u << i)) {
+                        const int r = e / (H / 8), col = e % (H / 8) * 8;
+                        const uint4 v = load_relaxed16(h_prev + r * H + col);
+                        if (!has_empty(v)) {
+                            missing &= ~(1u << i);
+                            *reinterpret_cast<uint4*>(h_s + r * HP + col) = v;
+                        }
+                    }
+                }
+                if (missing != 0u && ++spins % 64 == 0) {
+                    unsigned long long now;
+                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+                    if (start == 0) start = now;
+                    if (*reinterpret_cast<volatile unsigned*>(status) != 0 || now - start > 500000000ull) {
+                        atomicExch(status, 1u);
+                        break;
+                    }
+                }
+            }
+#else
             if (tid == 0) wait_at_least(progress, (unsigned)(BLOCKS * t), status);
             __syncthreads();
-            const __half* h_prev = y + (long long)(t - 1) * B * H;
             for (int e = tid; e < B * H / 8; e += NT) {
                 const int r = e / (H / 8), col = e % (H / 8) * 8;
                 const unsigned d = (unsigned)__cvta_generic_to_shared(h_s + r * HP + col);
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(h_prev + r * H + col) : "memory");
             }
             asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+#endif
             __syncthreads();
             const __half* hb = h_s + grp * HP + half * (H / 2) + 2 * quad;
 #pragma unroll
@@ -256,7 +312,11 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
             const float g = tanh_fast(gates[(G * cu + 2) * B + cb] + pre[2]);
             const float o = sigmoid(gates[(G * cu + 3) * B + cb] + pre[3]);
             c = f * c + i * g;
+#ifdef POLLED
+            store_h(y + ((long long)t * B + cb) * H + u0 + cu, o * tanh_fast(c));
+#else
             y[((long long)t * B + cb) * H + u0 + cu] = __float2half_rn(o * tanh_fast(c));
+#endif
         }
         __syncthreads();  // the block's h of step t written (and gates read) before the arrival
         if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(progress), "r"(1u) : "memory");

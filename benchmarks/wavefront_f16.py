@@ -2,13 +2,19 @@
 rnncc's plans for the same stacks, in one process: L × LSTM fp16 H=1024 B=8, every layer's
 whole sequence in one launch on 32 SMs, layer l + 1 P steps behind layer l through its
 progress word, each layer's input projection computed in the launch P steps at a time.
-Prints, per P (4, 8, 16): one layer's kernel alone with the projection, without it, and
-with it spread over the steps before (-DSPREAD: a slice of K a step, before the wait for
-h), in µs a step; 4 layers at S=256 and 8 layers at S=128 (two rounds of 4: layer l + 4
-queued behind layer l on its stream) as a wavefront; how far the 4-layer wavefront's last
-layer is from a float64 recurrence; and rnncc's forward of the same stacks and of GNMT's
-encoder in CUDA graphs. Written 2026-11-28 (twenty-ninth session) after the device time ran out: not
-run yet. Needs nvcc, CuPy, torch and rnncc's runtime on a Hopper GPU.
+
+Prints, per P (4, 8, 16):
+- how far the 4-layer wavefront's last layer is from a float64 recurrence;
+- one layer's kernel alone with the projection ("full"), without it ("no_projection") and
+  with it spread over the steps before ("spread": a slice of K a step, before the wait for
+  h), in µs a step; every build polls y for h as rnncc's partitions do (-DPOLLED), and at
+  P=8 "counter" waits on the layer's progress word instead;
+- 4 layers at S=256, one after another and as a wavefront, and 8 layers at S=128 (two
+  rounds of 4: layer l + 4 queued behind layer l on its stream);
+then rnncc's forward of the same stacks and of GNMT's encoder in CUDA graphs. Written
+2026-11-28 (twenty-ninth session) after the device time ran out: not run yet. Needs nvcc,
+CuPy, torch and rnncc's runtime on a Hopper GPU; benchmarks/wavefront_f16_emulate.py checks
+the kernel's indexing on the CPU.
 
     python3 benchmarks/wavefront_f16.py > benchmarks/results/wavefront-f16-<gpu>-<date>.txt
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cupy as cp
@@ -34,11 +41,16 @@ def shared_bytes(reg_ks: int) -> int:
     return warps * (ksteps - reg_ks) * 32 * 16 + B * hp * 2 + M_TILES * 32 * 16 + 4 * UNITS * B * 4
 
 
-def build(tmp: Path, name: str, defines: dict):
+def compile_cubin(tmp: Path, name: str, defines: dict) -> Path:
     cubin = tmp / f"{name}.cubin"
     flags = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in defines.items()]
     subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DH={H}", f"-DB={B}", *flags,
                     "-o", str(cubin), str(SOURCE)], check=True)
+    return cubin
+
+
+def load(cubin: Path, defines: dict):
+    """(the kernel, its dynamic shared memory): loaded in the calling thread."""
     kernel = cp.RawModule(path=str(cubin)).get_function("k_wavefront_layer")
     size = shared_bytes(defines.get("REG_KS", 8))
     kernel.max_dynamic_shared_size_bytes = size
@@ -106,6 +118,8 @@ class Stack:
         main = self.streams[0]
         start, end = cp.cuda.Event(), cp.cuda.Event()
         with main:
+            for layer in ([1] if how == "alone" else range(self.L)):  # EMPTY, for POLLED builds
+                self.y[layer].view(cp.uint16).fill(0xFFFF)
             self.words.fill(0)
             self.words[self.L] = BLOCKS * self.S
             if how == "alone":
@@ -158,26 +172,34 @@ def main() -> None:
     print(f"fp16 wavefront prototype on {props['name'].decode()}: LSTM H={H} B={B}, {BLOCKS} blocks of "
           f"{UNITS} units a layer, {NT} threads; median of {REPEATS} runs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        # Every build polls y for h (-DPOLLED, as rnncc's partitions), but "counter", which
+        # waits on the layer's progress word as rnncc's grid barrier does. SPREAD at P=16 keeps
+        # 4 k-steps of W_hh in registers, not 8: at 8 it spills.
+        forms = {"full": {}, "no_projection": {"NO_PROJECTION": None}, "spread": {"SPREAD": None}}
+        jobs = {(p, form): {"P": p, "POLLED": None, **extra, **({"REG_KS": 4} if p == 16 and form == "spread" else {})}
+                for p in (4, 8, 16) for form, extra in forms.items()}
+        jobs[(8, "counter")] = {"P": 8}
+        with ThreadPoolExecutor(max_workers=8) as pool:  # nvcc in parallel, the modules loaded here
+            cubins = list(pool.map(lambda item: compile_cubin(Path(tmp), f"p{item[0][0]}-{item[0][1]}", item[1]),
+                                   jobs.items()))
+        built = {key: load(cubin, defines) for (key, defines), cubin in zip(jobs.items(), cubins)}
         want = None
         for p in (4, 8, 16):
-            # SPREAD at P=16 keeps 4 k-steps of W_hh in registers, not 8: at 8 it spills.
-            kernels = {"full": build(Path(tmp), f"p{p}", {"P": p}),
-                       "no_projection": build(Path(tmp), f"p{p}n", {"P": p, "NO_PROJECTION": None}),
-                       "spread": build(Path(tmp), f"p{p}s", {"P": p, "SPREAD": None, "REG_KS": 4 if p == 16 else 8})}
+            kernels = {form: built[(p, form)] for form in forms} | ({"counter": built[(8, "counter")]} if p == 8 else {})
             four = Stack(kernels, 4, 256, np.random.default_rng(0))
             if want is None:  # the same weights and input at every P (seeded)
                 want = reference(four.x16.astype(np.float64), [w.astype(np.float64) for w in four.w_ih],
                                  [w.astype(np.float64) for w in four.w_hh], [b.astype(np.float64) for b in four.bias])
-            for variant in ("full", "spread"):
-                four.y[-1].fill(np.nan)
-                four.run("wavefront", variant)
+            for variant in [v for v in ("full", "spread", "counter") if v in kernels]:
+                four.run("wavefront", variant)  # (run fills y with EMPTY, a NaN, first)
                 got = cp.asnumpy(four.y[-1]).astype(np.float64)
                 print(f"P={p} {variant}: the 4-layer wavefront's last layer, {four.S} steps: within "
                       f"{np.abs(got - want).max() / np.abs(want).max():.1e} of float64", flush=True)
-            for variant in ("full", "no_projection", "spread"):
+            for variant in [v for v in ("full", "no_projection", "spread", "counter") if v in kernels]:
                 t = four.median("alone", variant)
                 print(f"P={p}: one layer alone, {variant:<14} {t / 1e3:.3f} ms, {t / four.S:.2f} µs a step", flush=True)
-            for how, variant in (("sequential", "full"), ("wavefront", "full"), ("wavefront", "spread")):
+            runs = [("sequential", "full"), ("wavefront", "full"), ("wavefront", "spread")]
+            for how, variant in runs + ([("wavefront", "counter")] if "counter" in kernels else []):
                 print(f"P={p}: 4 layers S=256 {how:<10} {variant:<7} {four.median(how, variant) / 1e3:.3f} ms", flush=True)
             eight = Stack(kernels, 8, 128, np.random.default_rng(1))
             for variant in ("full", "spread"):

@@ -290,8 +290,8 @@ def test_persistent_kernels_write_h_n_themselves():
     ("resident_chunks.cu", ["-DFUSED", "-DRING_STAGES=4", "-DW_HH_KIB=160"]),
     ("wavefront_f16.cu", []),
     ("wavefront_f16.cu", ["-DP=16", "-DNO_PROJECTION"]),
-    ("wavefront_f16.cu", ["-DP=4", "-DSPREAD"]),
-    ("wavefront_f16.cu", ["-DP=16", "-DSPREAD", "-DREG_KS=4"]),
+    ("wavefront_f16.cu", ["-DP=4", "-DSPREAD", "-DPOLLED"]),
+    ("wavefront_f16.cu", ["-DP=16", "-DSPREAD", "-DREG_KS=4", "-DPOLLED"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
