@@ -1185,6 +1185,34 @@ def test_a_replayed_eager_pipelined_call_is_priced_as_its_graph():
     assert not replayed(short, short.schedule.value, 16)
 
 
+def test_the_pipelined_queue_carries_each_tasks_projection_stream():
+    """CompiledModel._queue, kept per shape class and chunk count: every (layer, chunk) once,
+    each with its stream and its projection stream (Stage.projection_stream, None where the
+    projection runs on the layer's stream), the tasks it waits for (with its projections
+    ahead, its own recurrence two chunks before, whose buffer it reuses), the set of those
+    (an event each) and how many tasks project ahead (an event each)."""
+    from types import SimpleNamespace
+
+    from rnncc.runtime import CompiledModel
+
+    plan = plan_of(stack(4, 1024), target="h200", batch=8, seq_len=256, schedule="pipelined")
+    s = plan.schedule.value
+    stage = {st.layer: st for st in s.stages}
+    assert any(st.projection_stream is not None for st in s.stages), s
+    owner, variant = SimpleNamespace(_queues={}), SimpleNamespace(plan=plan, shape_class=("test",))
+    chunks = 256 // s.chunk
+    queue, awaited, projected = CompiledModel._queue(owner, variant, chunks)
+    assert sorted((name, k) for name, k, *_ in queue) == sorted((st.layer, k) for st in s.stages for k in range(chunks))
+    for name, k, stream, projection_stream, waits in queue:
+        assert (stream, projection_stream) == (stage[name].stream, stage[name].projection_stream)
+        assert set(waits) <= awaited
+        if projection_stream is not None:
+            assert set(stage[name].chunk_after(k, chunks)) <= set(waits)
+            assert ((name, k - 2) in waits) == (k > 1)
+    assert projected == sum(projection_stream is not None for _, _, _, projection_stream, _ in queue) > 0
+    assert CompiledModel._queue(owner, variant, chunks)[0] is queue  # cached
+
+
 def test_forced_schedule_and_bad_value():
     forced = plan_of(stack(4, 1024), batch=8, schedule="pipelined")
     assert forced.schedule.value.pipelined and forced.schedule.source == "user"
