@@ -38,7 +38,7 @@ from rnncc.plan import Decision
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ab_rows import build_target  # noqa: E402
-from pipeline_schedule import stack  # noqa: E402
+from pipeline_schedule import first, stack  # noqa: E402
 from result_files import result_path  # noqa: E402
 
 # (name, spec, S, B, precision)
@@ -53,16 +53,16 @@ RAMPS = [((), ()), ((8,), ()), ((16,), ()), ((8, 8), ()), ((8, 8, 16), ()), ((8,
 ROUNDS = 3
 
 
-def ramped(base, first: tuple[int, ...], last: tuple[int, ...]):
-    """``base`` with its pipelined schedule's first and last chunks forced; None where the
-    plan is not pipelined or a ramp's chunk exceeds its chunk."""
+def ramped(base, head: tuple[int, ...], tail: tuple[int, ...]):
+    """``base`` with its pipelined schedule's first chunks ``head`` and last chunks ``tail``
+    forced; None where the plan is not pipelined or a ramp's chunk exceeds its chunk."""
     schedule = base.plan.schedule.value
-    if not schedule.pipelined or any(c > schedule.chunk for c in first + last):
+    if not schedule.pipelined or any(c > schedule.chunk for c in head + tail):
         return None
-    if not first and not last:
+    if not head and not tail:
         return base
-    forced = replace(schedule, first_chunks=first, last_chunks=last)
-    return base.with_plan(replace(base.plan, schedule=Decision(forced, f"ramps {first}, {last} forced", "user")))
+    forced = replace(schedule, first_chunks=head, last_chunks=tail)
+    return base.with_plan(replace(base.plan, schedule=Decision(forced, f"ramps {head}, {tail} forced", "user")))
 
 
 def graph_trace(m, x) -> dict:
@@ -116,12 +116,10 @@ def main() -> None:
         base = rnncc.compile(spec, target="device", seq_len=S, batch=B, precision=precision, launches="graph")
         models = {ramp: m for ramp in RAMPS if (m := ramped(base, *ramp)) is not None}
         x = torch.randn(S, B, base.model.input_size, device="cuda").to(getattr(torch, base.model.dtype))
-        want = base(x)
-        want = (want[0] if isinstance(want, tuple) else want).float()
+        want = first(base(x)).float()
         errors = {}
         for ramp, m in models.items():
-            got = m(x)
-            got = (got[0] if isinstance(got, tuple) else got).float()
+            got = first(m(x)).float()
             errors[ramp] = max_relative_error(got.cpu().numpy(), want.cpu().numpy())
         times = {ramp: [] for ramp in models}
         for _ in range(ROUNDS):

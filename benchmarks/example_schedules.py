@@ -22,6 +22,7 @@ from rnncc.dtypes import max_relative_error, tolerance
 from rnncc.timing import time_graphs_interleaved, time_interleaved
 
 sys.path.insert(0, str(Path(__file__).parent))
+from pipeline_schedule import first  # noqa: E402
 from result_files import write_results  # noqa: E402
 
 EXAMPLES = ["bilstm_tagger", "dense_skip", "gru_residual"]
@@ -39,14 +40,6 @@ def variants(path: str, S: int, B: int) -> dict:
     return out
 
 
-def first(y):
-    """The first output tensor of a call (a call returns (outputs, final states); several
-    outputs come as a tuple)."""
-    while isinstance(y, (tuple, list)):
-        y = y[0]
-    return y.float().cpu().numpy()
-
-
 def main() -> None:
     out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
     names = sys.argv[2:] or EXAMPLES
@@ -56,8 +49,9 @@ def main() -> None:
             models = variants(f"examples/{name}.yaml", S, B)
             dtype = models["plan"].model.dtype
             x = torch.randn(S, B, models["plan"].model.input_size, device="cuda").to(getattr(torch, dtype))
-            want = first(models["plan"](x))
-            errors = {label: max_relative_error(first(m(x)), want) for label, m in models.items()}
+            want = first(models["plan"](x)).float().cpu().numpy()
+            errors = {label: max_relative_error(first(m(x)).float().cpu().numpy(), want)
+                      for label, m in models.items()}
             calls = {label: (lambda m=m: m(x)) for label, m in models.items()}
             graph = time_graphs_interleaved(calls, rounds=3)
             eager = {label: t.median_ms for label, t in time_interleaved(calls, warmup=3, repeats=10).items()}
