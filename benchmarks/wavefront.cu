@@ -64,23 +64,6 @@ __device__ __forceinline__ void barrier_arrive(unsigned* barrier, unsigned* prog
     }
 }
 
-// Polls until *word has passed `want` (generation: its top bit differs from `before`'s;
-// count: *word >= want), bounded as forward_common.cuh's barrier.
-__device__ __forceinline__ void wait_word(const unsigned* word, unsigned want, bool generation, unsigned* status) {
-    unsigned now;
-    unsigned long long start, clock;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    for (;;) {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(word) : "memory");
-        if (generation ? ((want ^ now) & 0x80000000u) != 0 : now >= want) break;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(clock));
-        if (*reinterpret_cast<volatile unsigned*>(status) != 0 || clock - start > 500000000ull) {
-            atomicExch(status, 1u);
-            break;
-        }
-    }
-}
-
 // w_hh_t, w_ih_t: [H][G·H] (column j·G + g: gate g of unit j); xp: [S][B][G·H], the first
 // layer's projection (FUSED: unused); x: [S][B][H], the layer below's h (FUSED); y: [S][B][H]
 // this layer's h; barrier: this launch's word; progress: this layer's (+1 a block a step);

@@ -32,6 +32,8 @@
 //   fp32 prototype hid ~1.3 µs of ~3 so); the lag is then 2·P steps.
 #include <cuda_fp16.h>
 
+#include "forward_common.cuh"
+
 #ifndef H
 #define H 1024
 #endif
@@ -101,23 +103,12 @@ __device__ __forceinline__ float tanh_fast(float v) {
     asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
     return r;
 }
-__device__ __forceinline__ float sigmoid(float v) { return 0.5f + 0.5f * tanh_fast(0.5f * v); }
+__device__ __forceinline__ float sigmoid_fast(float v) { return 0.5f + 0.5f * tanh_fast(0.5f * v); }
 
-// Polls until *word >= want (an acquire), bounded: past ~0.5 s (a layer's blocks not all
-// resident) it sets *status and returns, and the run ends for the script to report it.
+// wait_word's count form (forward_common.cuh), then a fence: the block's other threads read
+// what the word's writers wrote once thread 0 has waited and the block has met.
 __device__ __forceinline__ void wait_at_least(const unsigned* word, unsigned want, unsigned* status) {
-    unsigned now;
-    unsigned long long start, clock;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    for (;;) {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(word) : "memory");
-        if (now >= want) break;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(clock));
-        if (*reinterpret_cast<volatile unsigned*>(status) != 0 || clock - start > 500000000ull) {
-            atomicExch(status, 1u);
-            break;
-        }
-    }
+    wait_word(word, want, false, status);
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 
@@ -307,10 +298,10 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
         __syncthreads();
         if (tid < B * UNITS) {
             const float* pre = xp + ((long long)t * B + cb) * GH + row0 + G * cu;
-            const float i = sigmoid(gates[(G * cu + 0) * B + cb] + pre[0]);
-            const float f = sigmoid(gates[(G * cu + 1) * B + cb] + pre[1]);
+            const float i = sigmoid_fast(gates[(G * cu + 0) * B + cb] + pre[0]);
+            const float f = sigmoid_fast(gates[(G * cu + 1) * B + cb] + pre[1]);
             const float g = tanh_fast(gates[(G * cu + 2) * B + cb] + pre[2]);
-            const float o = sigmoid(gates[(G * cu + 3) * B + cb] + pre[3]);
+            const float o = sigmoid_fast(gates[(G * cu + 3) * B + cb] + pre[3]);
             c = f * c + i * g;
 #ifdef POLLED
             store_h(y + ((long long)t * B + cb) * H + u0 + cu, o * tanh_fast(c));

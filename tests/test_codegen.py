@@ -288,6 +288,7 @@ def test_persistent_kernels_write_h_n_themselves():
     ("resident_chunks.cu", ["-DFUSED"]),
     ("resident_chunks.cu", ["-DFUSED", "-DRING_STAGES=2", "-DW_HH_KIB=188"]),
     ("resident_chunks.cu", ["-DFUSED", "-DRING_STAGES=4", "-DW_HH_KIB=160"]),
+    ("wavefront.cu", ["-DH=512", "-DB=8", "-DUNITS=16", "-DFUSED=1"]),
     ("wavefront_f16.cu", []),
     ("wavefront_f16.cu", ["-DP=16", "-DNO_PROJECTION"]),
     ("wavefront_f16.cu", ["-DP=4", "-DSPREAD", "-DPOLLED"]),
