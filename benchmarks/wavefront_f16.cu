@@ -20,9 +20,11 @@
 //   P) the block waits until the layer below's word reads BLOCKS·(t + P) (the model input:
 //   a word set before the launch), then each warp multiplies its 16 rows of W_ih over all
 //   of K by P/2 of the steps (n-tiles), A fragments read once from L2 in fragment order, x
-//   read straight from global memory (after the acquire; the 8 warps of a step half read
-//   the same x, from L1), and stores the fp32 sums plus the bias into xp, which the same
-//   block's cells read in the next P steps.
+//   read from global memory after the acquire, in B-fragment order (an 8-byte load a lane
+//   a k-step a step: the layer below writes its h a second time so, yf). Read as rows of
+//   y, a lane's two 4-byte loads touched 8 lines each: the projection then cost ~5 µs a
+//   step whatever P, bound by L1 accesses. The sums plus the bias go into xp, which the
+//   same block's cells read in the next P steps.
 // - -DNO_PROJECTION: the wait for the layer below kept, the projection's loads and mma
 //   left out (xp as written before), to time what the projection adds to a step.
 // - -DPOLLED: h of the step before read as it lands (rnncc's polled partitions' exchange),
@@ -30,6 +32,9 @@
 // - -DSPREAD: the projection of the next P steps computed a slice of K a step, before the
 //   step's wait for h, so that it runs while the other blocks finish the step before (the
 //   fp32 prototype hid ~1.3 µs of ~3 so); the lag is then 2·P steps.
+// - -DK_HALVES: the projection's warps split K, not the steps (W_ih read once a block, a
+//   warp's chain of loads half as long); the halves' sums meet in the cells.
+// - DEPTH: k-steps of the projection's operands loaded ahead of their mma (default 2).
 #include <cuda_fp16.h>
 
 #include "forward_common.cuh"
@@ -45,6 +50,9 @@
 #endif
 #ifndef REG_KS
 #define REG_KS 8
+#endif
+#ifndef DEPTH
+#define DEPTH 2                   // k-steps of the projection's operands loaded ahead
 #endif
 #define UNITS 32
 #define G 4
@@ -114,13 +122,15 @@ __device__ __forceinline__ void wait_at_least(const unsigned* word, unsigned wan
 
 // w_hh_f, w_ih_f: A fragments, [BLOCKS][M_TILES][H/16 k-steps over all of K][32 lanes]
 // uint4 (lane l: rows l/4 and l/4 + 8 of the m-tile, K pairs 2·(l%4) and 2·(l%4) + 8);
-// bias: [GH] (row 4·unit + gate); x: [S][B][H] the layer's input (the layer below's y, or
-// the model's input); xp: [S][B][GH] fp32, this layer's projection (written here);
-// y: [S][B][H]; progress: this layer's word; below: the input's word (BLOCKS·S where the
+// bias: [GH] (row 4·unit + gate); xf: the layer's input (the layer below's yf, or the
+// model's input) in B-fragment order, [S][H/16 k-steps][32 lanes] uint2 (lane l: batch row
+// l/4, K pairs 2·(l%4) and 2·(l%4) + 8); xp: [2][S][B][GH] fp32, this layer's projection (the second
+// half used with K_HALVES)
+// (written here); y: [S][B][H]; yf: y in xf's order; progress: this layer's word; below: the input's word (BLOCKS·S where the
 // input is given); status: a give-up flag. Words zero before the launch.
 extern "C" __global__ void __launch_bounds__(NT, 1)
 k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_ih_f,
-                  const float* __restrict__ bias, const __half* x, float* xp, __half* y,
+                  const float* __restrict__ bias, const uint2* xf, float* xp, __half* y, __half* yf,
                   unsigned* progress, const unsigned* below, unsigned* status, int steps) {
     extern __shared__ __align__(16) unsigned char shared[];
     uint4* w_s = reinterpret_cast<uint4*>(shared);                                   // [WARPS][KSTEPS - REG_KS][32]
@@ -148,25 +158,60 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
     // The projection: warp (mt, half) sums 16 rows × steps t0 + half·P/2 … (P/2 of them,
     // those below t0 + n) over k-steps [ks0, ks1) of all of K into pacc; put stores the
     // sums plus the bias into xp.
-    const int j0 = half * (P / 2);
-    float pacc[P / 2][4];
+#if defined(K_HALVES) && defined(SPREAD)
+#error "K_HALVES is built without SPREAD"
+#endif
+#ifdef K_HALVES
+    // -DK_HALVES: warp (mt, half) sums its m-tile over half of K for all P steps, not over all
+    // of K for half of them: W_ih's fragments are read once a block, not twice, and a warp's
+    // chain of loads is half as long. The halves' sums go to the two halves of xp, and the
+    // cells add them.
+    constexpr int NJ = P;
+    const int j0 = 0, kh0 = half * (KSTEPS_ALL / 2), kh1 = kh0 + KSTEPS_ALL / 2;
+    float* xp_half = xp + (long long)half * steps * B * GH;
+    const bool adds_bias = half == 0;
+#else
+    constexpr int NJ = P / 2;     // n-tiles (steps) of a warp
+    const int j0 = half * NJ, kh0 = 0, kh1 = KSTEPS_ALL;
+    float* xp_half = xp;
+    const bool adds_bias = true;
+#endif
+    float pacc[NJ][4];
     auto clear = [&]() {
 #pragma unroll
-        for (int j = 0; j < P / 2; ++j)
+        for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int i = 0; i < 4; ++i) pacc[j][i] = 0.0f;
     };
-    auto project = [&](int t0, int n, int ks0, int ks1) {
-#pragma unroll 2
-        for (int ks = ks0; ks < ks1; ++ks) {
-            const uint4 a = load_nc(wih + ks * 32);
-            const int k = ks * 16 + 2 * quad;
+    // A k-step's operands (W_ih's A fragment, x's B fragments of the warp's steps) are
+    // loaded DEPTH k-steps before their mma: issued in order, the projection was a chain of
+    // L2 round trips, one a k-step (9.4 µs a step against 4.1 without it, P-independent).
+    struct Operands { uint4 a; unsigned b[NJ][2]; };
+    auto fetch = [&](Operands& o, int t0, int n, int ks) {
+        o.a = load_nc(wih + ks * 32);
 #pragma unroll
-            for (int j = 0; j < P / 2; ++j) {
-                if (j0 + j < n) {
-                    const __half* xr = x + ((long long)(t0 + j0 + j) * B + grp) * H + k;
-                    mma16816(pacc[j], a, *reinterpret_cast<const unsigned*>(xr),
-                             *reinterpret_cast<const unsigned*>(xr + 8));
+        for (int j = 0; j < NJ; ++j) {
+            if (j0 + j < n) {
+                const uint2 v = xf[((long long)(t0 + j0 + j) * KSTEPS_ALL + ks) * 32 + lane];
+                o.b[j][0] = v.x;
+                o.b[j][1] = v.y;
+            }
+        }
+    };
+    auto project = [&](int t0, int n, int ks0, int ks1) {
+        Operands ops[DEPTH];
+#pragma unroll
+        for (int d = 0; d < DEPTH; ++d)
+            if (ks0 + d < ks1) fetch(ops[d], t0, n, ks0 + d);
+        for (int ks = ks0; ks < ks1; ks += DEPTH) {
+#pragma unroll
+            for (int d = 0; d < DEPTH; ++d) {
+                if (ks + d < ks1) {
+                    const Operands cur = ops[d];
+                    if (ks + d + DEPTH < ks1) fetch(ops[d], t0, n, ks + d + DEPTH);
+#pragma unroll
+                    for (int j = 0; j < NJ; ++j)
+                        if (j0 + j < n) mma16816(pacc[j], cur.a, cur.b[j][0], cur.b[j][1]);
                 }
             }
         }
@@ -174,12 +219,12 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
     // C element i: gate row grp + 8·(i >> 1) of the m-tile, batch row 2·quad + (i & 1).
     auto put = [&](int t0, int n) {
 #pragma unroll
-        for (int j = 0; j < P / 2; ++j) {
+        for (int j = 0; j < NJ; ++j) {
             if (j0 + j >= n) break;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int r = row0 + mt * 16 + grp + 8 * (i >> 1), b = 2 * quad + (i & 1);
-                xp[((long long)(t0 + j0 + j) * B + b) * GH + r] = pacc[j][i] + bias[r];
+                xp_half[((long long)(t0 + j0 + j) * B + b) * GH + r] = pacc[j][i] + (adds_bias ? bias[r] : 0.0f);
             }
         }
     };
@@ -219,7 +264,7 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
             wait_below(t + n);
 #ifndef NO_PROJECTION
             clear();
-            project(t, n, 0, KSTEPS_ALL);
+            project(t, n, kh0, kh1);
             put(t, n);
 #endif
             __syncthreads();  // xp's rows of this block written before its cells read them
@@ -297,17 +342,27 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
         }
         __syncthreads();
         if (tid < B * UNITS) {
-            const float* pre = xp + ((long long)t * B + cb) * GH + row0 + G * cu;
-            const float i = sigmoid_fast(gates[(G * cu + 0) * B + cb] + pre[0]);
-            const float f = sigmoid_fast(gates[(G * cu + 1) * B + cb] + pre[1]);
-            const float g = tanh_fast(gates[(G * cu + 2) * B + cb] + pre[2]);
-            const float o = sigmoid_fast(gates[(G * cu + 3) * B + cb] + pre[3]);
-            c = f * c + i * g;
-#ifdef POLLED
-            store_h(y + ((long long)t * B + cb) * H + u0 + cu, o * tanh_fast(c));
-#else
-            y[((long long)t * B + cb) * H + u0 + cu] = __float2half_rn(o * tanh_fast(c));
+            float4 pre = *reinterpret_cast<const float4*>(xp + ((long long)t * B + cb) * GH + row0 + G * cu);
+#ifdef K_HALVES
+            const float4 upper = *reinterpret_cast<const float4*>(xp + ((long long)(steps + t) * B + cb) * GH + row0 + G * cu);
+            pre = make_float4(pre.x + upper.x, pre.y + upper.y, pre.z + upper.z, pre.w + upper.w);
 #endif
+            const float i = sigmoid_fast(gates[(G * cu + 0) * B + cb] + pre.x);
+            const float f = sigmoid_fast(gates[(G * cu + 1) * B + cb] + pre.y);
+            const float g = tanh_fast(gates[(G * cu + 2) * B + cb] + pre.z);
+            const float o = sigmoid_fast(gates[(G * cu + 3) * B + cb] + pre.w);
+            c = f * c + i * g;
+            const float h = o * tanh_fast(c);
+#ifdef POLLED
+            store_h(y + ((long long)t * B + cb) * H + u0 + cu, h);
+#else
+            y[((long long)t * B + cb) * H + u0 + cu] = __float2half_rn(h);
+#endif
+            // h again in B-fragment order, for the layer above's projection (published by
+            // the block's arrival on the progress word, as y is without POLLED).
+            const int k = u0 + cu, kk = k % 16;
+            yf[(((long long)t * KSTEPS_ALL + k / 16) * 32 + 4 * cb + kk % 8 / 2) * 4 + kk / 8 * 2 + kk % 2] =
+                __float2half_rn(h);
         }
         __syncthreads();  // the block's h of step t written (and gates read) before the arrival
         if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(progress), "r"(1u) : "memory");

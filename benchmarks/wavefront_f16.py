@@ -3,16 +3,14 @@ rnncc's plans for the same stacks, in one process: L × LSTM fp16 H=1024 B=8, ev
 whole sequence in one launch on 32 SMs, layer l + 1 P steps behind layer l through its
 progress word, each layer's input projection computed in the launch P steps at a time.
 
-Prints, per P (4, 8, 16):
-- how far the 4-layer wavefront's last layer is from a float64 recurrence;
-- one layer's kernel alone with the projection ("full"), without it ("no_projection") and
-  with it spread over the steps before ("spread": a slice of K a step, before the wait for
-  h), in µs a step; every build polls y for h as rnncc's partitions do (-DPOLLED), and at
-  P=8 "counter" waits on the layer's progress word instead;
-- 4 layers at S=256, one after another and as a wavefront, and 8 layers at S=128 (two
-  rounds of 4: layer l + 4 queued behind layer l on its stream);
-then rnncc's forward of the same stacks and of GNMT's encoder in CUDA graphs. Written
-2026-11-28 (twenty-ninth session) after the device time ran out: not run yet. Needs nvcc,
+Prints, for each build in BUILDS (P; how many k-steps of the projection's operands are
+loaded ahead; -DSPREAD: the next P steps' projection a slice of K a step, before the wait
+for h; one without the projection):
+- one layer's kernel alone, in µs a step;
+- 4 layers at S=256, one after another and as a wavefront, and how far the wavefront's last
+  layer is from a float64 recurrence;
+- 8 layers at S=128 (two rounds of 4: layer l + 4 queued behind layer l on its stream);
+then rnncc's forward of the same stacks and of GNMT's encoder in CUDA graphs. Needs nvcc,
 CuPy, torch and rnncc's runtime on a Hopper GPU; benchmarks/wavefront_f16_emulate.py checks
 the kernel's indexing on the CPU.
 
@@ -70,6 +68,16 @@ def fragments(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(picked.transpose(2, 3, 4, 0, 1)).astype(np.float16)
 
 
+def b_fragments(x: np.ndarray) -> np.ndarray:
+    """x [S][B][K] as mma.sync m16n8k16 B fragments, the kernel's xf: [S][K/16][32 lanes][4
+    halves], lane l = 4·b + q holding batch row b at K 2q, 2q + 1, 2q + 8, 2q + 9 of the
+    k-step (registers b0, b1)."""
+    q = np.arange(4)
+    cols = np.stack([2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9], axis=1)                # [q][i]
+    steps = x.reshape(x.shape[0], B, x.shape[2] // 16, 16)[..., cols]                  # [S][b][ks][q][i]
+    return np.ascontiguousarray(steps.transpose(0, 2, 1, 3, 4)).reshape(x.shape[0], -1, 32, 4)
+
+
 def reference(x: np.ndarray, w_ih: list, w_hh: list, bias: list) -> np.ndarray:
     """float64 stack, h rounded to fp16 each step as the kernel stores it; rows 4·unit +
     gate, gates i, f, g, o."""
@@ -96,9 +104,10 @@ class Stack:
         self.f_ih = [cp.asarray(fragments(w)) for w in self.w_ih]
         self.f_hh = [cp.asarray(fragments(w)) for w in self.w_hh]
         self.d_bias = [cp.asarray(b) for b in self.bias]
-        self.x = cp.asarray(self.x16)
-        self.xp = [cp.empty((S, B, G * H), cp.float32) for _ in range(layers)]
+        self.xf = cp.asarray(b_fragments(self.x16))
+        self.xp = [cp.empty((2, S, B, G * H), cp.float32) for _ in range(layers)]  # halves: K_HALVES
         self.y = [cp.empty((S, B, H), cp.float16) for _ in range(layers)]
+        self.yf = [cp.empty((S, H // 16, 32, 4), cp.float16) for _ in range(layers)]
         # progress of each layer, then the given input's word (BLOCKS·S), then status
         self.words = cp.zeros((layers + 2,), cp.uint32)
         self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(min(layers, 4))]
@@ -107,7 +116,8 @@ class Stack:
         kernel, size = self.k[variant]
         below = self.words[layer - 1:] if layer > 0 else self.words[self.L:]
         kernel((BLOCKS,), (NT,), (self.f_hh[layer], self.f_ih[layer], self.d_bias[layer],
-                                  self.y[layer - 1] if layer > 0 else self.x, self.xp[layer], self.y[layer],
+                                  self.yf[layer - 1] if layer > 0 else self.xf, self.xp[layer], self.y[layer],
+                                  self.yf[layer],
                                   self.words[layer:], below, self.words[self.L + 1:], np.int32(self.S)),
                shared_mem=size, stream=stream)
 
@@ -167,44 +177,47 @@ def rnncc_times() -> None:
         print(f"rnncc {name} S={S} ({m.plan.schedule.value.label}): {ms:.3f} ms in a CUDA graph", flush=True)
 
 
+# The builds timed: every one polls y for h (-DPOLLED, as rnncc's partitions); DEPTH k-steps
+# of the projection's operands loaded ahead; REG_KS=7 frees the registers DEPTH=2 needs at
+# P=8 (its shared memory then fills 224 of 227 KiB). The REG_KS=4 a build at P=16 with
+# SPREAD would want does not fit in shared memory at all.
+BUILDS = {
+    "P=8 depth 1": {"P": 8, "DEPTH": 1},
+    "P=16 depth 1": {"P": 16, "DEPTH": 1, "REG_KS": 7},
+    "P=4 K halves d1": {"P": 4, "DEPTH": 1, "K_HALVES": None},
+    "P=4 K halves d2": {"P": 4, "DEPTH": 2, "K_HALVES": None},
+    "P=8 K halves d1": {"P": 8, "DEPTH": 1, "K_HALVES": None},
+    "P=8 K halves d1 r7": {"P": 8, "DEPTH": 1, "K_HALVES": None, "REG_KS": 7},
+    "P=8 spread depth 2": {"P": 8, "DEPTH": 2, "SPREAD": None},
+    "P=8 no projection": {"P": 8, "NO_PROJECTION": None},
+}
+
+
 def main() -> None:
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"fp16 wavefront prototype on {props['name'].decode()}: LSTM H={H} B={B}, {BLOCKS} blocks of "
           f"{UNITS} units a layer, {NT} threads; median of {REPEATS} runs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        # Every build polls y for h (-DPOLLED, as rnncc's partitions), but "counter", which
-        # waits on the layer's progress word as rnncc's grid barrier does. SPREAD at P=16 keeps
-        # 4 k-steps of W_hh in registers, not 8: at 8 it spills.
-        forms = {"full": {}, "no_projection": {"NO_PROJECTION": None}, "spread": {"SPREAD": None}}
-        jobs = {(p, form): {"P": p, "POLLED": None, **extra, **({"REG_KS": 4} if p == 16 and form == "spread" else {})}
-                for p in (4, 8, 16) for form, extra in forms.items()}
-        jobs[(8, "counter")] = {"P": 8}
+        jobs = {name: {"POLLED": None, **defines} for name, defines in BUILDS.items()}
         with ThreadPoolExecutor(max_workers=8) as pool:  # nvcc in parallel, the modules loaded here
-            cubins = list(pool.map(lambda item: compile_cubin(Path(tmp), f"p{item[0][0]}-{item[0][1]}", item[1]),
-                                   jobs.items()))
-        built = {key: load(cubin, defines) for (key, defines), cubin in zip(jobs.items(), cubins)}
-        want = None
-        for p in (4, 8, 16):
-            kernels = {form: built[(p, form)] for form in forms} | ({"counter": built[(8, "counter")]} if p == 8 else {})
-            four = Stack(kernels, 4, 256, np.random.default_rng(0))
-            if want is None:  # the same weights and input at every P (seeded)
-                want = reference(four.x16.astype(np.float64), [w.astype(np.float64) for w in four.w_ih],
-                                 [w.astype(np.float64) for w in four.w_hh], [b.astype(np.float64) for b in four.bias])
-            for variant in [v for v in ("full", "spread", "counter") if v in kernels]:
-                four.run("wavefront", variant)  # (run fills y with EMPTY, a NaN, first)
+            cubins = list(pool.map(lambda item: compile_cubin(Path(tmp), f"b{item[0]}", item[1]),
+                                   enumerate(jobs.values())))
+        kernels = {name: load(cubin, defines) for (name, defines), cubin in zip(jobs.items(), cubins)}
+        four = Stack(kernels, 4, 256, np.random.default_rng(0))
+        eight = Stack(kernels, 8, 128, np.random.default_rng(1))
+        want = reference(four.x16.astype(np.float64), [w.astype(np.float64) for w in four.w_ih],
+                         [w.astype(np.float64) for w in four.w_hh], [b.astype(np.float64) for b in four.bias])
+        for name in kernels:
+            t = four.median("alone", name)
+            line = f"{name:<20} one layer alone {t / 1e3:.3f} ms ({t / four.S:.2f} µs a step)"
+            if "NO_PROJECTION" not in BUILDS[name]:
+                four.run("wavefront", name)  # (run fills y with EMPTY, a NaN, first)
                 got = cp.asnumpy(four.y[-1]).astype(np.float64)
-                print(f"P={p} {variant}: the 4-layer wavefront's last layer, {four.S} steps: within "
-                      f"{np.abs(got - want).max() / np.abs(want).max():.1e} of float64", flush=True)
-            for variant in [v for v in ("full", "no_projection", "spread", "counter") if v in kernels]:
-                t = four.median("alone", variant)
-                print(f"P={p}: one layer alone, {variant:<14} {t / 1e3:.3f} ms, {t / four.S:.2f} µs a step", flush=True)
-            runs = [("sequential", "full"), ("wavefront", "full"), ("wavefront", "spread")]
-            for how, variant in runs + ([("wavefront", "counter")] if "counter" in kernels else []):
-                print(f"P={p}: 4 layers S=256 {how:<10} {variant:<7} {four.median(how, variant) / 1e3:.3f} ms", flush=True)
-            eight = Stack(kernels, 8, 128, np.random.default_rng(1))
-            for variant in ("full", "spread"):
-                print(f"P={p}: 8 layers S=128 wavefront  {variant:<7} {eight.median('wavefront', variant) / 1e3:.3f} ms "
-                      f"(two rounds of 4 on 4 streams)", flush=True)
+                line += (f"; 4 layers S=256: sequential {four.median('sequential', name) / 1e3:.3f} ms, "
+                         f"wavefront {four.median('wavefront', name) / 1e3:.3f} ms (last layer within "
+                         f"{np.abs(got - want).max() / np.abs(want).max():.1e} of float64); 8 layers S=128 "
+                         f"wavefront {eight.median('wavefront', name) / 1e3:.3f} ms (two rounds of 4)")
+            print(line, flush=True)
     rnncc_times()
 
 

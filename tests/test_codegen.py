@@ -292,7 +292,8 @@ def test_persistent_kernels_write_h_n_themselves():
     ("wavefront_f16.cu", []),
     ("wavefront_f16.cu", ["-DP=16", "-DNO_PROJECTION"]),
     ("wavefront_f16.cu", ["-DP=4", "-DSPREAD", "-DPOLLED"]),
-    ("wavefront_f16.cu", ["-DP=16", "-DSPREAD", "-DREG_KS=4", "-DPOLLED"]),
+    ("wavefront_f16.cu", ["-DP=8", "-DDEPTH=2", "-DREG_KS=7", "-DPOLLED"]),
+    ("wavefront_f16.cu", ["-DP=8", "-DDEPTH=1", "-DREG_KS=7", "-DK_HALVES", "-DPOLLED"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
