@@ -35,6 +35,8 @@
 // - -DK_HALVES: the projection's warps split K, not the steps (W_ih read once a block, a
 //   warp's chain of loads half as long); the halves' sums meet in the cells.
 // - DEPTH: k-steps of the projection's operands loaded ahead of their mma (default 2).
+// - -DX_STAGED (with K_HALVES): x's fragments staged in shared memory by chunks of XKC
+//   k-steps, shared by a half's 8 m-tile warps instead of each reading them from L2.
 #include <cuda_fp16.h>
 
 #include "forward_common.cuh"
@@ -54,6 +56,12 @@
 #ifndef DEPTH
 #define DEPTH 2                   // k-steps of the projection's operands loaded ahead
 #endif
+#ifndef XKC
+#define XKC 2                     // k-steps of a half of K a staged x chunk (X_STAGED)
+#endif
+#if defined(X_STAGED) && !defined(K_HALVES)
+#error "X_STAGED is built with K_HALVES"
+#endif
 #define UNITS 32
 #define G 4
 #define ROWS (G * UNITS)          // gate rows of a block
@@ -66,7 +74,13 @@
 #define KSTEPS_ALL (H / 16)       // k-steps of all of K (projection)
 #define HP (H + 8)                // staged h row pitch: the 8 rows' 32-bit loads in distinct banks
 #define W_SHARED_BYTES (WARPS * (KSTEPS - REG_KS) * 32 * 16)
-#define SHARED_BYTES (W_SHARED_BYTES + B * HP * 2 + M_TILES * 32 * 16 + ROWS * B * 4)
+#define STEP_BYTES (B * HP * 2 + M_TILES * 32 * 16 + ROWS * B * 4)   // h_s, partial, gates
+#ifdef X_STAGED
+#define X_BYTES (2 * 2 * XKC * P * 32 * 8)  // two chunks of x, over h_s, partial, gates and past them
+#else
+#define X_BYTES 0
+#endif
+#define SHARED_BYTES (W_SHARED_BYTES + (STEP_BYTES > X_BYTES ? STEP_BYTES : X_BYTES))
 
 static_assert(B == 8, "n = 8: a batch row a column of the mma");
 static_assert(WARPS == 2 * M_TILES && H % 32 == 0 && P % 2 == 0 && REG_KS <= KSTEPS, "tile shape");
@@ -198,6 +212,7 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
             }
         }
     };
+#ifndef X_STAGED
     auto project = [&](int t0, int n, int ks0, int ks1) {
         Operands ops[DEPTH];
 #pragma unroll
@@ -216,6 +231,50 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
             }
         }
     };
+#endif
+#ifdef X_STAGED
+    // -DX_STAGED (with K_HALVES): x's fragments of XKC k-steps of each half of K, all n
+    // steps, staged by cp.async into the shared memory that stages h and the step's sums
+    // (free between a step's cells and the next step's staging; X_BYTES may reach past
+    // them), two buffers; the 8 m-tile warps of a half then read them from there, not each
+    // from L2 (8 × 128 KiB a block a phase at P=8). One block barrier a chunk: after it,
+    // chunk c has landed and chunk c − 1's buffer is read.
+    static_assert((KSTEPS_ALL / 2) % XKC == 0, "whole chunks");
+    constexpr int X_BUF = 2 * XKC * P * 32;  // uint2 a buffer: [half][XKC][P][32 lanes]
+    uint2* x_s = reinterpret_cast<uint2*>(h_s);
+    auto stage_x = [&](int t0, int n, int c, int buf) {
+        for (int e = tid; e < 2 * XKC * n * 16; e += NT) {  // 16-byte pieces, 16 a (step, k-step)
+            const int piece = e % 16, j = e / 16 % n, kc = e / 16 / n % XKC, hf = e / 16 / n / XKC;
+            const int ks = hf * (KSTEPS_ALL / 2) + c * XKC + kc;
+            const uint4* src = reinterpret_cast<const uint4*>(xf + ((long long)(t0 + j) * KSTEPS_ALL + ks) * 32) + piece;
+            const unsigned dst = (unsigned)__cvta_generic_to_shared(x_s + buf * X_BUF + ((hf * XKC + kc) * P + j) * 32 + 2 * piece);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    auto project = [&](int t0, int n, int, int) {
+        constexpr int CHUNKS = KSTEPS_ALL / 2 / XKC;
+        stage_x(t0, n, 0, 0);
+        for (int c = 0; c < CHUNKS; ++c) {
+            uint4 a[XKC];  // issued before the wait (loaded a chunk ahead they cost registers: slower)
+#pragma unroll
+            for (int kc = 0; kc < XKC; ++kc) a[kc] = load_nc(wih + (kh0 + c * XKC + kc) * 32);
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+            __syncthreads();
+            if (c + 1 < CHUNKS) stage_x(t0, n, c + 1, (c + 1) % 2);
+            const uint2* xc = x_s + (c % 2) * X_BUF + half * XKC * P * 32 + lane;
+#pragma unroll
+            for (int kc = 0; kc < XKC; ++kc)
+#pragma unroll
+                for (int j = 0; j < NJ; ++j)
+                    if (j < n) {
+                        const uint2 v = xc[(kc * P + j) * 32];
+                        mma16816(pacc[j], a[kc], v.x, v.y);
+                    }
+        }
+        __syncthreads();  // the buffers read before h is staged there
+    };
+#endif
     // C element i: gate row grp + 8·(i >> 1) of the m-tile, batch row 2·quad + (i & 1).
     auto put = [&](int t0, int n) {
 #pragma unroll

@@ -3,7 +3,8 @@ loads, h's staging, the two halves of K meeting, the gate rows, the cells and th
 store of h in B-fragment order, the projection of P steps a phase in both forms), with mma.sync m16n8k16's fragment layout as the PTX ISA gives it,
 against wavefront_f16.py's float64 reference. A CPU check of the kernel's indexing before
 device time is spent on it (SPREAD changes only when the projection's slices run, not
-their indexing). S=3, P=2 (a partial phase) matches the reference exactly (h rounded to
+their indexing; X_STAGED reads the same fragments from a copy in shared memory, checked
+only on the GPU, against float64). S=3, P=2 (a partial phase) matches the reference exactly (h rounded to
 fp16 in both), ~20 s a form.
 
     python3 benchmarks/wavefront_f16_emulate.py

@@ -294,6 +294,7 @@ def test_persistent_kernels_write_h_n_themselves():
     ("wavefront_f16.cu", ["-DP=4", "-DSPREAD", "-DPOLLED"]),
     ("wavefront_f16.cu", ["-DP=8", "-DDEPTH=2", "-DREG_KS=7", "-DPOLLED"]),
     ("wavefront_f16.cu", ["-DP=8", "-DDEPTH=1", "-DREG_KS=7", "-DK_HALVES", "-DPOLLED"]),
+    ("wavefront_f16.cu", ["-DP=8", "-DXKC=2", "-DREG_KS=7", "-DK_HALVES", "-DX_STAGED", "-DPOLLED"]),
 ])
 def test_benchmark_kernels_compile(nvcc, tmp_path, source, defines):
     """The microbenchmarks' CUDA (benchmarks/*.cu) builds for sm_90a, so that a device
