@@ -9,6 +9,7 @@ cuBLASLt (the plan's), the backward's dW and dx through torch (rnncc/backward.py
 from __future__ import annotations
 
 import torch
+from backward_variants import time_ms  # benchmarks/ is this script's directory
 from torch.profiler import ProfilerActivity, profile
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -18,22 +19,14 @@ N = S * B
 
 
 def timed(fn, repeats: int = 20) -> tuple[float, str]:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
+    """(fn's median ms over ``repeats`` CUDA-event timings after warm-up, the kernels one
+    call runs by torch.profiler's names)."""
+    ms = time_ms(fn, repeats)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
     names = [e.key for e in prof.key_averages() if e.device_time_total > 0]
-    return sorted(times)[repeats // 2], "; ".join(n[:70] for n in names)
+    return ms, "; ".join(n[:70] for n in names)
 
 
 def main() -> None:
