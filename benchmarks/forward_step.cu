@@ -16,6 +16,16 @@
 //      writes h_t into the buffer of the step's parity;
 //   4. meets the other blocks at a grid barrier (the blocks are all resident: 128 of them,
 //      one an SM).
+// -DMULTICAST (STAGES 2): the blocks run in clusters of 2, and each chunk of h is read from
+// L2 once a cluster: rank r copies rows [r·B/2, (r+1)·B/2) of the chunk with bulk copies
+// multicast into both blocks' buffers (cp.async.bulk … multicast::cluster), and each block
+// waits on its buffer's mbarrier for the whole chunk's bytes. Before a buffer is filled
+// again, the cluster meets (barrier.cluster, arrived at after the product of the chunk it
+// held), since the peer's copies write into this block's buffer too. The GPU reads h 64
+// times a step instead of 128 (the forward K split halved it too, but added an exchange of
+// sums: 20.0 against 20.9 µs at Q=2 on the H100, design notes). -DBULK: the same bulk
+// copies and mbarriers, each block copying all of a chunk itself (no cluster), to tell the
+// copies' cost from the multicast's.
 // benchmarks/forward_step.py times it and checks h against a float64 recurrence. For the
 // split of a step, -DNO_STAGE leaves out the staging (the product reads whatever the buffers
 // hold), -DNO_PRODUCT the product's FMAs, -DNO_BARRIER the grid barrier (each variant's h is
@@ -60,6 +70,26 @@ __device__ __forceinline__ void stage16(float* dst, const float* src) {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
 
+#if defined(MULTICAST) || defined(BULK)
+#define BULK_COPIES
+#endif
+#ifdef BULK_COPIES
+static_assert(STAGES == 2 && B % 2 == 0, "two buffers");
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}"
+                 :: "r"(bar), "r"(parity) : "memory");
+}
+#ifdef MULTICAST
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+#define ROWS_A_RANK (B / 2)
+#else  // BULK: each block copies all rows of a chunk itself; a block barrier before a refill
+__device__ __forceinline__ void cluster_arrive() {}
+__device__ __forceinline__ void cluster_wait() { __syncthreads(); }
+#define ROWS_A_RANK B
+#endif
+#endif
+
 // The arrival scheme of rnncc's grid barrier (templates/common.cuh.j2), unbounded.
 __device__ __forceinline__ void grid_barrier(unsigned* barrier) {
     __syncthreads();
@@ -79,6 +109,9 @@ __device__ __forceinline__ void grid_barrier(unsigned* barrier) {
 // (biases in); h: [2][B][H] h of the steps by parity (zeros before the first); barrier: one
 // word, zero before the launch.
 extern "C" __global__ void __launch_bounds__(NT, 1)
+#ifdef MULTICAST
+__cluster_dims__(2, 1, 1)
+#endif
 k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, unsigned* barrier, int steps) {
     extern __shared__ __align__(16) float smem[];
     float* w_s = smem;                 // [H][COLS]
@@ -86,6 +119,25 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
     float* c_s = sums + SUMS;          // [B][U] the cells' c
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, rg = lane / 4, cg = lane % 4;
     const int u0 = blockIdx.x * U;
+#ifdef BULK_COPIES
+    // an mbarrier a stage buffer, after c_s (8-byte aligned: B·U floats is even)
+    const unsigned bars = (unsigned)__cvta_generic_to_shared(c_s + B * U);
+    unsigned rank = 0;
+#ifdef MULTICAST
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+    if (tid == 0) {
+        for (int i = 0; i < STAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bars + 8 * i));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+#ifdef MULTICAST
+    cluster_arrive();
+    cluster_wait();      // both blocks' barriers initialised before either's copies signal them
+#else
+    __syncthreads();
+#endif
+    unsigned phases = 0; // bit i: the parity buffer i's mbarrier completes next
+#endif
     for (int i = tid; i < H * COLS; i += NT) {
         const int k = i / COLS, col = i % COLS, g = col / U, u = col % U;
         w_s[i] = w[(long long)k * G * H + g * H + u0 + u];
@@ -109,6 +161,56 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
 #pragma unroll
             for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
         if (t > 0) {
+#ifdef BULK_COPIES
+            // Lane r of warp 0 copies rows rank·ROWS_A_RANK + r, + 32 … of the chunk (into
+            // both blocks' buffer with MULTICAST); lane 0 first tells its own mbarrier the
+            // whole chunk's bytes.
+            auto stage_chunk = [&](int chunk, int buffer) {
+                if (warp == 0 && chunk < CHUNKS) {
+                    const unsigned bar = bars + 8 * buffer;
+                    if (lane == 0)
+                        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                                     :: "r"(bar), "r"(B * KC * 4) : "memory");
+                    for (int r = lane; r < ROWS_A_RANK; r += 32) {
+                        const int row = rank * ROWS_A_RANK + r;
+                        const unsigned dst = (unsigned)__cvta_generic_to_shared(sums + buffer * STAGE + row * PITCH);
+                        const float* src = h_prev + (long long)row * H + chunk * KC;
+#ifdef MULTICAST
+                        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                                     " [%0], [%1], %2, [%3], %4;"
+                                     :: "r"(dst), "l"(src), "r"(KC * 4), "r"(bar), "h"((unsigned short)3) : "memory");
+#else
+                        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                                     :: "r"(dst), "l"(src), "r"(KC * 4), "r"(bar) : "memory");
+#endif
+                    }
+                }
+            };
+            if (warp == 0) asm volatile("fence.proxy.async.global;" ::: "memory");  // h_{t−1}, stored by all blocks
+#ifndef NO_STAGE
+            stage_chunk(0, 0);
+#endif
+            for (int chunk = 0; chunk < CHUNKS; ++chunk) {
+                const int buffer = chunk % STAGES;
+#ifndef NO_STAGE
+                mbar_wait(bars + 8 * buffer, phases >> buffer & 1u);
+#endif
+                phases ^= 1u << buffer;
+                if (chunk + 1 < CHUNKS) {
+                    if (chunk >= 1) cluster_wait();  // chunk − 1's buffer, filled next, read by all (and the peer)
+#ifndef NO_STAGE
+                    stage_chunk(chunk + 1, (chunk + 1) % STAGES);
+#endif
+                }
+#ifndef NO_PRODUCT
+                const float* dk = sums + buffer * STAGE + warp * KW;
+                const float* wk = w_s + (chunk * KC + warp * KW) * COLS + cg * C;
+                lane_product<R, C, KW, PITCH, COLS>(acc, dk, wk, rg);
+#endif
+                if (chunk + 2 < CHUNKS) cluster_arrive();  // this buffer read: the peer may fill it
+            }
+            __syncthreads();
+#else
             auto stage_chunk = [&](int chunk, int buffer) {
                 for (int i = chunk < CHUNKS ? tid : B * KC / 4; i < B * KC / 4; i += NT) {
                     const int row = i / (KC / 4), col = i % (KC / 4) * 4;
@@ -134,6 +236,7 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
                 lane_product<R, C, KW, PITCH, COLS>(acc, dk, wk, rg);
             }
             __syncthreads();
+#endif
         }
         // The warps' sums (zeros at t = 0, where h_{-1} = 0).
         if (warp >= HALF) {
@@ -166,6 +269,10 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
             c_s[i] = c;
             h_out[(long long)b * H + u0 + u] = sigmoid(gate[3]) * tanhf(c);
         }
+#ifdef BULK_COPIES
+        // the sums written here (generic stores) are where the next step's copies land
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 #ifndef NO_BARRIER
         if (t + 1 < steps) grid_barrier(barrier);
 #else

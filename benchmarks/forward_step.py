@@ -1,10 +1,12 @@
 """Times the grid-persistent float32 LSTM forward prototype (forward_step.cu; issue 17's fp32
 row) at H=1024 B=64: 128 blocks of 8 units, W_hhᵀ's gate columns in shared memory, h staged
 by chunks, a lane's 8 rows × 8 gate columns, a grid barrier a step. Prints µs a step for
-each variant (chunk of K staged, stage buffers) and how far h after 16 steps is from a
-float64 recurrence. Against: rnncc's plan there, a launch a step (cuBLASLt and the cell
-kernel), 35.4 µs a step with the projection; its FMA grid kernel 53.9
-(results/forward-persistence-lstm1024-b64-h100-2026-11-27.txt). Needs nvcc and CuPy on a
+each variant (chunk of K staged, stage buffers; h by bulk copies, or multicast to clusters
+of 2) and how far h after 16 steps is from a float64 recurrence. Against: rnncc's plan at
+the time of the first run, a launch a step (cuBLASLt and the cell kernel), 35.4 µs a step
+with the projection; its FMA grid kernel 53.9
+(results/forward-persistence-lstm1024-b64-h100-2026-11-27.txt); rnncc's staged kernel since
+(recurrent_persistent_staged.cu.j2) has this one's product. Needs nvcc and CuPy on a
 Hopper GPU.
 
     python3 benchmarks/forward_step.py > benchmarks/results/forward-step-<gpu>-<date>.txt
@@ -29,9 +31,10 @@ SPLITS = {"without the staging": ("NO_STAGE",), "without the product": ("NO_PROD
           ("NO_STAGE", "NO_PRODUCT", "NO_BARRIER")}
 
 
-def shared_bytes(kc: int, stages: int) -> int:
+def shared_bytes(kc: int, stages: int, flags: tuple = ()) -> int:
     cols = 4 * U
-    return 4 * (H * cols + max(stages * B * (kc + 4), 4 * B * cols) + B * U)
+    mbarriers = 8 * stages if {"MULTICAST", "BULK"} & set(flags) else 0
+    return 4 * (H * cols + max(stages * B * (kc + 4), 4 * B * cols) + B * U) + mbarriers
 
 
 def reference(w: np.ndarray, xp: np.ndarray, steps: int, batch: int = B, hidden: int = H) -> np.ndarray:
@@ -56,14 +59,19 @@ def main() -> None:
     w, xp = cp.asarray(w64, cp.float32), cp.asarray(xp64, cp.float32)
     want = reference(w64.astype(np.float32).astype(np.float64), xp64.astype(np.float32).astype(np.float64), CHECKED)
     runs = [((kc, stages), "", ()) for kc, stages in VARIANTS] + \
-        [(VARIANTS[0], what, flags) for what, flags in SPLITS.items()]
+        [(VARIANTS[0], what, flags) for what, flags in SPLITS.items()] + \
+        [((128, 2), "h by bulk copies and mbarriers", ("BULK",)),
+         ((128, 2), "h by bulk copies and mbarriers, without the staging", ("BULK", "NO_STAGE"))] + \
+        [((kc, 2), "h multicast in clusters of 2", ("MULTICAST",)) for kc in (128, 64)] + \
+        [((128, 2), f"h multicast in clusters of 2, {what}", ("MULTICAST", *flags))
+         for what, flags in SPLITS.items()]
     with tempfile.TemporaryDirectory() as tmp:
         for (kc, stages), what, flags in runs:
             cubin = Path(tmp) / f"forward_{kc}_{stages}{''.join('_' + f for f in flags)}.cubin"
             subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DKC={kc}", f"-DSTAGES={stages}",
                             *(f"-D{f}" for f in flags), "-o", str(cubin), str(SOURCE)], check=True)
             kernel = cp.RawModule(path=str(cubin)).get_function("k_forward")
-            size = shared_bytes(kc, stages)
+            size = shared_bytes(kc, stages, flags)
             try:
                 kernel.max_dynamic_shared_size_bytes = size
             except AttributeError:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -80,7 +88,7 @@ def main() -> None:
                 return h[(steps - 1) % 2], cp.cuda.get_elapsed_time(start, end) * 1e3 / steps
 
             check = "parts left out, not checked"
-            if not flags:
+            if flags in ((), ("MULTICAST",), ("BULK",)):
                 got, _ = run(CHECKED)
                 check = f"h after {CHECKED} steps within " \
                     f"{float(np.abs(cp.asnumpy(got) - want).max() / np.abs(want).max()):.1e} of float64"
