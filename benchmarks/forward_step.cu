@@ -25,7 +25,8 @@
 // times a step instead of 128 (the forward K split halved it too, but added an exchange of
 // sums: 20.0 against 20.9 µs at Q=2 on the H100, design notes). -DBULK: the same bulk
 // copies and mbarriers, each block copying all of a chunk itself (no cluster), to tell the
-// copies' cost from the multicast's.
+// copies' cost from the multicast's. -DTMA: one tensor-map copy a box of 32 floats × the
+// rank's rows (128-byte swizzle) instead of a bulk copy a row; with MULTICAST or alone.
 // benchmarks/forward_step.py times it and checks h against a float64 recurrence. For the
 // split of a step, -DNO_STAGE leaves out the staging (the product reads whatever the buffers
 // hold), -DNO_PRODUCT the product's FMAs, -DNO_BARRIER the grid barrier (each variant's h is
@@ -56,7 +57,11 @@
 #define HALF (WARPS / 2)
 #define KW (KC / WARPS)
 #define CHUNKS (H / KC)
+#ifdef TMA
+#define PITCH KC            // TMA's boxes are dense; the 128-byte swizzle keeps the reads apart
+#else
 #define PITCH (KC + 4)
+#endif
 #define STAGE (B * PITCH)
 #define TILE (B * COLS)
 #define SUMS (STAGES * STAGE > HALF * TILE ? STAGES * STAGE : HALF * TILE)
@@ -70,7 +75,7 @@ __device__ __forceinline__ void stage16(float* dst, const float* src) {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
 
-#if defined(MULTICAST) || defined(BULK)
+#if defined(MULTICAST) || defined(BULK) || defined(TMA)
 #define BULK_COPIES
 #endif
 #ifdef BULK_COPIES
@@ -88,6 +93,39 @@ __device__ __forceinline__ void cluster_arrive() {}
 __device__ __forceinline__ void cluster_wait() { __syncthreads(); }
 #define ROWS_A_RANK B
 #endif
+#endif
+
+#ifdef TMA
+static_assert(KC % 32 == 0 && KW % 4 == 0, "whole 128-byte rows of a box");
+// lane_product (lane_product.cuh) over a chunk as the tensor copies put it: [KC/32 boxes][B
+// rows][32 floats], the 16-byte unit j of row r at j ^ (r % 8) (the 128-byte swizzle); a
+// lane's rows rg + 8r all have r % 8 = rg. k0: the warp's first K row in the chunk.
+template <int R_, int C_, int KW_, int WPITCH>
+__device__ __forceinline__ void lane_product_swizzled(float (&acc)[R_][C_], const float* buf, int k0, const float* w,
+                                                      int rg) {
+#pragma unroll
+    for (int kk = 0; kk < KW_; kk += 4) {
+        const int k = k0 + kk, box = k / 32, unit = (k % 32 / 4) ^ rg;
+        float4 xv[R_];
+#pragma unroll
+        for (int r = 0; r < R_; ++r) xv[r] = *reinterpret_cast<const float4*>(buf + (box * B + rg + 8 * r) * 32 + unit * 4);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            float wv[C_];
+#pragma unroll
+            for (int c = 0; c < C_; c += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(w + (kk + j) * WPITCH + c);
+                wv[c] = v.x; wv[c + 1] = v.y; wv[c + 2] = v.z; wv[c + 3] = v.w;
+            }
+#pragma unroll
+            for (int r = 0; r < R_; ++r) {
+                const float x = j == 0 ? xv[r].x : j == 1 ? xv[r].y : j == 2 ? xv[r].z : xv[r].w;
+#pragma unroll
+                for (int c = 0; c < C_; ++c) acc[r][c] += x * wv[c];
+            }
+        }
+    }
+}
 #endif
 
 // The arrival scheme of rnncc's grid barrier (templates/common.cuh.j2), unbounded.
@@ -112,13 +150,18 @@ extern "C" __global__ void __launch_bounds__(NT, 1)
 #ifdef MULTICAST
 __cluster_dims__(2, 1, 1)
 #endif
-k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, unsigned* barrier, int steps) {
+k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, unsigned* barrier, int steps,
+          const void* tmap) {
     extern __shared__ __align__(16) float smem[];
     float* w_s = smem;                 // [H][COLS]
     float* sums = w_s + H * COLS;      // [STAGES][STAGE]; after the product [HALF][TILE]
     float* c_s = sums + SUMS;          // [B][U] the cells' c
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, rg = lane / 4, cg = lane % 4;
     const int u0 = blockIdx.x * U;
+#ifdef TMA
+    // the 128-byte swizzle repeats every 1024 bytes: the buffers must start on one
+    if (((unsigned)__cvta_generic_to_shared(sums) & 1023u) != 0u) __trap();
+#endif
 #ifdef BULK_COPIES
     // an mbarrier a stage buffer, after c_s (8-byte aligned: B·U floats is even)
     const unsigned bars = (unsigned)__cvta_generic_to_shared(c_s + B * U);
@@ -171,6 +214,26 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
                     if (lane == 0)
                         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                                      :: "r"(bar), "r"(B * KC * 4) : "memory");
+#ifdef TMA
+                    // 3-D map of h [2][B][H]: boxes of 32 floats × ROWS_A_RANK rows × 1, a box a
+                    // 32 floats of the chunk, at [box][row][32] in the buffer.
+                    if (lane == 0)
+                        for (int box = 0; box < KC / 32; ++box) {
+                            const unsigned dst = (unsigned)__cvta_generic_to_shared(
+                                sums + buffer * STAGE + (box * B + rank * ROWS_A_RANK) * 32);
+                            const int x = chunk * KC + box * 32, y = rank * ROWS_A_RANK, z = t & 1 ^ 1;
+#ifdef MULTICAST
+                            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                         ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;"
+                                         :: "r"(dst), "l"(tmap), "r"(x), "r"(y), "r"(z), "r"(bar), "h"((unsigned short)3)
+                                         : "memory");
+#else
+                            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                         " [%0], [%1, {%2, %3, %4}], [%5];"
+                                         :: "r"(dst), "l"(tmap), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
+#endif
+                        }
+#else
                     for (int r = lane; r < ROWS_A_RANK; r += 32) {
                         const int row = rank * ROWS_A_RANK + r;
                         const unsigned dst = (unsigned)__cvta_generic_to_shared(sums + buffer * STAGE + row * PITCH);
@@ -184,6 +247,7 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
                                      :: "r"(dst), "l"(src), "r"(KC * 4), "r"(bar) : "memory");
 #endif
                     }
+#endif
                 }
             };
             if (warp == 0) asm volatile("fence.proxy.async.global;" ::: "memory");  // h_{t−1}, stored by all blocks
@@ -203,9 +267,13 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
 #endif
                 }
 #ifndef NO_PRODUCT
-                const float* dk = sums + buffer * STAGE + warp * KW;
                 const float* wk = w_s + (chunk * KC + warp * KW) * COLS + cg * C;
+#ifdef TMA
+                lane_product_swizzled<R, C, KW, COLS>(acc, sums + buffer * STAGE, warp * KW, wk, rg);
+#else
+                const float* dk = sums + buffer * STAGE + warp * KW;
                 lane_product<R, C, KW, PITCH, COLS>(acc, dk, wk, rg);
+#endif
 #endif
                 if (chunk + 2 < CHUNKS) cluster_arrive();  // this buffer read: the peer may fill it
             }

@@ -1,8 +1,8 @@
 """Times the grid-persistent float32 LSTM forward prototype (forward_step.cu; issue 17's fp32
 row) at H=1024 B=64: 128 blocks of 8 units, W_hhᵀ's gate columns in shared memory, h staged
 by chunks, a lane's 8 rows × 8 gate columns, a grid barrier a step. Prints µs a step for
-each variant (chunk of K staged, stage buffers; h by bulk copies, or multicast to clusters
-of 2) and how far h after 16 steps is from a float64 recurrence. Against: rnncc's plan at
+each variant (chunk of K staged, stage buffers; h by bulk copies or tensor-map copies, or
+either multicast to clusters of 2) and how far h after 16 steps is from a float64 recurrence. Against: rnncc's plan at
 the time of the first run, a launch a step (cuBLASLt and the cell kernel), 35.4 µs a step
 with the projection; its FMA grid kernel 53.9
 (results/forward-persistence-lstm1024-b64-h100-2026-11-27.txt); rnncc's staged kernel since
@@ -14,6 +14,7 @@ Hopper GPU.
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import tempfile
 from pathlib import Path
@@ -33,8 +34,26 @@ SPLITS = {"without the staging": ("NO_STAGE",), "without the product": ("NO_PROD
 
 def shared_bytes(kc: int, stages: int, flags: tuple = ()) -> int:
     cols = 4 * U
-    mbarriers = 8 * stages if {"MULTICAST", "BULK"} & set(flags) else 0
-    return 4 * (H * cols + max(stages * B * (kc + 4), 4 * B * cols) + B * U) + mbarriers
+    mbarriers = 8 * stages if {"MULTICAST", "BULK", "TMA"} & set(flags) else 0
+    pitch = kc if "TMA" in flags else kc + 4
+    return 4 * (H * cols + max(stages * B * pitch, 4 * B * cols) + B * U) + mbarriers
+
+
+def tensor_map(h, rows: int):
+    """A CUtensorMap of h [2][B][H] float32 for forward_step.cu's -DTMA copies, on the device:
+    boxes of 32 floats × ``rows`` rows × 1, 128-byte swizzle (cuTensorMapEncodeTiled)."""
+    encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    raw = (ctypes.c_uint8 * 192)()                      # CUtensorMap: 128 bytes, 64-byte aligned
+    at = (ctypes.addressof(raw) + 63) // 64 * 64
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    dims, strides = (u64 * 3)(H, B, 2), (u64 * 2)(H * 4, B * H * 4)
+    box, element = (u32 * 3)(32, rows, 1), (u32 * 3)(1, 1, 1)
+    FLOAT32, NO_INTERLEAVE, SWIZZLE_128B, L2_128B, NO_FILL = 7, 0, 3, 2, 0
+    status = encode(ctypes.c_void_p(at), FLOAT32, u32(3), ctypes.c_void_p(h.data.ptr), dims, strides, box, element,
+                    NO_INTERLEAVE, SWIZZLE_128B, L2_128B, NO_FILL)
+    if status != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled: CUresult {status}")
+    return cp.asarray(np.frombuffer(ctypes.string_at(at, 128), np.uint8))
 
 
 def reference(w: np.ndarray, xp: np.ndarray, steps: int, batch: int = B, hidden: int = H) -> np.ndarray:
@@ -64,7 +83,11 @@ def main() -> None:
          ((128, 2), "h by bulk copies and mbarriers, without the staging", ("BULK", "NO_STAGE"))] + \
         [((kc, 2), "h multicast in clusters of 2", ("MULTICAST",)) for kc in (128, 64)] + \
         [((128, 2), f"h multicast in clusters of 2, {what}", ("MULTICAST", *flags))
-         for what, flags in SPLITS.items()]
+         for what, flags in SPLITS.items()] + \
+        [((128, 2), "h by tensor-map copies", ("TMA",)),
+         ((128, 2), "h by tensor-map copies multicast in clusters of 2", ("TMA", "MULTICAST")),
+         ((128, 2), "h by tensor-map copies multicast in clusters of 2, without the staging",
+          ("TMA", "MULTICAST", "NO_STAGE"))]
     with tempfile.TemporaryDirectory() as tmp:
         for (kc, stages), what, flags in runs:
             cubin = Path(tmp) / f"forward_{kc}_{stages}{''.join('_' + f for f in flags)}.cubin"
@@ -80,15 +103,16 @@ def main() -> None:
             def run(steps: int):
                 h = cp.zeros((2, B, H), cp.float32)
                 barrier = cp.zeros(1, cp.uint32)
+                tmap = tensor_map(h, B // 2 if "MULTICAST" in flags else B) if "TMA" in flags else barrier
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
-                kernel((H // U,), (NT,), (w, xp, h, barrier, np.int32(steps)), shared_mem=size)
+                kernel((H // U,), (NT,), (w, xp, h, barrier, np.int32(steps), tmap), shared_mem=size)
                 end.record()
                 end.synchronize()
                 return h[(steps - 1) % 2], cp.cuda.get_elapsed_time(start, end) * 1e3 / steps
 
             check = "parts left out, not checked"
-            if flags in ((), ("MULTICAST",), ("BULK",)):
+            if "NO_STAGE" not in flags and "NO_PRODUCT" not in flags and "NO_BARRIER" not in flags:
                 got, _ = run(CHECKED)
                 check = f"h after {CHECKED} steps within " \
                     f"{float(np.abs(cp.asnumpy(got) - want).max() / np.abs(want).max()):.1e} of float64"
