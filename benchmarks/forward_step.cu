@@ -32,6 +32,7 @@
 // hold), -DNO_PRODUCT the product's FMAs, -DNO_BARRIER the grid barrier (each variant's h is
 // wrong; only its time counts).
 #include "lane_product.cuh"
+#include "tma_staging.cuh"
 
 #ifndef H
 #define H 1024
@@ -80,10 +81,6 @@ __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + __expf
 #endif
 #ifdef BULK_COPIES
 static_assert(STAGES == 2 && B % 2 == 0, "two buffers");
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}"
-                 :: "r"(bar), "r"(parity) : "memory");
-}
 #ifdef MULTICAST
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
@@ -96,36 +93,7 @@ __device__ __forceinline__ void cluster_wait() { __syncthreads(); }
 #endif
 
 #ifdef TMA
-static_assert(KC % 32 == 0 && KW % 4 == 0, "whole 128-byte rows of a box");
-// lane_product (lane_product.cuh) over a chunk as the tensor copies put it: [KC/32 boxes][B
-// rows][32 floats], the 16-byte unit j of row r at j ^ (r % 8) (the 128-byte swizzle); a
-// lane's rows rg + 8r all have r % 8 = rg. k0: the warp's first K row in the chunk.
-template <int R_, int C_, int KW_, int WPITCH>
-__device__ __forceinline__ void lane_product_swizzled(float (&acc)[R_][C_], const float* buf, int k0, const float* w,
-                                                      int rg) {
-#pragma unroll
-    for (int kk = 0; kk < KW_; kk += 4) {
-        const int k = k0 + kk, box = k / 32, unit = (k % 32 / 4) ^ rg;
-        float4 xv[R_];
-#pragma unroll
-        for (int r = 0; r < R_; ++r) xv[r] = *reinterpret_cast<const float4*>(buf + (box * B + rg + 8 * r) * 32 + unit * 4);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            float wv[C_];
-#pragma unroll
-            for (int c = 0; c < C_; c += 4) {
-                const float4 v = *reinterpret_cast<const float4*>(w + (kk + j) * WPITCH + c);
-                wv[c] = v.x; wv[c + 1] = v.y; wv[c + 2] = v.z; wv[c + 3] = v.w;
-            }
-#pragma unroll
-            for (int r = 0; r < R_; ++r) {
-                const float x = j == 0 ? xv[r].x : j == 1 ? xv[r].y : j == 2 ? xv[r].z : xv[r].w;
-#pragma unroll
-                for (int c = 0; c < C_; ++c) acc[r][c] += x * wv[c];
-            }
-        }
-    }
-}
+static_assert(KC % 32 == 0, "whole boxes of 32 floats a chunk");
 #endif
 
 // The arrival scheme of rnncc's grid barrier (templates/common.cuh.j2), unbounded.
@@ -269,7 +237,7 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
 #ifndef NO_PRODUCT
                 const float* wk = w_s + (chunk * KC + warp * KW) * COLS + cg * C;
 #ifdef TMA
-                lane_product_swizzled<R, C, KW, COLS>(acc, sums + buffer * STAGE, warp * KW, wk, rg);
+                lane_product_swizzled<R, C, KW, B, COLS>(acc, sums + buffer * STAGE, warp * KW, wk, rg);
 #else
                 const float* dk = sums + buffer * STAGE + warp * KW;
                 lane_product<R, C, KW, PITCH, COLS>(acc, dk, wk, rg);

@@ -39,21 +39,26 @@ def shared_bytes(kc: int, stages: int, flags: tuple = ()) -> int:
     return 4 * (H * cols + max(stages * B * pitch, 4 * B * cols) + B * U) + mbarriers
 
 
-def tensor_map(h, rows: int):
-    """A CUtensorMap of h [2][B][H] float32 for forward_step.cu's -DTMA copies, on the device:
-    boxes of 32 floats × ``rows`` rows × 1, 128-byte swizzle (cuTensorMapEncodeTiled)."""
+def encode_tensor_map(ptr: int, dims: tuple, strides: tuple, box: tuple):
+    """A CUtensorMap (cuTensorMapEncodeTiled) of float32 rows at device address ``ptr``, on
+    the device: ``dims`` innermost first, ``strides`` in bytes past the innermost, ``box`` a
+    copy's extent, the 128-byte swizzle (a box's rows 128 bytes: 32 floats)."""
     encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     raw = (ctypes.c_uint8 * 192)()                      # CUtensorMap: 128 bytes, 64-byte aligned
     at = (ctypes.addressof(raw) + 63) // 64 * 64
-    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    dims, strides = (u64 * 3)(H, B, 2), (u64 * 2)(H * 4, B * H * 4)
-    box, element = (u32 * 3)(32, rows, 1), (u32 * 3)(1, 1, 1)
+    u64, u32, rank = ctypes.c_uint64, ctypes.c_uint32, len(dims)
     FLOAT32, NO_INTERLEAVE, SWIZZLE_128B, L2_128B, NO_FILL = 7, 0, 3, 2, 0
-    status = encode(ctypes.c_void_p(at), FLOAT32, u32(3), ctypes.c_void_p(h.data.ptr), dims, strides, box, element,
+    status = encode(ctypes.c_void_p(at), FLOAT32, u32(rank), ctypes.c_void_p(ptr), (u64 * rank)(*dims),
+                    (u64 * (rank - 1))(*strides), (u32 * rank)(*box), (u32 * rank)(*[1] * rank),
                     NO_INTERLEAVE, SWIZZLE_128B, L2_128B, NO_FILL)
     if status != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled: CUresult {status}")
     return cp.asarray(np.frombuffer(ctypes.string_at(at, 128), np.uint8))
+
+
+def tensor_map(h, rows: int):
+    """forward_step.cu's -DTMA map of h [2][B][H]: boxes of 32 floats × ``rows`` rows × 1."""
+    return encode_tensor_map(h.data.ptr, (H, B, 2), (H * 4, B * H * 4), (32, rows, 1))
 
 
 def reference(w: np.ndarray, xp: np.ndarray, steps: int, batch: int = B, hidden: int = H) -> np.ndarray:

@@ -275,6 +275,7 @@ def test_persistent_kernels_write_h_n_themselves():
     ("step_floor.cu", ["-DH=33", "-DKS=16", "-DLANES=16"]),
     ("ksplit_step.cu", ["-DQ=2", "-DCLUSTERS=64"]),
     ("ksplit_step.cu", ["-DQ=4", "-DCLUSTERS=30"]),
+    ("ksplit_step.cu", ["-DQ=2", "-DCLUSTERS=64", "-DTMA"]),
     ("forward_step.cu", ["-DKC=128", "-DSTAGES=2"]),
     ("forward_step.cu", ["-DKC=32", "-DSTAGES=6"]),
     ("forward_step.cu", ["-DKC=128", "-DSTAGES=2", "-DMULTICAST"]),
