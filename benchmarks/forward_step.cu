@@ -26,7 +26,8 @@
 // sums: 20.0 against 20.9 µs at Q=2 on the H100, design notes). -DBULK: the same bulk
 // copies and mbarriers, each block copying all of a chunk itself (no cluster), to tell the
 // copies' cost from the multicast's. -DTMA: one tensor-map copy a box of 32 floats × the
-// rank's rows (128-byte swizzle) instead of a bulk copy a row; with MULTICAST or alone.
+// rank's rows (128-byte swizzle) instead of a bulk copy a row; with MULTICAST or alone;
+// -DDEVICE_MAP: the map made in the kernel from a template (below).
 // benchmarks/forward_step.py times it and checks h against a float64 recurrence. For the
 // split of a step, -DNO_STAGE leaves out the staging (the product reads whatever the buffers
 // hold), -DNO_PRODUCT the product's FMAs, -DNO_BARRIER the grid barrier (each variant's h is
@@ -141,6 +142,29 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
         for (int i = 0; i < STAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bars + 8 * i));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+#ifdef DEVICE_MAP
+    // -DDEVICE_MAP (with TMA): `tmap` holds a template map (encoded on the host for another
+    // address) and a slot of 128 bytes a block after it. Warp 0 copies the template into
+    // shared memory, puts h's address into it (tensormap.replace), and copies it to this
+    // block's slot with the release the copies' proxy needs; the issuing thread acquires it.
+    // So a kernel can make the map of a buffer known only at its launch (y of the call) with
+    // no host encoding a call: the address, and as needed the dims and strides, replaced.
+    const unsigned map_s = (bars + 8 * STAGES + 127) / 128 * 128;
+    unsigned char* slot = (unsigned char*)tmap + 128 * (1 + blockIdx.x);
+    if (warp == 0) {
+        const unsigned v = reinterpret_cast<const unsigned*>(tmap)[lane];
+        asm volatile("st.shared.u32 [%0], %1;" :: "r"(map_s + 4 * lane), "r"(v) : "memory");
+        __syncwarp();
+        if (lane == 0)
+            asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;"
+                         :: "r"(map_s), "l"(h) : "memory");
+        __syncwarp();
+        asm volatile("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;"
+                     :: "l"(slot), "r"(map_s) : "memory");
+        if (lane == 0) asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(slot) : "memory");
+    }
+    tmap = slot;
+#endif
 #ifdef MULTICAST
     cluster_arrive();
     cluster_wait();      // both blocks' barriers initialised before either's copies signal them

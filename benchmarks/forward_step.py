@@ -35,6 +35,7 @@ SPLITS = {"without the staging": ("NO_STAGE",), "without the product": ("NO_PROD
 def shared_bytes(kc: int, stages: int, flags: tuple = ()) -> int:
     cols = 4 * U
     mbarriers = 8 * stages if {"MULTICAST", "BULK", "TMA"} & set(flags) else 0
+    mbarriers += 256 if "DEVICE_MAP" in flags else 0  # and a map, 128-byte aligned
     pitch = kc if "TMA" in flags else kc + 4
     return 4 * (H * cols + max(stages * B * pitch, 4 * B * cols) + B * U) + mbarriers
 
@@ -90,6 +91,7 @@ def main() -> None:
         [((128, 2), f"h multicast in clusters of 2, {what}", ("MULTICAST", *flags))
          for what, flags in SPLITS.items()] + \
         [((128, 2), "h by tensor-map copies", ("TMA",)),
+         ((128, 2), "h by tensor-map copies, the map made in the kernel from a template", ("TMA", "DEVICE_MAP")),
          ((128, 2), "h by tensor-map copies multicast in clusters of 2", ("TMA", "MULTICAST")),
          ((128, 2), "h by tensor-map copies multicast in clusters of 2, without the staging",
           ("TMA", "MULTICAST", "NO_STAGE"))]
@@ -109,6 +111,10 @@ def main() -> None:
                 h = cp.zeros((2, B, H), cp.float32)
                 barrier = cp.zeros(1, cp.uint32)
                 tmap = tensor_map(h, B // 2 if "MULTICAST" in flags else B) if "TMA" in flags else barrier
+                if "DEVICE_MAP" in flags:  # a template for xp's address, then a slot a block
+                    template = tensor_map(xp, B)
+                    tmap = cp.zeros((1 + H // U) * 128, cp.uint8)
+                    tmap[:128] = template
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
                 kernel((H // U,), (NT,), (w, xp, h, barrier, np.int32(steps), tmap), shared_mem=size)

@@ -281,6 +281,7 @@ def test_persistent_kernels_write_h_n_themselves():
     ("forward_step.cu", ["-DKC=128", "-DSTAGES=2", "-DMULTICAST"]),
     ("forward_step.cu", ["-DKC=128", "-DSTAGES=2", "-DBULK"]),
     ("forward_step.cu", ["-DKC=128", "-DSTAGES=2", "-DTMA", "-DMULTICAST"]),
+    ("forward_step.cu", ["-DKC=128", "-DSTAGES=2", "-DTMA", "-DDEVICE_MAP"]),
     ("forward_ksplit.cu", ["-DH=1024", "-DQ=2", "-DUNITS=8", "-DKC=128", "-DSTAGES=2"]),
     ("forward_ksplit.cu", ["-DH=960", "-DQ=4", "-DUNITS=8", "-DKC=80", "-DSTAGES=2"]),
     ("forward_registers.cu", ["-DH=1024", "-DB=8", "-DNT=256"]),
