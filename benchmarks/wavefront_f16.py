@@ -3,16 +3,18 @@ rnncc's plans for the same stacks, in one process: L × LSTM fp16 H=1024 B=8, ev
 whole sequence in one launch on 32 SMs, layer l + 1 P steps behind layer l through its
 progress word, each layer's input projection computed in the launch P steps at a time.
 
-Prints, for each build in BUILDS (P; how many k-steps of the projection's operands are
-loaded ahead; -DSPREAD: the next P steps' projection a slice of K a step, before the wait
-for h; one without the projection):
+Prints each build's defines and spilled bytes, then for each build in BUILDS (P; how the
+projection's warps split the work and where x's fragments come from; one without the
+projection; wavefront_f16.cu's header lists every define, SPREAD among them):
 - one layer's kernel alone, in µs a step;
 - 4 layers at S=256, one after another and as a wavefront, and how far the wavefront's last
   layer is from a float64 recurrence;
 - 8 layers at S=128 (two rounds of 4: layer l + 4 queued behind layer l on its stream);
 then rnncc's forward of the same stacks and of GNMT's encoder in CUDA graphs. Needs nvcc,
 CuPy, torch and rnncc's runtime on a Hopper GPU; benchmarks/wavefront_f16_emulate.py checks
-the kernel's indexing on the CPU.
+the kernel's indexing on the CPU. Measured on the H200 (results/wavefront-f16-h200-2026-11-28.txt,
+its earlier forms beside it): at best 1.68 ms for 4 layers against rnncc's 1.45, 1.22
+without the projection; docs/design-notes.md, "The fp16 wavefront, run".
 
     python3 benchmarks/wavefront_f16.py > benchmarks/results/wavefront-f16-<gpu>-<date>.txt
 """
