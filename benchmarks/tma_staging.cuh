@@ -3,6 +3,8 @@
 // rows as a copy with the 128-byte swizzle puts them.
 #pragma once
 
+#include "lane_product.cuh"
+
 // Wait until the mbarrier at shared address `bar` completes the phase of parity `parity`.
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     asm volatile("{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}"
@@ -24,20 +26,6 @@ __device__ __forceinline__ void lane_product_swizzled(float (&acc)[R][C], const 
         float4 xv[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) xv[r] = *reinterpret_cast<const float4*>(buf + (box * ROWS + rg + 8 * r) * 32 + unit * 4);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            float wv[C];
-#pragma unroll
-            for (int c = 0; c < C; c += 4) {
-                const float4 v = *reinterpret_cast<const float4*>(w + (kk + j) * WPITCH + c);
-                wv[c] = v.x; wv[c + 1] = v.y; wv[c + 2] = v.z; wv[c + 3] = v.w;
-            }
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const float x = j == 0 ? xv[r].x : j == 1 ? xv[r].y : j == 2 ? xv[r].z : xv[r].w;
-#pragma unroll
-                for (int c = 0; c < C; ++c) acc[r][c] += x * wv[c];
-            }
-        }
+        lane_fma4<R, C, WPITCH>(acc, xv, w + kk * WPITCH);
     }
 }
