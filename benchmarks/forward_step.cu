@@ -144,9 +144,10 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
     }
 #ifdef DEVICE_MAP
     // -DDEVICE_MAP (with TMA): `tmap` holds a template map (encoded on the host for another
-    // address) and a slot of 128 bytes a block after it. Warp 0 copies the template into
-    // shared memory, puts h's address into it (tensormap.replace), and copies it to this
-    // block's slot with the release the copies' proxy needs; the issuing thread acquires it.
+    // address, other dims and other strides) and a slot of 128 bytes a block after it. Warp
+    // 0 copies the template into shared memory, puts h's address, dims and strides into it
+    // (tensormap.replace), and copies it to this block's slot with the release the copies'
+    // proxy needs; the issuing thread acquires it.
     // So a kernel can make the map of a buffer known only at its launch (y of the call) with
     // no host encoding a call: the address, and as needed the dims and strides, replaced.
     const unsigned map_s = (bars + 8 * STAGES + 127) / 128 * 128;
@@ -155,9 +156,19 @@ k_forward(const float* __restrict__ w, const float* __restrict__ xp, float* h, u
         const unsigned v = reinterpret_cast<const unsigned*>(tmap)[lane];
         asm volatile("st.shared.u32 [%0], %1;" :: "r"(map_s + 4 * lane), "r"(v) : "memory");
         __syncwarp();
-        if (lane == 0)
+        if (lane == 0) {
             asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;"
                          :: "r"(map_s), "l"(h) : "memory");
+            // h's dims past K and its strides (in bytes; ord i: the stride of dim i + 1), as a
+            // kernel whose batch and strides are the call's would put them in (the template
+            // was encoded with others)
+            asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %1;" :: "r"(map_s), "r"(B) : "memory");
+            asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 2, %1;" :: "r"(map_s), "r"(2) : "memory");
+            asm volatile("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;"
+                         :: "r"(map_s), "l"((unsigned long long)H * 4) : "memory");
+            asm volatile("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 1, %1;"
+                         :: "r"(map_s), "l"((unsigned long long)B * H * 4) : "memory");
+        }
         __syncwarp();
         asm volatile("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;"
                      :: "l"(slot), "r"(map_s) : "memory");

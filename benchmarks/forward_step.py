@@ -111,8 +111,8 @@ def main() -> None:
                 h = cp.zeros((2, B, H), cp.float32)
                 barrier = cp.zeros(1, cp.uint32)
                 tmap = tensor_map(h, B // 2 if "MULTICAST" in flags else B) if "TMA" in flags else barrier
-                if "DEVICE_MAP" in flags:  # a template for xp's address, then a slot a block
-                    template = tensor_map(xp, B)
+                if "DEVICE_MAP" in flags:  # a template for xp, with other dims and strides; a slot a block
+                    template = encode_tensor_map(xp.data.ptr, (H, 2 * B, 3), (2 * H * 4, 4 * B * H * 4), (32, B, 1))
                     tmap = cp.zeros((1 + H // U) * 128, cp.uint8)
                     tmap[:128] = template
                 start, end = cp.cuda.Event(), cp.cuda.Event()
