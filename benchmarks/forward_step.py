@@ -9,13 +9,16 @@ with the projection; its FMA grid kernel 53.9
 (recurrent_persistent_staged.cu.j2) has this one's product. Needs nvcc and CuPy on a
 Hopper GPU.
 
-    python3 benchmarks/forward_step.py > benchmarks/results/forward-step-<gpu>-<date>.txt
+    python3 benchmarks/forward_step.py [B] > benchmarks/results/forward-step-<gpu>-<date>.txt
+
+(B other than 64: the cp.async form and the tensor-map forms only.)
 """
 
 from __future__ import annotations
 
 import ctypes
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -75,6 +78,9 @@ def reference(w: np.ndarray, xp: np.ndarray, steps: int, batch: int = B, hidden:
 
 
 def main() -> None:
+    global B
+    if len(sys.argv) > 1:  # another batch: the forms rnncc could take only
+        B = int(sys.argv[1])
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"float32 LSTM forward prototype on {props['name'].decode()}: H={H} B={B}, {H // U} blocks of {U} units, "
           f"{STEPS} steps, µs a step (rnncc's launch a step: 35.4 with the projection; its FMA grid kernel 53.9)")
@@ -82,7 +88,7 @@ def main() -> None:
     w64 = rng.standard_normal((H, 4 * H)) / H ** 0.5
     xp64 = rng.standard_normal((STEPS, B, 4 * H))
     w, xp = cp.asarray(w64, cp.float32), cp.asarray(xp64, cp.float32)
-    want = reference(w64.astype(np.float32).astype(np.float64), xp64.astype(np.float32).astype(np.float64), CHECKED)
+    want = reference(w64.astype(np.float32).astype(np.float64), xp64.astype(np.float32).astype(np.float64), CHECKED, B)
     runs = [((kc, stages), "", ()) for kc, stages in VARIANTS] + \
         [(VARIANTS[0], what, flags) for what, flags in SPLITS.items()] + \
         [((128, 2), "h by bulk copies and mbarriers", ("BULK",)),
@@ -95,10 +101,12 @@ def main() -> None:
          ((128, 2), "h by tensor-map copies multicast in clusters of 2", ("TMA", "MULTICAST")),
          ((128, 2), "h by tensor-map copies multicast in clusters of 2, without the staging",
           ("TMA", "MULTICAST", "NO_STAGE"))]
+    if B != 64:
+        runs = [run for run in runs if run[0] == (128, 2) and run[2] in ((), ("TMA",), ("TMA", "DEVICE_MAP"))]
     with tempfile.TemporaryDirectory() as tmp:
         for (kc, stages), what, flags in runs:
             cubin = Path(tmp) / f"forward_{kc}_{stages}{''.join('_' + f for f in flags)}.cubin"
-            subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DKC={kc}", f"-DSTAGES={stages}",
+            subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DB={B}", f"-DKC={kc}", f"-DSTAGES={stages}",
                             *(f"-D{f}" for f in flags), "-o", str(cubin), str(SOURCE)], check=True)
             kernel = cp.RawModule(path=str(cubin)).get_function("k_forward")
             size = shared_bytes(kc, stages, flags)
