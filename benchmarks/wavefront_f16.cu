@@ -138,10 +138,10 @@ __device__ __forceinline__ void wait_at_least(const unsigned* word, unsigned wan
 // uint4 (lane l: rows l/4 and l/4 + 8 of the m-tile, K pairs 2·(l%4) and 2·(l%4) + 8);
 // bias: [GH] (row 4·unit + gate); xf: the layer's input (the layer below's yf, or the
 // model's input) in B-fragment order, [S][H/16 k-steps][32 lanes] uint2 (lane l: batch row
-// l/4, K pairs 2·(l%4) and 2·(l%4) + 8); xp: [2][S][B][GH] fp32, this layer's projection (the second
-// half used with K_HALVES)
-// (written here); y: [S][B][H]; yf: y in xf's order; progress: this layer's word; below: the input's word (BLOCKS·S where the
-// input is given); status: a give-up flag. Words zero before the launch.
+// l/4, K pairs 2·(l%4) and 2·(l%4) + 8); xp: [2][S][B][GH] fp32, this layer's projection
+// (written here; the second half only with K_HALVES); y: [S][B][H]; yf: y in xf's order;
+// progress: this layer's word; below: the input's word (BLOCKS·S where the input is
+// given); status: a give-up flag. Words zero before the launch.
 extern "C" __global__ void __launch_bounds__(NT, 1)
 k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_ih_f,
                   const float* __restrict__ bias, const uint2* xf, float* xp, __half* y, __half* yf,
@@ -197,6 +197,7 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
 #pragma unroll
             for (int i = 0; i < 4; ++i) pacc[j][i] = 0.0f;
     };
+#ifndef X_STAGED
     // A k-step's operands (W_ih's A fragment, x's B fragments of the warp's steps) are
     // loaded DEPTH k-steps before their mma: issued in order, the projection was a chain of
     // L2 round trips, one a k-step (9.4 µs a step against 4.1 without it, P-independent).
@@ -212,7 +213,6 @@ k_wavefront_layer(const uint4* __restrict__ w_hh_f, const uint4* __restrict__ w_
             }
         }
     };
-#ifndef X_STAGED
     auto project = [&](int t0, int n, int ks0, int ks1) {
         Operands ops[DEPTH];
 #pragma unroll
