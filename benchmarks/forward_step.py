@@ -118,11 +118,13 @@ def main() -> None:
             def run(steps: int):
                 h = cp.zeros((2, B, H), cp.float32)
                 barrier = cp.zeros(1, cp.uint32)
-                tmap = tensor_map(h, B // 2 if "MULTICAST" in flags else B) if "TMA" in flags else barrier
                 if "DEVICE_MAP" in flags:  # a template for xp, with other dims and strides; a slot a block
-                    template = encode_tensor_map(xp.data.ptr, (H, 2 * B, 3), (2 * H * 4, 4 * B * H * 4), (32, B, 1))
                     tmap = cp.zeros((1 + H // U) * 128, cp.uint8)
-                    tmap[:128] = template
+                    tmap[:128] = encode_tensor_map(xp.data.ptr, (H, 2 * B, 3), (2 * H * 4, 4 * B * H * 4), (32, B, 1))
+                elif "TMA" in flags:
+                    tmap = tensor_map(h, B // 2 if "MULTICAST" in flags else B)
+                else:
+                    tmap = barrier  # unused
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
                 kernel((H // U,), (NT,), (w, xp, h, barrier, np.int32(steps), tmap), shared_mem=size)
