@@ -37,6 +37,7 @@ from .dtypes import DTYPES
 from .errors import DeviceTimeout
 from .ir import INPUT, Layer, Model
 from .passes.cost import largest_cluster
+from .passes.workspace import TENSOR_MAP_BYTES
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
 from .tiles import (CLUSTER_BACKWARD_TILES, BackwardKernelTile, KSplitBackwardTile, backward_kernel_tile,
@@ -179,6 +180,11 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
               "dy": ptr(dy), "dh_n": ptr(dh_n), "dc_n": ptr(dc_n), "dh0": ptr(dh0),
               "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
               "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
+    if isinstance(tile, KSplitBackwardTile) and tile.tensor_map:
+        # each block's map of dG (lane_product.cuh.j2, tensor_map_staging): its template's
+        # box rows, and a slot a block (the caching allocator's blocks are 512-byte aligned)
+        slots = torch.empty(tile.blocks(H) * TENSOR_MAP_BYTES, dtype=torch.uint8, device=device)
+        values |= {"tensor_map_template": tile.rows_per_pass, "tensor_map_slots": slots.data_ptr()}
     stream = torch.cuda.current_stream(device).cuda_stream
     if clusters:  # nor co-residency
         fn.launch((tile.cluster, tile.clusters(B)), k.block, launch.arguments(k, values),

@@ -26,7 +26,7 @@ from .tiles import (CLUSTER_BACKWARD_TILES, H_PROJECTION_BLOCK, BackwardKernelTi
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str   # "ptr" | "i64" | "i32": how the runtime passes it (PyCUDA "P", "q", "i")
+    kind: str   # "ptr" | "i64" | "i32" | "map": how the runtime passes it (driver.param_layout)
     decl: str   # C declaration
     doc: str    # shape and meaning, shown next to the declaration
 
@@ -81,6 +81,17 @@ def _i64(name: str, doc: str) -> Param:
 
 def _i32(name: str, doc: str) -> Param:
     return Param(name, "i32", f"int {name}", doc)
+
+
+def tensor_map_params(source: str) -> list[Param]:
+    """Parameters of a kernel that stages by tensor-map copies (lane_product.cuh.j2,
+    tensor_map_staging): the template of its maps by value (its value in a launch's
+    arguments: the box's rows; driver.tensor_map_template), and the call's slots where each
+    block puts its map of ``source``."""
+    return [Param("tensor_map_template", "map", "const __grid_constant__ TensorMap tensor_map_template",
+                  "template of the map (box, type, swizzle); the block puts in the address, dims, strides"),
+            Param("tensor_map_slots", "ptr", "TensorMap* __restrict__ tensor_map_slots",
+                  f"[blocks] out: each block's map of {source} (workspace; nullptr: cp.async)")]
 
 
 def _source_params(sources) -> list[Param]:
@@ -290,6 +301,8 @@ def persistent_params(l: LayerPlan, barrier: bool, lengths: bool = False,
                _i32("batch", "B")]
     if l.cell == "lstm":
         params.append(_i32("first_chunk", "1: the first step takes its cell state from c0"))
+    if l.persistence.value.tensor_maps:
+        params += tensor_map_params("y (h of the steps before)")
     if barrier:
         params.append(_ptr("barrier", "unsigned", "[4] grid barrier: arrivals (top bit flips), gave up "
                                                    "(zeroed once per call, on its stream)",
@@ -770,14 +783,17 @@ def _render_backward_ksplit(cell: str, hidden: int, gates: int, dtype: str, tile
                  f"({tile.k_rows_block(gates, hidden)} rows of K a block), {tile.units} units a block, "
                  f"{tile.cluster_units} a cluster, {tile.clusters(hidden)} clusters; lanes of "
                  f"{tile.lane_rows} rows × {tile.lane_units} units, {tile.rows_per_pass} rows a pass, "
-                 f"dG staged {tile.k_chunk} K rows at a time into {tile.stages} buffers, {tile.threads // 32} warps "
-                 "along K"]
+                 f"dG staged {tile.k_chunk} K rows at a time into {tile.stages} buffers"
+                 f"{' by tensor-map copies' if tile.tensor_map else ''}, {tile.threads // 32} warps along K"]
+    if tile.tensor_map:
+        params = params + tuple(tensor_map_params("dG (or a GRU's dG_h) of the call"))
     source = environment().get_template("backward_ksplit.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile)
     name, entry, source = _identify(
         f"backward_ksplit_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_c{tile.cluster}_u{tile.units}"
-        f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}{'' if tile.threads == 256 else f'_t{tile.threads}'}",
+        f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}{'' if tile.threads == 256 else f'_t{tile.threads}'}"
+        f"{'_tm' if tile.tensor_map else ''}",
         source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1), cluster=tile.cluster)
 

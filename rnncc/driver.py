@@ -35,20 +35,23 @@ _ATTR_SHARED_SIZE_BYTES, _ATTR_NUM_REGS, _ATTR_MAX_DYNAMIC_SHARED = 1, 4, 8
 _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 PORTABLE_CLUSTER_SIZE = 8  # larger clusters need the kernel's opt-in (above)
 _MEMORYTYPE_DEVICE = 2
-# A kernel parameter's struct code: every kind is its own size and alignment.
-_PARAM_CODES = {"ptr": "Q", "i64": "q", "i32": "i"}
+# A kernel parameter's struct code, and its alignment where that is not its size: a "map"
+# is a CUtensorMap template passed by value (128 bytes, 64-byte aligned; its value in a
+# launch's arguments is the box's rows, :func:`tensor_map_template`).
+_PARAM_CODES = {"ptr": "Q", "i64": "q", "i32": "i", "map": "128s"}
+_PARAM_ALIGN = {"map": 64}
 # cuda.h: cuLaunchKernel's `extra` keys (CU_LAUNCH_PARAM_*).
 _LAUNCH_PARAM_END, _LAUNCH_PARAM_BUFFER_POINTER, _LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 
 
 def param_offsets(kinds: tuple[str, ...]) -> list[int]:
     """Each parameter's offset in a kernel's parameter buffer, as the CUDA ABI lays them
-    out: in order, each at a multiple of its size (pointers and 64-bit integers 8 bytes,
-    32-bit integers 4)."""
+    out: in order, each at a multiple of its alignment (pointers and 64-bit integers 8
+    bytes, 32-bit integers 4, tensor maps 64)."""
     offsets, offset = [], 0
     for kind in kinds:
         size = struct.calcsize(_PARAM_CODES[kind])
-        offset += -offset % size
+        offset += -offset % _PARAM_ALIGN.get(kind, size)
         offsets.append(offset)
         offset += size
     return offsets
@@ -173,7 +176,7 @@ class Kernel:
     name: str
     module: ctypes.c_void_p
     function: ctypes.c_void_p
-    kinds: tuple[str, ...]   # per parameter: "ptr" | "i64" | "i32"
+    kinds: tuple[str, ...]   # per parameter: "ptr" | "i64" | "i32" | "map"
     num_regs: int
     shared_static: int       # bytes
 
@@ -183,6 +186,7 @@ class Kernel:
         # time packed against 5.9 given pointers, and setting 42 ctypes values cost ~3 µs
         # more (benchmarks/results/launch-host-h100-2026-11-25-at-2dd0d26.txt).
         self._layout = param_layout(self.kinds)
+        self._maps = "map" in self.kinds
         self._buffer = ctypes.create_string_buffer(max(self._layout.size, 1))
         self._size = ctypes.c_size_t(self._layout.size)
         self._extra = (ctypes.c_void_p * 5)(_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
@@ -203,7 +207,11 @@ class Kernel:
                stream: int, cooperative: bool = False) -> None:
         """Queue the kernel on ``stream`` (a raw CUstream; 0 is the legacy default stream).
         ``cooperative``: the driver starts the grid only when every block can be resident at
-        once, and refuses a grid that can never be (a grid barrier then cannot deadlock)."""
+        once, and refuses a grid that can never be (a grid barrier then cannot deadlock).
+        A "map" parameter's value is the rows of its template's box (the bytes passed are
+        :func:`tensor_map_template`'s)."""
+        if self._maps:
+            values = [tensor_map_template(v) if k == "map" else v for k, v in zip(self.kinds, values)]
         with self._lock:
             try:
                 self._layout.pack_into(self._buffer, 0, *values)
@@ -347,6 +355,31 @@ def load(name: str, cubin: bytes, entry: str, kinds: tuple[str, ...], dynamic_sh
     # Unload with the kernel (status ignored: at exit the context may be gone already).
     weakref.finalize(kernel, lib.cuModuleUnload, module)
     return kernel
+
+
+# cuda.h: CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle,
+# CUtensorMapL2promotion, CUtensorMapFloatOOBfill values.
+_MAP_FLOAT32, _MAP_NO_INTERLEAVE, _MAP_SWIZZLE_128B, _MAP_L2_128B, _MAP_NO_FILL = 7, 0, 3, 2, 0
+
+
+@lru_cache(maxsize=None)
+def tensor_map_template(rows: int) -> bytes:
+    """The template of the tensor maps the staged kernels make (lane_product.cuh.j2,
+    tensor_map_staging): float32, rank 3, boxes of 32 floats × ``rows`` rows × 1, the
+    128-byte swizzle, zeros past the edges. The kernel replaces its address, dims and
+    strides with its source's, so those here are placeholders (a 16-byte aligned address,
+    one box)."""
+    if not 1 <= rows <= 256:
+        raise RuntimeCheckError(f"driver: a tensor map's box of {rows} rows; expected 1 to 256")
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    raw = (ctypes.c_uint8 * 192)()  # a CUtensorMap: 128 bytes on a 64-byte boundary
+    at = (ctypes.addressof(raw) + 63) // 64 * 64
+    status = _lib().cuTensorMapEncodeTiled(
+        ctypes.c_void_p(at), _MAP_FLOAT32, u32(3), ctypes.c_void_p(1 << 20), (u64 * 3)(32, rows, 1),
+        (u64 * 2)(128, 128 * rows), (u32 * 3)(32, rows, 1), (u32 * 3)(1, 1, 1),
+        _MAP_NO_INTERLEAVE, _MAP_SWIZZLE_128B, _MAP_L2_128B, _MAP_NO_FILL)
+    _check(status, f"encoding a tensor map template of {rows} rows")
+    return ctypes.string_at(at, 128)
 
 
 def copy_rows(dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, rows: int,

@@ -231,7 +231,7 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
                          barrier: int, status: int, spin_timeout_ns: int,
                          residual: Residual | None = None, lengths: int = 0,
                          gates: Gates = NO_GATES, source: Sequence | None = None,
-                         h_final: int = 0) -> dict[str, int]:
+                         h_final: int = 0, tensor_maps: int = 0) -> dict[str, int]:
     """Arguments of a persistent (grid or cluster) launch covering steps t0 .. t0+steps-1;
     y is the layer's h (for a residual layer not its output, which ``residual`` holds);
     ``h_final``: a dense [B, H] array the call's last step writes h into as well (h_n;
@@ -239,7 +239,9 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
     ``lengths``: the device array of each row's length (0: the call has none); ``gates``:
     where a training forward's kernel writes the pre-activations; ``barrier``: a grid
     layer's barrier, or the flags of a layer whose launch computes its projection from
-    ``source``, its input (fused_projection_arguments)."""
+    ``source``, its input (fused_projection_arguments); ``tensor_maps``: the workspace's
+    slots where a kernel that copies by tensor maps makes its maps of y (0: it copies by
+    cp.async), and its template's box rows (driver.tensor_map_template)."""
     h_prev, h_sb = previous_h(t0, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     args = {"h0": h_prev, "h0_stride_b": h_sb, "w_hh_t": weights["w_hh_t"],
@@ -252,6 +254,8 @@ def persistent_arguments(l: LayerPlan, *, t0: int, steps: int, S: int, B: int, y
     if l.cell == "lstm":
         args |= {"c0": c0, "c": cell, "c_final": c_out if t0 + steps == S else 0,
                  "first_chunk": int(t0 == 0)}
+    if l.persistence.value.tensor_maps:
+        args |= {"tensor_map_template": l.persistence.value.tile.batch_per_block, "tensor_map_slots": tensor_maps}
     if residual is not None:
         args |= residual.arguments(t0)
     args |= fused_projection_arguments(l, t0=t0, S=S, source=source, weights=weights, flags=barrier)

@@ -1316,6 +1316,7 @@ class CompiledModel:
         library = ws.get(part_name(plan, "library", l.name), 0)
         step_product = ws.get(part_name(plan, "step_product", l.name), 0)
         cell_output = ws.get(part_name(plan, "cell_output", l.name), 0)  # a projected LSTM's r
+        tensor_maps = ws.get(part_name(plan, "tensor_maps", l.name), 0)
         h_projection = variant.kernel_of(l.name, "h_projection")
         c_out_ptr = c_out.ptr if c_out is not None else 0
         steps_per_chunk = min(l.unroll.value, S)
@@ -1384,7 +1385,8 @@ class CompiledModel:
                 args = launch.persistent_arguments(
                     recurrence, t0=t0, steps=steps, S=S, B=B, y=r_run, h0=None, c0=c0, c_out=c_out_ptr,
                     cell=cell, xproj=xproj_at, xproj_strides=strides, weights=recurrent_weights,
-                    barrier=barrier, status=status, spin_timeout_ns=spin_ns, lengths=r.lengths)
+                    barrier=barrier, status=status, spin_timeout_ns=spin_ns, lengths=r.lengths,
+                    tensor_maps=tensor_maps)
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
                 g, a, b, d = launch.folded_h_projection(
                     l, dtype=self.model.dtype, t0=t0, steps=steps, S=S, B=B, r=r_time, y=y_time,
@@ -1399,7 +1401,7 @@ class CompiledModel:
                     l, t0=t0, steps=steps, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                     xproj=xproj_at, xproj_strides=strides, weights=weights, barrier=barrier,
                     status=status, spin_timeout_ns=spin_ns, residual=residual, lengths=r.lengths,
-                    gates=r.gates, source=fused_source, h_final=r.h_final)
+                    gates=r.gates, source=fused_source, h_final=r.h_final, tensor_maps=tensor_maps)
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
                 for j in range(steps):

@@ -229,12 +229,34 @@ class PersistentTile(FmaThreads):
         return resident_shared_bytes(self, hidden, gates, itemsize)
 
 
-def stage_buffer_floats(stages: int, rows: int, k_chunk: int, threads: int, pitch: int) -> int:
+def stage_buffer_floats(stages: int, rows: int, k_chunk: int, threads: int, pitch: int,
+                        tensor_map: bool = False) -> int:
     """Floats of the stage buffers of the kernels that stage one operand by chunks of K
     (``lane_product.cuh.j2``'s: the K-split backward, the staged grid forward; their SUMS):
-    ``stages`` buffers of ``rows`` × ``k_chunk`` + 4 floats, which after the product hold
+    ``stages`` buffers of ``rows`` × ``k_chunk`` + 4 floats (``tensor_map``: dense, rows ×
+    ``k_chunk``, the 128-byte swizzle keeping the reads apart), which after the product hold
     half the ``threads`` / 32 warps' sums, rows × ``pitch`` floats each; the larger."""
-    return max(stages * rows * (k_chunk + 4), threads // 64 * rows * pitch)
+    row = k_chunk if tensor_map else k_chunk + 4
+    return max(stages * rows * row, threads // 64 * rows * pitch)
+
+
+# Shared memory the tensor-map form of the staged kernels takes besides its buffers
+# (lane_product.cuh.j2, tensor_map_staging): up to 1020 bytes to put the stage buffers on a
+# 1024-byte boundary (the 128-byte swizzle's period), 8 mbarriers (one a stage buffer, at
+# most KSPLIT_STAGES), and the block's map being made (128 bytes on a 128-byte boundary).
+TENSOR_MAP_SHARED_BYTES = 1024 + 8 * 8 + 256
+
+# Why the staged kernels copy their chunks by tensor maps (one thread issues a copy of a box
+# of 32 floats × the chunk's rows, an mbarrier counts the bytes) rather than by cp.async
+# from every thread: cp.async's issue took the product's warps' issue slots. Measured on the
+# H200 (prototypes benchmarks/forward_step.cu and ksplit_step.cu, -DTMA): the float32 LSTM
+# H=1024 forward 19.87 → 16.04 µs a step at B=64, 12.18 → 10.36 at B=32, 9.14 → 8.28 at
+# B=16; the K-split backward in clusters of 2 22.30 → 16.52, of 4 17.98 → 14.84
+# (results/forward-step-h200-2026-11-28.txt, forward-step-b16-b32-h200-2026-11-28.txt,
+# ksplit-step-h200-2026-11-28.txt).
+TENSOR_MAP_STAGING = ("measured: tensor-map copies of the chunks beat every thread's cp.async "
+                      "(forward 19.87 → 16.04 µs a step at LSTM H=1024 B=64, K-split backward "
+                      "22.30 → 16.52; results/forward-step-h200-2026-11-28.txt, ksplit-step-h200-2026-11-28.txt)")
 
 
 @dataclass(frozen=True)
@@ -243,8 +265,9 @@ class StagedPersistentTile:
     (``templates/recurrent_persistent_staged.cu.j2``), for batches too large for the FMA grid
     kernel's whole-h staging: block x owns ``units_per_block`` units (W_hhᵀ's gate columns
     over all K in shared memory, as ``PersistentTile``), and each step stages h of its batch
-    tile ``k_chunk`` rows of K at a time into ``stages`` buffers by cp.async (stages − 1
-    chunks in flight), the ``threads`` / 32 warps each summing a share of every chunk. A
+    tile ``k_chunk`` rows of K at a time into ``stages`` buffers (stages − 1 chunks in
+    flight; by tensor-map copies with ``tensor_map``, else by cp.async), the ``threads`` /
+    32 warps each summing a share of every chunk. A
     lane (8 row groups × 4 column groups) keeps ``lane_rows`` × ``lane_columns`` sums; the
     warps' sums meet in shared memory, where the cells read them. The product is the one the
     K-split backward runs (``KSplitBackwardTile``), turned to the forward."""
@@ -255,6 +278,7 @@ class StagedPersistentTile:
     k_chunk: int = 128
     stages: int = 2
     threads: int = 256
+    tensor_map: bool = False   # chunks by tensor-map copies (sm_90; TENSOR_MAP_STAGING), else cp.async
 
     @property
     def lane_rows(self) -> int:
@@ -273,10 +297,13 @@ class StagedPersistentTile:
         """Must equal SHARED_BYTES in recurrent_persistent_staged.cu.j2 (a static_assert
         checks): W_hhᵀ's padded columns over the K rows, the stage buffers of h (rows ×
         k_chunk + 4 floats), which then hold half the warps' sums, and the LSTM cell state
-        of the batch tile (kept for every cell, a batch tile × units floats)."""
+        of the batch tile (kept for every cell, a batch tile × units floats); with tensor
+        maps, dense buffers and TENSOR_MAP_SHARED_BYTES."""
         pitch = 4 * self.lane_columns(gates)
-        sums = stage_buffer_floats(self.stages, self.batch_per_block, self.k_chunk, self.threads, pitch)
-        return 4 * (self.k_rows(hidden) * pitch + sums + self.batch_per_block * self.units_per_block)
+        sums = stage_buffer_floats(self.stages, self.batch_per_block, self.k_chunk, self.threads, pitch,
+                                   self.tensor_map)
+        return 4 * (self.k_rows(hidden) * pitch + sums + self.batch_per_block * self.units_per_block) \
+            + (TENSOR_MAP_SHARED_BYTES if self.tensor_map else 0)
 
 
 @dataclass(frozen=True)
@@ -825,6 +852,12 @@ class Persistent:
         registers form)."""
         return isinstance(self.tile, RegisterPersistentTile)
 
+    @property
+    def tensor_maps(self) -> bool:
+        """The staged form copying its chunks by tensor maps: a map a block in the call's
+        workspace (passes/workspace.py)."""
+        return self.staged and self.tile.tensor_map
+
     def to_dict(self) -> dict[str, Any]:
         tile = asdict(self.tile)
         if isinstance(self.tile, TensorTile):  # defaults left out, as plans have named tiles
@@ -1026,7 +1059,8 @@ class KSplitBackwardTile:
     the block that owns their unit (rank q owns ``units`` of them and runs their cells).
 
     The product: dG staged ``k_chunk`` K rows at a time into ``stages`` buffers (stages − 1
-    chunks in flight), each of the ``threads`` / 32 warps summing its share of each chunk; a
+    chunks in flight; by tensor-map copies with ``tensor_map``, else by cp.async), each of
+    the ``threads`` / 32 warps summing its share of each chunk; a
     lane (8 row groups × 4 unit groups) keeps ``lane_rows`` × ``lane_units`` sums. A pass
     covers 8 × ``lane_rows`` batch rows."""
 
@@ -1036,6 +1070,7 @@ class KSplitBackwardTile:
     k_chunk: int = 128
     stages: int = 2
     threads: int = 256  # warps along K: 8 (the candidates'), or 16
+    tensor_map: bool = False  # chunks by tensor-map copies (TENSOR_MAP_STAGING), else cp.async
 
     @property
     def cluster_units(self) -> int:
@@ -1068,9 +1103,11 @@ class KSplitBackwardTile:
         receive buffers (a pass's rows × the cluster's blocks × the block's units) and two
         float32 carries (dh, dc) per batch row and unit."""
         pitch = 4 * self.lane_units
-        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch)
+        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch,
+                                   self.tensor_map)
         return 4 * (self.k_rows_block(gates, hidden) * pitch + sums
-                    + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units)
+                    + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units) \
+            + (TENSOR_MAP_SHARED_BYTES if self.tensor_map else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"lane_units": self.lane_units}
@@ -1085,7 +1122,7 @@ KSPLIT_STAGES = 8
 
 
 def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once: Sequence[int],
-                          shared_bytes_max: int) -> list[KSplitBackwardTile]:
+                          shared_bytes_max: int, tensor_map: bool = True) -> list[KSplitBackwardTile]:
     """Every block the K-split backward can take for a float32 layer of ``gates`` ×
     ``hidden`` at ``batch`` rows (G·H a multiple of 4: dG's rows are staged by 16 bytes):
     for each cluster size of KSPLIT_CLUSTERS that the GPU holds (``clusters_at_once[c −
@@ -1094,7 +1131,9 @@ def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once:
     passes), whose sums fit KSPLIT_LANE_SUMS registers; chunks of 64 and of 128 K rows, each
     in as many stage buffers (2 to KSPLIT_STAGES) as fit shared memory; 8 warps along K
     (16 ran slower at 12 of 13 shapes, results/backward-ksplit-h100-2026-11-27.jsonl; at 128
-    registers a thread most of them spilled 8-88 bytes, where no 8-warp tile spills)."""
+    registers a thread most of them spilled 8-88 bytes, where no 8-warp tile spills); the
+    chunks copied by tensor maps (TENSOR_MAP_STAGING; clusters mean sm_90), or with
+    ``tensor_map`` False by cp.async (the kernels KSPLIT_BACKWARD_SECONDS was fitted to)."""
     if gates * hidden % 4:
         return []
     found = []
@@ -1106,7 +1145,7 @@ def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once:
         if (cluster - 1) * units >= hidden:  # a cluster whose last block owns no unit
             continue
         for lane_rows, k_chunk in itertools.product(sorted({max(1, covering // 2), covering}), (64, 128)):
-            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages)
+            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages, tensor_map=tensor_map)
                                    for stages in range(KSPLIT_STAGES, 1, -1))
                        if t.shared_bytes(gates, hidden, batch) <= shared_bytes_max]
             if fitting and lane_rows * fitting[0].lane_units <= KSPLIT_LANE_SUMS:
@@ -1171,10 +1210,10 @@ def grid_backward_step_seconds(tile: BackwardTile, gates: int, hidden: int, batc
 
 
 def ksplit_backward_tile(gates: int, hidden: int, batch: int, clusters_at_once: Sequence[int],
-                         shared_bytes_max: int) -> KSplitBackwardTile | None:
+                         shared_bytes_max: int, tensor_map: bool = True) -> KSplitBackwardTile | None:
     """The K-split backward's block (``ksplit_backward_tiles``' candidates) of the least
     predicted step, or None where none applies."""
-    return min(ksplit_backward_tiles(gates, hidden, batch, clusters_at_once, shared_bytes_max),
+    return min(ksplit_backward_tiles(gates, hidden, batch, clusters_at_once, shared_bytes_max, tensor_map),
                key=lambda t: ksplit_backward_step_seconds(t, gates, hidden, batch), default=None)
 
 
@@ -1297,7 +1336,7 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
 
 def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_count: int,
                         max_cluster: int, shared_memory_per_block_optin: int,
-                        clusters_at_once: Sequence[int] = ()) -> BackwardKernelTile:
+                        clusters_at_once: Sequence[int] = (), tensor_map: bool = True) -> BackwardKernelTile:
     """The backward recurrence's tile: a cluster form (W_hh in registers, the exchange
     inside a cluster: mma for half layers, FMA for float32) wherever it applies, else the
     grid form (a barrier of up to an SM's worth of blocks a step): for float32 with W_hh's
@@ -1307,7 +1346,8 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     shapes, B=3 to 128, also where its clusters ran in two waves
     (benchmarks/results/backward-forms-h100-2026-11-25.txt); the float32 form's picks took
     0.13-0.39 of it at 10 shapes, H=33 to 512, B=5 to 64
-    (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl)."""
+    (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl). ``tensor_map``: as
+    ``ksplit_backward_tiles``'."""
     shared_max = grid_shared_max(shared_memory_per_block_optin)
     cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
         if itemsize == 2 else \
@@ -1315,7 +1355,7 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     if cluster is not None:
         return cluster
     grid = backward_tile(gates, hidden, batch, sm_count, shared_max)
-    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once, shared_max) \
+    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once, shared_max, tensor_map) \
         if itemsize == 4 and grid.w_in_shared else None
     if ksplit is not None and ksplit_backward_step_seconds(ksplit, gates, hidden, batch) \
             < grid_backward_step_seconds(grid, gates, hidden, batch):

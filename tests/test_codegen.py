@@ -517,7 +517,8 @@ def test_ksplit_backward_tile_candidates():
     at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)
     shared_max = tiles.grid_shared_max(227 * 1024)
     found = tiles.ksplit_backward_tiles(4, 1024, 64, at_once, shared_max)
-    assert tiles.KSplitBackwardTile(4, 9, 8, 64, 3) in found and tiles.KSplitBackwardTile(2, 8, 8, 128, 2) in found
+    assert tiles.KSplitBackwardTile(4, 9, 8, 64, 3, tensor_map=True) in found and \
+        tiles.KSplitBackwardTile(2, 8, 8, 128, 2, tensor_map=True) in found
     assert {(t.cluster, t.units) for t in found} == {(2, 8), (4, 9), (8, 9)}
     assert tiles.ksplit_backward_tiles(1, 1023, 8, at_once, shared_max) == []
     assert tiles.ksplit_backward_tiles(4, 2048, 8, at_once, shared_max) == []  # 32 MiB of W_hh: no SM holds its share
@@ -626,10 +627,12 @@ def test_ksplit_backward_models_pick_what_ran_fastest():
     missed = []
     for (cell, hidden, batch), times in timed.items():
         g = gates[cell]
-        pick = tiles.ksplit_backward_tile(g, hidden, batch, at_once, shared_max)
-        ksplit = {t: times[t] for t in tiles.ksplit_backward_tiles(g, hidden, batch, at_once, shared_max)}
+        # the cp.async kernels, which were timed and fitted (the tensor-map ones are not yet)
+        pick = tiles.ksplit_backward_tile(g, hidden, batch, at_once, shared_max, tensor_map=False)
+        ksplit = {t: times[t] for t in tiles.ksplit_backward_tiles(g, hidden, batch, at_once, shared_max,
+                                                                   tensor_map=False)}
         assert pick in ksplit and ksplit[pick] <= 1.05 * min(ksplit.values()), (cell, hidden, batch, pick)
-        chosen = tiles.backward_kernel_tile(g, hidden, batch, 4, 132, 16, 227 * 1024, at_once)
+        chosen = tiles.backward_kernel_tile(g, hidden, batch, 4, 132, 16, 227 * 1024, at_once, tensor_map=False)
         assert chosen in times, (cell, hidden, batch, chosen)
         if times[chosen] > 1.03 * min(times.values()):
             missed.append((cell, hidden, batch))

@@ -371,6 +371,36 @@ def test_fma_grid_staged_with_lengths(gpu, cell):
                           lengths=_lengths(40, 37))
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_fma_grid_staged_tensor_maps_both_directions(gpu, cell, batch_first):
+    """The staged kernel's tensor-map copies of h (sm_90) where y is walked backwards (the
+    reverse half of a bidirectional layer: its map starts at the launch's last step), where
+    y is batch-first (the batch stride S·2H above the step's 2H) and where the call runs in
+    launches of 16 steps (each launch's first step staged by cp.async from the launch
+    before's last h, or from h0), at B=37 (the last batch tile's rows past the batch come
+    back as zeros), against the reference."""
+    from rnncc.passes.cost import staged_tiles
+    from rnncc.target import get
+    gates = len(CELL_GATES[cell])
+    found = staged_tiles(256, gates, 37, get("device"))
+    if not found or not found[0].tensor_map:
+        pytest.skip("no tensor maps on this GPU")
+    value = Persistent.of("grid", "fma", found[0], 256, gates, 4)
+    spec = {"name": "bi", "dtype": "float32", "input_size": 24,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": 256, "direction": "bidirectional"}]}
+
+    def force(m):
+        for l in m.plan.layers:
+            m = m.with_persistence(l.name, value, "forced by the test")
+        return m
+    m, _, _ = run_and_compare(spec, 40, 37, seed=40 + len(cell), with_state=True, batch_first=batch_first,
+                              persistence="grid", precision="exact", gemm="rnncc", unroll=16, batch=37,
+                              seq_len=40, force=force)
+    assert [l.reverse for l in m.plan.layers] == [False, True]
+    assert all(l.persistence.value.tensor_maps and l.unroll.value == 16 for l in m.plan.layers)
+
+
 # The FMA grid kernel with W_hhᵀ in registers (float32, small batches): (cell, H, B, S,
 # planned batch). LSTM H=1024 B=8 is the bench row; H=513, 650 and 33 load h a float at a
 # time (rows not whole 16-byte words) and pad K to the warps' float4s of every phase;

@@ -491,6 +491,47 @@ def test_kernel_parameters_are_packed_at_their_natural_alignment():
     packed = layout.pack(-1, 2**64 - 1, 3, 4, -5, 6)
     assert packed[:4] == (-1).to_bytes(4, "little", signed=True) and packed[4:8] == bytes(4)
     assert packed[24:32] == (-5).to_bytes(8, "little", signed=True)
+    # a tensor map's template goes by value: 128 bytes on a 64-byte boundary
+    kinds = ("i32", "map", "ptr")
+    assert param_offsets(kinds) == [0, 64, 192] and param_layout(kinds).size == 200
+
+
+def test_staged_kernels_copy_their_chunks_by_tensor_maps():
+    """On sm_90 the staged grid forward (and the K-split backward) copy h's chunks by tensor
+    maps: the tile says so with its reason, the kernel takes the map's template by value and
+    the call's slots (a map a block, in the workspace: 128 bytes × blocks), and the launch
+    gives the template's box rows (the tile's batch rows). Without tensor maps (sm_80), the
+    staged tiles copy by cp.async."""
+    from rnncc import launch, tiles
+    from rnncc.passes.workspace import layer_parts
+
+    hopper = plan_of(lstm(H=1024), batch=64, persistence="grid")
+    l = hopper.layers[0]
+    p = l.persistence.value
+    assert p.staged and p.tile.tensor_map and p.tensor_maps
+    assert "tensor-map copies" in tiles.TENSOR_MAP_STAGING and "measured" in tiles.TENSOR_MAP_STAGING
+    assert layer_parts(l, 256, 64, 4)["tensor_maps"] == 128 * p.blocks
+    m = rnncc.compile(lstm(H=1024), target="h100", batch=64, persistence="grid")
+    k = m.kernel_of("l0", "recurrent")
+    kinds = {q.name: q.kind for q in k.params}
+    assert kinds["tensor_map_template"] == "map" and kinds["tensor_map_slots"] == "ptr"
+    assert "cp.async.bulk.tensor.3d" in k.source and "tensormap.replace.tile.global_address" in k.source
+    y = launch.Sequence(1 << 20, 4, 64 * 1024, 1024)
+    args = launch.persistent_arguments(
+        l, t0=0, steps=256, S=256, B=64, y=y, h0=None, c0=0, c_out=0, cell=55, xproj=99,
+        xproj_strides=(64 * 4096, 4096, 1), weights={"w_hh_t": 11}, barrier=44, status=66,
+        spin_timeout_ns=1, tensor_maps=4096)
+    assert args["tensor_map_template"] == p.tile.batch_per_block and args["tensor_map_slots"] == 4096
+    from rnncc.passes.cost import staged_tiles
+    from rnncc.target import PRESETS
+    ampere = staged_tiles(512, 4, 64, PRESETS["a100"])
+    assert ampere and not any(t.tensor_map for t in ampere)
+    # the K-split backward: the same copies, its maps of dG
+    tile = tiles.ksplit_backward_tile(4, 1024, 64, (132, 66, 39, 30), tiles.grid_shared_max(227 * 1024))
+    assert tile.tensor_map
+    kb = rnncc.codegen.render_backward("lstm", 1024, 4, "float32", tile)
+    assert "_tm_" in kb.name and "cp.async.bulk.tensor.3d" in kb.source
+    assert [q.kind for q in kb.params if q.name.startswith("tensor_map")] == ["map", "ptr"]
 
 
 def test_launch_grids_and_arguments_are_pure():
@@ -1240,7 +1281,7 @@ def test_pipelined_workspace_is_per_layer():
     assert {part_name(pipe, "residual_h", n) for n in "bc"} <= set(parts)
     seq = plan_of(spec, batch=8, schedule="sequential")
     assert [n for n, _ in shared_parts(seq, 256, 8)] == [
-        "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output"]
+        "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output", "tensor_maps"]
 
 
 def test_projections_run_a_chunk_ahead_on_streams_of_their_own():

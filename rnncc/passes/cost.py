@@ -491,8 +491,9 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
     """Candidates of the staged FMA grid kernel (float32): units a block from the fewest
     that fit the SMs to twice that (or `units` alone), batch tiles of 8–64 rows (powers of
     two and the batch rounded up to 8), one or as many blocks along y as the SMs allow,
-    chunks of 128 rows in 2 buffers or of 64 in 3; at most STAGED_LANE_SUMS sums a lane, and
-    shared memory beside the kernel's own __shared__ bytes (GRID_BARRIER_STATIC_SHARED).
+    chunks of 128 rows in 2 buffers or of 64 in 3, copied by tensor maps on sm_90
+    (tiles.TENSOR_MAP_STAGING); at most STAGED_LANE_SUMS sums a lane, and shared memory
+    beside the kernel's own __shared__ bytes (GRID_BARRIER_STATIC_SHARED).
 
     None where H % 4 ≠ 0: h's rows are then not whole 16-byte words, and the kernel loads
     them a float at a time, which the model does not price; at LSTM H=650 B=20 that ran 11.3
@@ -500,6 +501,7 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
     STAGED_MIN_BATCH rows, where the FMA grid kernel's whole-h staging fits and ran faster."""
     if hidden % 4 or batch < STAGED_MIN_BATCH:
         return []
+    tensor_map = target.compute_capability >= (9, 0)  # TENSOR_MAP_STAGING, where the GPU has tensor maps
     out = []
     for u, unit_tiles in _fma_grid_widths(hidden, target, units):
         rows = {8, 16, 32, 64} | ({-(-batch // 8) * 8} if batch <= 64 else set())
@@ -507,7 +509,7 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
             batch_tiles = math.ceil(batch / bpb)
             for bb in sorted({1, max(1, min(batch_tiles, target.sm_count // unit_tiles))}):
                 for kc, stages in ((128, 2), (64, 3)):
-                    t = StagedPersistentTile(u, bpb, bb, kc, stages)
+                    t = StagedPersistentTile(u, bpb, bb, kc, stages, tensor_map=tensor_map)
                     if t.lane_rows * t.lane_columns(gates) <= STAGED_LANE_SUMS and \
                             t.shared_bytes(hidden, gates, 4) <= grid_shared_max(target.shared_memory_per_block_optin):
                         out.append(t)

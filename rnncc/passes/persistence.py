@@ -33,7 +33,8 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile, grid_shared_max
+from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile,
+                     grid_shared_max)
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles, step_kernel_seconds,
@@ -254,7 +255,8 @@ def grid_description(value: Persistent) -> str:
         return (f"W_hh resident in the registers of {value.blocks} blocks ({value.shared_bytes // 1024} KiB of shared "
                 f"memory for h and the sums), {product} ({value.tile.threads} threads, {value.tile.k_phases} "
                 f"phases of K), grid barrier")
-    form = f", h staged by chunks of {value.tile.k_chunk}" if value.staged else ""
+    form = (f", h staged by chunks of {value.tile.k_chunk}"
+            + (f" copied by tensor maps ({TENSOR_MAP_STAGING})" if value.tensor_maps else "")) if value.staged else ""
     tile = value.tile
     if getattr(tile, "register_steps", 0):
         where = (f"W_hh resident in {value.blocks} blocks, {tile.register_steps} k-steps of each warp's "
