@@ -240,7 +240,7 @@ __device__ __forceinline__ bool map_source(const void* address, long long stride
 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_f32_4e71bbac12(
+rnncc_recurrent_persistent_staged_lstm_h1024_f32_f00d9fa126(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -337,8 +337,8 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_4e71bbac12(
                 if (h_prev != nullptr) {
                     // h of the step before from y by tensor-map copies; at the launch's first step (h0, or
                     // the launch before's last h) or where y cannot be a map's source, by cp.async into the
-                    // same layout. Two loops, not one choosing per chunk: that one ran 18.45 µs a step at
-                    // LSTM H=1024 B=64, these 18.0 (results/tensor-map-forms-h200-2026-11-29.txt).
+                    // same layout. Two loops, not one with both in its chunk's staging: with both, ptxas kept
+                    // the cp.async path's addresses live through the product (235 registers against 168).
                     if (by_map && t > 0) {
                         // Chunk `chunk` of h (its K rows of the tile's rows; zeros past H and past the batch)
                         // into stage buffer `buffer`: thread 0 issues its boxes, the buffer's mbarrier counts
@@ -553,8 +553,8 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_4e71bbac12(
             if (h_prev != nullptr) {
                 // h of the step before from y by tensor-map copies; at the launch's first step (h0, or
                 // the launch before's last h) or where y cannot be a map's source, by cp.async into the
-                // same layout. Two loops, not one choosing per chunk: that one ran 18.45 µs a step at
-                // LSTM H=1024 B=64, these 18.0 (results/tensor-map-forms-h200-2026-11-29.txt).
+                // same layout. Two loops, not one with both in its chunk's staging: with both, ptxas kept
+                // the cp.async path's addresses live through the product (235 registers against 168).
                 if (by_map && t > 0) {
                     // Chunk `chunk` of h (its K rows of the tile's rows; zeros past H and past the batch)
                     // into stage buffer `buffer`: thread 0 issues its boxes, the buffer's mbarrier counts
