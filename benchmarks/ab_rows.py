@@ -11,7 +11,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "training_float32": its float32 ones; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
+FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "training_float32": its float32 ones; "staged": the float32 layers on the staged FMA grid kernel and the float32 training row; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
@@ -57,6 +57,14 @@ ROW_SETS = {"small": ROWS,
             "training_half": [c for c in training_configs() if c.dtype == "float16"],
             # The float32 training row (issue 17): the staged forward and the K-split backward.
             "training_float32": [c for c in training_configs() if c.dtype == "float32"],
+            # Layers the staged FMA grid kernel runs (float32 exact, B >= 16), odd shapes among
+            # them, and the float32 training row (its forward staged, its backward the K-split).
+            "staged": [Config("lstm", "float32", 1024, 64, precision="exact"),
+                       Config("gru", "float32", 1024, 64, precision="exact"),
+                       Config("lstm", "float32", 1024, 32, precision="exact"),
+                       Config("lstm", "float32", 650, 20, seq_len=128, precision="exact"),
+                       Config("gru", "float32", 768, 48, seq_len=128, precision="exact"),
+                       Config("lstm", "float32", 1024, 64, precision="exact", passes="forward+backward")],
             "stacks": stack_configs(),
             # The issue-17 cluster row alone, for a short device call (stage_h's change at e0ef1a8).
             "cluster_one": [Config("lstm", "float16", 512, 8)],

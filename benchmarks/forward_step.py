@@ -10,6 +10,7 @@ with the projection; its FMA grid kernel 53.9
 Hopper GPU.
 
     python3 benchmarks/forward_step.py [B] > benchmarks/results/forward-step-<gpu>-<date>.txt
+    python3 benchmarks/forward_step.py 64 --only TMA,DEVICE_MAP   # one form (KC=128, STAGES=2), e.g. under ncu
 
 (B other than 64: the cp.async form and the tensor-map forms only.)
 """
@@ -79,8 +80,14 @@ def reference(w: np.ndarray, xp: np.ndarray, steps: int, batch: int = B, hidden:
 
 def main() -> None:
     global B
-    if len(sys.argv) > 1:  # another batch: the forms rnncc could take only
-        B = int(sys.argv[1])
+    args = sys.argv[1:]
+    only = None
+    if "--only" in args:  # one form: its -D flags, comma-separated
+        at = args.index("--only")
+        only = tuple(args[at + 1].split(","))
+        del args[at:at + 2]
+    if args:  # another batch: the forms rnncc could take only
+        B = int(args[0])
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"float32 LSTM forward prototype on {props['name'].decode()}: H={H} B={B}, {H // U} blocks of {U} units, "
           f"{STEPS} steps, µs a step (rnncc's launch a step: 35.4 with the projection; its FMA grid kernel 53.9)")
@@ -103,6 +110,8 @@ def main() -> None:
           ("TMA", "MULTICAST", "NO_STAGE"))]
     if B != 64:
         runs = [run for run in runs if run[0] == (128, 2) and run[2] in ((), ("TMA",), ("TMA", "DEVICE_MAP"))]
+    if only is not None:
+        runs = [run for run in runs if run[0] == (128, 2) and run[2] == only]
     with tempfile.TemporaryDirectory() as tmp:
         for (kc, stages), what, flags in runs:
             cubin = Path(tmp) / f"forward_{kc}_{stages}{''.join('_' + f for f in flags)}.cubin"

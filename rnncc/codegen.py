@@ -20,7 +20,7 @@ from .dtypes import DTYPES
 from .plan import LAYOUTS, LayerPlan, OutputPlan, Plan, _show
 from .tiles import (CLUSTER_BACKWARD_TILES, H_PROJECTION_BLOCK, BackwardKernelTile, ClusterBackwardTile,
                     ClusterTile, FmaClusterBackwardTile, KSplitBackwardTile, PersistentTile, StepRows,
-                    StepRowsTensor, StepTile, register_cap)
+                    StepRowsTensor, StepTile, TENSOR_MAP_SHARED_BYTES, register_cap)
 
 
 @dataclass(frozen=True)
@@ -525,7 +525,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             lengths_step=_lengths_step(lengths, per_step=False),
             gates_step=_gates_step(l, False, lengths),
             h_final_when=_h_final_when(per_step=False) if writes_h_n else None,
-            registers=registers, fused=fused,
+            registers=registers, fused=fused, tensor_map_bytes=TENSOR_MAP_SHARED_BYTES,
             input_size=l.input_size,
             fused_shared=fused.shared_bytes(l.input_size, DTYPES[plan.dtype].itemsize) if fused else 0,
             **common)

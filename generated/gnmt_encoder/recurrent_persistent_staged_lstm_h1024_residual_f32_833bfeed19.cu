@@ -158,7 +158,7 @@ static_assert(KC % 32 == 0, "whole boxes of 32 floats a chunk");
 constexpr int STAGE = BATCH * PITCH;   // floats of a stage buffer
 constexpr int TILE = BATCH * COLSP;  // floats of a warp's sums
 constexpr int SUMS = STAGES * STAGE > HALF * TILE ? STAGES * STAGE : HALF * TILE;  // the stage buffers, then half the warps' sums
-constexpr int MAP_BYTES = 1024 + 8 * 8 + 256;  // tiles.TENSOR_MAP_SHARED_BYTES: alignment, mbarriers, the map
+constexpr int MAP_BYTES = 1344;  // tiles.TENSOR_MAP_SHARED_BYTES: alignment, mbarriers, the map
 static_assert(STAGES <= 8 && BATCH % 8 == 0, "tensor-map staging");
 constexpr int SHARED_BYTES = 4 * (K_ROWS * COLSP + SUMS + BATCH * UNITS) + MAP_BYTES;
 static_assert(SHARED_BYTES == 200000, "the runtime launches with the planned size");
@@ -173,11 +173,16 @@ __device__ __forceinline__ void stage16(float* dst, const float* src, bool valid
 
 struct __align__(64) TensorMap { unsigned long long words[16]; };  // a CUtensorMap, opaque
 
-// p moved up to the next multiple of `to` bytes of the shared window.
+// p moved up to the next multiple of `to` bytes (16 or more) of the shared window. p must be
+// on a 16-byte boundary: then the mask changes no value, and it shows the compiler that the
+// result is on one too, so that float4 accesses through it vectorise. Without it the warps'
+// sums were stored and read a float at a time, 8 ways bank-conflicted: ~2 µs of an 18 µs
+// step at LSTM fp32 H=1024 B=64 (results/staged-forward-ncu-h200-2026-11-29.txt).
+// (__builtin_assume_aligned on the result did not vectorise them.)
 template <typename P>
 __device__ __forceinline__ P* align_shared(P* p, unsigned to) {
     const unsigned at = (unsigned)__cvta_generic_to_shared(p);
-    return reinterpret_cast<P*>(reinterpret_cast<char*>(p) + (to - at % to) % to);
+    return reinterpret_cast<P*>(reinterpret_cast<char*>(p) + ((to - at % to) % to & ~15u));
 }
 
 // Where float k of a chunk's row r lies in its buffer (rows: the chunk's, a multiple of 8).
@@ -186,24 +191,36 @@ __device__ __forceinline__ int swizzled_at(int r, int k) {
     return ((k / 32) * ROWS + r) * 32 + ((k % 32 / 4) ^ (r % 8)) * 4 + k % 4;
 }
 
-__device__ __forceinline__ void mbarrier_init(unsigned bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
+// Thread 0: the mbarriers of the STAGES stage buffers (8 bytes apart from `bars`), made
+// visible to the copies' proxy. The block barrier after it is the caller's.
+template <int STAGES>
+__device__ __forceinline__ void init_stage_barriers(unsigned bars) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bars + 8 * i) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
 }
 
-// Wait until the mbarrier at `bar` completes its phase of parity `parity`.
-__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
+// Wait until stage buffer `buffer`'s mbarrier completes its next phase (bit `buffer` of
+// `phases`: the parity it completes next), and flip that bit.
+__device__ __forceinline__ void await_stage(unsigned bars, int buffer, unsigned& phases) {
     asm volatile("{\n.reg .pred done;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT_%=;\n}" :: "r"(bar), "r"(parity) : "memory");
+                 "@!done bra WAIT_%=;\n}" :: "r"(bars + 8 * buffer), "r"(phases >> buffer & 1u) : "memory");
+    phases ^= 1u << buffer;
 }
 
-// One thread: the mbarrier `bar` told of `bytes` to come, then copies of the boxes at
-// (x, y, z) of the map at `map` (global) into shared `dst`, whose bytes complete them.
-__device__ __forceinline__ void expect_bytes(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void copy_box(unsigned dst, const void* map, int x, int y, int z, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
-                 :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
+// Thread 0: a chunk of ROWS rows × BOXES·32 floats of the map at `map` (global) from
+// (x, y, z) into the stage buffer `dst` (shared, [BOXES][ROWS][32] swizzled), its mbarrier
+// `bar` told of the bytes to come, which complete it.
+template <int ROWS, int BOXES>
+__device__ __forceinline__ void copy_chunk(float* dst, unsigned bar, const void* map, int x, int y, int z) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(BOXES * ROWS * 32 * 4) : "memory");
+#pragma unroll
+    for (int box = 0; box < BOXES; ++box)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+                     :: "r"((unsigned)__cvta_generic_to_shared(dst + box * ROWS * 32)), "l"(map), "r"(x + box * 32), "r"(y),
+                        "r"(z), "r"(bar) : "memory");
 }
 
 // Warp 0, all lanes: the map of a float32 array [dim2][dim1][dim0] at `address` (dim 1's and
@@ -240,7 +257,7 @@ __device__ __forceinline__ bool map_source(const void* address, long long stride
 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
+rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_833bfeed19(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -277,7 +294,9 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
     // [STAGES][STAGE] h staged, on a 1024-byte boundary (the swizzle's period); after the
     // product [HALF][TILE] sums
     float* sums = align_shared(c_s + BATCH * UNITS, 1024);
-    unsigned long long* stage_bars = reinterpret_cast<unsigned long long*>(sums + SUMS);  // an mbarrier a buffer
+    // an mbarrier a stage buffer, room for 8 (the map's scratch after them stays on a 16-byte
+    // boundary, as align_shared needs)
+    unsigned long long* stage_bars = reinterpret_cast<unsigned long long*>(sums + SUMS);
     const unsigned bars = (unsigned)__cvta_generic_to_shared(stage_bars);
     const int rg = lane / 4, cg = lane % 4;
     // Steps after the launch's first read h from y: this block's map of y [steps][batch][H]
@@ -289,12 +308,9 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
     const bool by_map = tensor_map_slots != nullptr && steps > 1 && map_source(y_first, y_stride_b, y_step);
     TensorMap* const map = tensor_map_slots + blockIdx.y * gridDim.x + blockIdx.x;
     unsigned phases = 0;  // bit i: the parity that buffer i's mbarrier completes next
-    if (tid == 0) {
-        for (int i = 0; i < STAGES; ++i) mbarrier_init(bars + 8 * i);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    init_stage_barriers<STAGES>(bars);
     if (by_map && warp == 0)
-        make_tensor_map(tensor_map_template, map, (unsigned)__cvta_generic_to_shared(align_shared(stage_bars + STAGES, 128)),
+        make_tensor_map(tensor_map_template, map, (unsigned)__cvta_generic_to_shared(align_shared(stage_bars + 8, 128)),
                         y_first, H, batch, steps, 4ull * y_stride_b, 4ull * y_step, lane);
 
     // This block's W_hhᵀ columns, once; they stay for the whole sequence.
@@ -343,35 +359,28 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                 if (h_prev != nullptr) {
                     // h of the step before from y by tensor-map copies; at the launch's first step (h0, or
                     // the launch before's last h) or where y cannot be a map's source, by cp.async into the
-                    // same layout. Two loops, not one with both in its chunk's staging: with both, ptxas kept
-                    // the cp.async path's addresses live through the product (235 registers against 168).
+                    // same layout. Two loops, not one with both in its chunk's staging: 18.0 µs a step
+                    // against 18.45 at LSTM H=1024 B=64 (results/tensor-map-forms-h200-2026-11-29.txt).
                     if (by_map && t > 0) {
                         // Chunk `chunk` of h (its K rows of the tile's rows; zeros past H and past the batch)
-                        // into stage buffer `buffer`: thread 0 issues its boxes, the buffer's mbarrier counts
-                        // their bytes.
+                        // into stage buffer `buffer` by thread 0's copies.
                         auto stage_chunk = [&](int chunk, int buffer) {
-                            if (tid == 0 && chunk < CHUNKS) {
-                                const unsigned bar = bars + 8 * buffer;
-                                expect_bytes(bar, BATCH * KC * 4);
-                #pragma unroll
-                                for (int box = 0; box < KC / 32; ++box)
-                                    copy_box((unsigned)__cvta_generic_to_shared(sums + buffer * STAGE + box * BATCH * 32), map,
-                                             chunk * KC + box * 32, b_base, y_backwards ? steps - t : t - 1, bar);
-                            }
+                            if (tid == 0 && chunk < CHUNKS)
+                                copy_chunk<BATCH, KC / 32>(sums + buffer * STAGE, bars + 8 * buffer, map, chunk * KC, b_base,
+                                                           y_backwards ? steps - t : t - 1);
                         };
                         // h of the step before: every block's generic stores, which the copies (the async
                         // proxy) read after the grid barrier.
                         if (tid == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
                         #pragma unroll
-                        for (int s = 0; s < STAGES - 1; ++s) stage_chunk(s, s);
+                        for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_chunk(ahead, ahead);
                         for (int chunk = 0; chunk < CHUNKS; ++chunk) {
                             const int buffer = chunk % STAGES;
-                            mbarrier_wait(bars + 8 * buffer, phases >> buffer & 1u);
-                            phases ^= 1u << buffer;  // chunk has landed
+                            await_stage(bars, buffer, phases);  // chunk has landed
                             __syncthreads();  // ... for every thread, and the buffer summed before is free
                             stage_chunk(chunk + STAGES - 1, (chunk + STAGES - 1) % STAGES);
-                            const float* hk = sums + buffer * STAGE;
                             const float* wk = w_s + (chunk * KC + warp * KW) * COLSP + cg * C;
+                            const float* xk = sums + buffer * STAGE;
                             #pragma unroll
                             for (int kk = 0; kk < KW; kk += 4) {
                                 float4 rv[R];
@@ -380,7 +389,7 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                                 const int k = warp * KW + kk, unit = (k % 32 / 4) ^ rg;
                             #pragma unroll
                                 for (int r = 0; r < R; ++r)
-                                    rv[r] = *reinterpret_cast<const float4*>(hk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
+                                    rv[r] = *reinterpret_cast<const float4*>(xk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
                             #pragma unroll
                                 for (int j = 0; j < 4; ++j) {
                                     float wv[C];
@@ -399,10 +408,12 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                             }
                         }
                     } else {
-                        // The same chunks as a cp.async group each (empty past the last chunk).
+                        // The same chunks by cp.async, into the same layout.
                         auto stage_chunk = [&](int chunk, int buffer) {
                             float* dst = sums + buffer * STAGE;
                             if (chunk < CHUNKS) {
+                                // Floats 4 in flight a thread, not the registers form's 8: the registers hold the
+                                // product's sums.
                                 if (whole_rows) {
                                     for (int e = tid; e < BATCH * KC / 4; e += THREADS) {
                                         const int row = e / (KC / 4), col = e % (KC / 4) * 4, b = b_base + row, k = chunk * KC + col;
@@ -431,14 +442,14 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                             asm volatile("cp.async.commit_group;" ::: "memory");
                         };
                         #pragma unroll
-                        for (int s = 0; s < STAGES - 1; ++s) stage_chunk(s, s);
+                        for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_chunk(ahead, ahead);
                         for (int chunk = 0; chunk < CHUNKS; ++chunk) {
                             const int buffer = chunk % STAGES;
                             asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");  // chunk has landed
                             __syncthreads();  // ... for every thread, and the buffer summed before is free
                             stage_chunk(chunk + STAGES - 1, (chunk + STAGES - 1) % STAGES);
-                            const float* hk = sums + buffer * STAGE;
                             const float* wk = w_s + (chunk * KC + warp * KW) * COLSP + cg * C;
+                            const float* xk = sums + buffer * STAGE;
                             #pragma unroll
                             for (int kk = 0; kk < KW; kk += 4) {
                                 float4 rv[R];
@@ -447,7 +458,7 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                                 const int k = warp * KW + kk, unit = (k % 32 / 4) ^ rg;
                             #pragma unroll
                                 for (int r = 0; r < R; ++r)
-                                    rv[r] = *reinterpret_cast<const float4*>(hk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
+                                    rv[r] = *reinterpret_cast<const float4*>(xk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
                             #pragma unroll
                                 for (int j = 0; j < 4; ++j) {
                                     float wv[C];
@@ -561,35 +572,28 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
             if (h_prev != nullptr) {
                 // h of the step before from y by tensor-map copies; at the launch's first step (h0, or
                 // the launch before's last h) or where y cannot be a map's source, by cp.async into the
-                // same layout. Two loops, not one with both in its chunk's staging: with both, ptxas kept
-                // the cp.async path's addresses live through the product (235 registers against 168).
+                // same layout. Two loops, not one with both in its chunk's staging: 18.0 µs a step
+                // against 18.45 at LSTM H=1024 B=64 (results/tensor-map-forms-h200-2026-11-29.txt).
                 if (by_map && t > 0) {
                     // Chunk `chunk` of h (its K rows of the tile's rows; zeros past H and past the batch)
-                    // into stage buffer `buffer`: thread 0 issues its boxes, the buffer's mbarrier counts
-                    // their bytes.
+                    // into stage buffer `buffer` by thread 0's copies.
                     auto stage_chunk = [&](int chunk, int buffer) {
-                        if (tid == 0 && chunk < CHUNKS) {
-                            const unsigned bar = bars + 8 * buffer;
-                            expect_bytes(bar, BATCH * KC * 4);
-            #pragma unroll
-                            for (int box = 0; box < KC / 32; ++box)
-                                copy_box((unsigned)__cvta_generic_to_shared(sums + buffer * STAGE + box * BATCH * 32), map,
-                                         chunk * KC + box * 32, b_base, y_backwards ? steps - t : t - 1, bar);
-                        }
+                        if (tid == 0 && chunk < CHUNKS)
+                            copy_chunk<BATCH, KC / 32>(sums + buffer * STAGE, bars + 8 * buffer, map, chunk * KC, b_base,
+                                                       y_backwards ? steps - t : t - 1);
                     };
                     // h of the step before: every block's generic stores, which the copies (the async
                     // proxy) read after the grid barrier.
                     if (tid == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
                     #pragma unroll
-                    for (int s = 0; s < STAGES - 1; ++s) stage_chunk(s, s);
+                    for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_chunk(ahead, ahead);
                     for (int chunk = 0; chunk < CHUNKS; ++chunk) {
                         const int buffer = chunk % STAGES;
-                        mbarrier_wait(bars + 8 * buffer, phases >> buffer & 1u);
-                        phases ^= 1u << buffer;  // chunk has landed
+                        await_stage(bars, buffer, phases);  // chunk has landed
                         __syncthreads();  // ... for every thread, and the buffer summed before is free
                         stage_chunk(chunk + STAGES - 1, (chunk + STAGES - 1) % STAGES);
-                        const float* hk = sums + buffer * STAGE;
                         const float* wk = w_s + (chunk * KC + warp * KW) * COLSP + cg * C;
+                        const float* xk = sums + buffer * STAGE;
                         #pragma unroll
                         for (int kk = 0; kk < KW; kk += 4) {
                             float4 rv[R];
@@ -598,7 +602,7 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                             const int k = warp * KW + kk, unit = (k % 32 / 4) ^ rg;
                         #pragma unroll
                             for (int r = 0; r < R; ++r)
-                                rv[r] = *reinterpret_cast<const float4*>(hk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
+                                rv[r] = *reinterpret_cast<const float4*>(xk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
                         #pragma unroll
                             for (int j = 0; j < 4; ++j) {
                                 float wv[C];
@@ -617,10 +621,12 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                         }
                     }
                 } else {
-                    // The same chunks as a cp.async group each (empty past the last chunk).
+                    // The same chunks by cp.async, into the same layout.
                     auto stage_chunk = [&](int chunk, int buffer) {
                         float* dst = sums + buffer * STAGE;
                         if (chunk < CHUNKS) {
+                            // Floats 4 in flight a thread, not the registers form's 8: the registers hold the
+                            // product's sums.
                             if (whole_rows) {
                                 for (int e = tid; e < BATCH * KC / 4; e += THREADS) {
                                     const int row = e / (KC / 4), col = e % (KC / 4) * 4, b = b_base + row, k = chunk * KC + col;
@@ -649,14 +655,14 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                         asm volatile("cp.async.commit_group;" ::: "memory");
                     };
                     #pragma unroll
-                    for (int s = 0; s < STAGES - 1; ++s) stage_chunk(s, s);
+                    for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_chunk(ahead, ahead);
                     for (int chunk = 0; chunk < CHUNKS; ++chunk) {
                         const int buffer = chunk % STAGES;
                         asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");  // chunk has landed
                         __syncthreads();  // ... for every thread, and the buffer summed before is free
                         stage_chunk(chunk + STAGES - 1, (chunk + STAGES - 1) % STAGES);
-                        const float* hk = sums + buffer * STAGE;
                         const float* wk = w_s + (chunk * KC + warp * KW) * COLSP + cg * C;
+                        const float* xk = sums + buffer * STAGE;
                         #pragma unroll
                         for (int kk = 0; kk < KW; kk += 4) {
                             float4 rv[R];
@@ -665,7 +671,7 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_7aafeb51e7(
                             const int k = warp * KW + kk, unit = (k % 32 / 4) ^ rg;
                         #pragma unroll
                             for (int r = 0; r < R; ++r)
-                                rv[r] = *reinterpret_cast<const float4*>(hk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
+                                rv[r] = *reinterpret_cast<const float4*>(xk + ((k / 32) * BATCH + rg + 8 * r) * 32 + unit * 4);
                         #pragma unroll
                             for (int j = 0; j < 4; ++j) {
                                 float wv[C];
