@@ -50,6 +50,12 @@ if [[ " $PARTS " == *" rest "* ]]; then
     if [[ -n "${REST_LOGS:-}" ]]; then
         read -r -a logs <<< "$REST_LOGS"
     else
+        if [[ ! -e /tmp/rnncc-gpu-tests-last.txt ]]; then
+            # a machine that went cold between the calls: its logs went with it, and every test
+            # would look "not reported" or, with no log at all, none would run
+            echo "gpu_session.sh: no tests part ran on this machine (it went cold?); carry its log and name it in REST_LOGS" >&2
+            exit 2
+        fi
         logs=(/tmp/rnncc-gpu-tests-last.txt /tmp/rnncc-gpu-tests-rest-*.txt)
         [[ -e "${logs[1]}" ]] || logs=("${logs[0]}")  # no rest part ran yet
     fi
@@ -92,4 +98,10 @@ fi
 cache=${RNNCC_CACHE_DIR:-$HOME/.cache/rnncc}
 if [[ -n "${SAVE_CUBINS:-}" && -d "$cache" ]]; then
     tar -cf - -C "$cache" --exclude='*.lock' . | xz -T0 -6 | split -b 15M - "$OUT/cubins.tar.xz.part-"
+fi
+# The device tool brings back 8 files of $OUT at most: say which would be left out.
+files=$(find "$OUT" -maxdepth 2 -type f | wc -l)
+if (( files > 8 )); then
+    echo "gpu_session.sh: $OUT holds $files files, past the 8 a device call returns; bundle or pick:" >&2
+    find "$OUT" -maxdepth 2 -type f >&2
 fi
