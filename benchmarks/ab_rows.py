@@ -16,7 +16,8 @@ the shapes whose plan moves if the grid models subtract the acquire poll's savin
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
 planned on grid tiles with W_hh partly in registers; "replay_moves": stacks whose eager plan
-moves when a pipelined eager call is priced as the CUDA graph the runtime replays it from).
+moves when a pipelined eager call is priced as the CUDA graph the runtime replays it from;
+"refit_moves": float32 layers whose plan moves with the staged and K-split models refitted).
 """
 
 from __future__ import annotations
@@ -129,6 +130,21 @@ ROW_SETS = {"small": ROWS,
                              Config("gru", "bfloat16", 1536, 1, layers=8),
                              Config("lstm", "bfloat16", 1536, 1, seq_len=128, layers=3),
                              Config("gru", "float16", 1536, 8, seq_len=35, layers=8)],
+            # The staged forward's and the K-split backward's step models refitted to their
+            # tensor-map kernels (2026-11-29): float32 layers whose plan moves, by the CPU census
+            # of 672 shapes × eager/graph: 77 forward plans to the staged kernel (from the
+            # cluster form, the registers form, cuBLASLt steps), 136 backward tiles.
+            "refit_moves": [Config("lstm", "float32", 256, 64, precision="exact"),
+                            Config("gru", "float32", 300, 20, seq_len=35, precision="exact"),
+                            Config("lstm", "float32", 300, 32, precision="exact"),
+                            Config("lstm", "float32", 1024, 16, precision="exact"),
+                            Config("gru", "float32", 512, 16, precision="exact"),
+                            Config("lstm", "float32", 768, 128, precision="exact"),
+                            Config("lstm", "float32", 512, 64, precision="exact", passes="forward+backward"),
+                            Config("gru", "float32", 1024, 48, precision="exact", passes="forward+backward"),
+                            Config("lstm", "float32", 650, 64, seq_len=128, precision="exact",
+                                   passes="forward+backward"),
+                            Config("gru", "float32", 768, 32, precision="exact", passes="forward+backward")],
             # polled-exchange.patch: every row on the tensor grid kernel (its exchange polls y
             # instead of a grid barrier a step): small and large batches, a stack, GNMT at
             # both batches, TF32, and shapes whose h rows are not whole 16-byte vectors.

@@ -102,12 +102,9 @@ def fit(files: list[str], every_case: bool) -> None:
 # are the subset it chose): those and five more.
 def candidate_terms(tile, gates: int, hidden: int, batch: int) -> dict[str, float]:
     terms = tiles.ksplit_backward_terms(tile, gates, hidden, batch)
-    passes, k_rows = terms["PASS"], tile.k_rows_block(gates, hidden)
-    width = 4 if tile.lane_units % 4 == 0 else 2 if tile.lane_units % 2 == 0 else 1
-    lane_k = passes * k_rows // (tile.threads // 32)
+    passes = terms["PASS"]
     return terms | {"WARP_SUMS": passes * tile.threads // 32,
                     "CELL": passes * -(-tile.rows_per_pass * tile.units // tile.threads),
-                    "LANE_LOAD": lane_k / 4 * (tile.lane_rows + 4 * tile.lane_units // width),
                     "L2_MIB": tile.blocks(hidden) * terms["STAGED_KIB"] / 1024,
                     "LANE_FMA_SCALAR": terms["LANE_FMA"] if tile.lane_units % 2 else 0.0}
 

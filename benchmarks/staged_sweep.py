@@ -13,9 +13,11 @@ step model prices). Writes staged-sweep-<gpu>.jsonl; prints a line a variant.
     python3 benchmarks/staged_sweep.py --form registers [...]  # the registers form, REGISTERS_*
 
 --fit: non-negative least squares of the staged kernel's µs a step over cost.staged_terms,
-weighted by 1/measured (relative error); prints the constants, then at every case the
+weighted by 1/measured (relative error) and by 1/(tiles timed at the case), so that each
+case counts once whatever its number of tiles; prints the constants, then at every case the
 staged pick's time against the fastest staged tile timed, and the variant the planner
-would choose with the fitted constants against the fastest forward timed.
+would choose with the fitted constants against the fastest forward timed. Files named
+form-starts-* (benchmarks/form_starts.py) add their staged kernels' steps, a tile a case.
 """
 
 from __future__ import annotations
@@ -175,15 +177,21 @@ def precompile(per_group: int, form: str) -> None:
 def fit(files: list[str], form: str) -> None:
     import numpy as np
     from scipy.optimize import nnls
-    rows = [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line.strip()]
+    from form_starts import step_rows
+    rows = [row for f in files for row in (
+        step_rows(f, form) if Path(f).name.startswith("form-starts") else
+        [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()])]
     target = get("h100")
     gates = {"lstm": 4, "gru": 3}
     f = FORMS[form]
     staged = [r for r in rows if r["form"] == form and r["kernel_us_step"]]
     names = list(f.prices)
     terms = lambda r: f.terms(r["B"], r["H"], gates.get(r["cell"], 1), f.tile(**r["tile"]))  # noqa: E731
+    case = lambda r: (r["cell"], r["H"], r["B"], r["S"])  # noqa: E731
+    tiles_at = {c: sum(case(r) == c for r in staged) for c in map(case, staged)}
+    weight = np.array([1 / tiles_at[case(r)] for r in staged])
     a = np.array([[terms(r)[n] for n in names] for r in staged]) / np.array([[r["kernel_us_step"]] for r in staged])
-    x, _ = nnls(a, np.ones(len(staged)))
+    x, _ = nnls(a * weight[:, None], weight)
     for n, v in zip(names, x):
         print(f"{n} = {v * 1e-6:.4e}")
     predicted = lambda r: sum(terms(r)[n] * v for n, v in zip(names, x))  # noqa: E731
