@@ -1157,25 +1157,32 @@ def ksplit_backward_terms(tile: KSplitBackwardTile, gates: int, hidden: int, bat
     """The counts of one step of the K-split backward that the KSPLIT_BACKWARD_SECONDS
     price, by name: the step (the grid barrier), each pass of rows (the warps' sums, the
     cluster barrier, the cells), each chunk of a pass (a block barrier and a wait for its
-    copies), each FMA of a lane's product, each sum a thread sends to its owner (DSMEM
-    stores), and each KiB of dG a block stages from L2 a step."""
+    copies), each FMA of a lane's product, each shared load of it (4 K rows of the lane's
+    dG rows as float4s, and of its W_hh units in vectors of 4, 2 or 1), each sum a thread
+    sends to its owner (DSMEM stores), and each KiB of dG a block stages from L2 a step."""
     passes = -(-batch // tile.rows_per_pass)
     k_rows = tile.k_rows_block(gates, hidden)
+    lane_k = passes * k_rows // (tile.threads // 32)
+    vector = 4 if tile.lane_units % 4 == 0 else 2 if tile.lane_units % 2 == 0 else 1
     return {"STEP": 1.0, "PASS": passes, "CHUNK": passes * k_rows // tile.k_chunk,
-            "LANE_FMA": passes * k_rows // (tile.threads // 32) * tile.lane_rows * tile.lane_units,
+            "LANE_FMA": lane_k * tile.lane_rows * tile.lane_units,
+            "LANE_LOAD": lane_k / 4 * (tile.lane_rows + 4 * tile.lane_units // vector),
             "SEND": passes * tile.rows_per_pass * tile.cluster_units / tile.threads,
             "STAGED_KIB": passes * tile.rows_per_pass * k_rows * 4 / 1024}
 
 
 # A step of the K-split backward, fitted (non-negative least squares of relative error,
 # `benchmarks/backward_ksplit.py --fit`) to the 76 candidate tiles it timed at 8 float32
-# shapes (benchmarks/results/backward-ksplit-h100-2026-11-27.jsonl; rms log error 0.087).
-# The terms were chosen among subsets of eleven counts (a search run once by hand) by the
-# worst pick over all 13 shapes of that run, 5 of them outside the fit: the pick is the
-# fastest candidate timed at 9 shapes and within 1.042× at the other 4. (With L2 round trips and the GPU's MiB as terms, fitted
-# to the first run's 66 tiles, picks were up to 1.125× off.)
-KSPLIT_BACKWARD_SECONDS = {"STEP": 1.679e-06, "PASS": 1.455e-06, "CHUNK": 1.767e-07, "LANE_FMA": 1.944e-09,
-                           "SEND": 1.65e-07, "STAGED_KIB": 9.89e-09}
+# shapes on the H200, chunks copied by tensor maps (benchmarks/results/backward-ksplit-h200-2026-11-29.jsonl,
+# rnncc/ at b26fc37; rms log error 0.086). The terms were chosen among subsets of eleven
+# counts (`backward_ksplit.py --select`) by the worst pick over all 13 shapes of that run, 5
+# of them outside the fit: LANE_LOAD joined the set there (worst pick 1.051× against 1.075×
+# without it, at LSTM H=768 B=32). The pick is the fastest candidate timed at 7 shapes and
+# within 1.051× at the other 6. The cp.async form (tensor_map False: GPUs without tensor
+# maps, tests) is priced the same: its kernels, timed on the H100 at 119 of the same tiles
+# (backward-ksplit-h100-2026-11-27.jsonl), took a median 1.09× these steps (0.94-1.33×).
+KSPLIT_BACKWARD_SECONDS = {"STEP": 1.659e-06, "PASS": 8.751e-07, "CHUNK": 1.631e-07, "LANE_FMA": 1.352e-09,
+                           "LANE_LOAD": 2.025e-09, "SEND": 2.772e-07, "STAGED_KIB": 4.965e-09}
 
 
 def ksplit_backward_step_seconds(tile: KSplitBackwardTile, gates: int, hidden: int, batch: int) -> float:
@@ -1197,11 +1204,11 @@ def grid_backward_terms(tile: BackwardTile, gates: int, hidden: int, batch: int)
 
 
 # The grid form's step, fitted the same way to its timings at the same 8 shapes (rms log
-# error 0.033). Beside the K-split's, it chooses the faster form at 12 of the 13 shapes; at
-# GRU H=1000 B=48 S=128 the grid form took 28.7 µs a step against 19.7 predicted, so the
-# models keep it where the K-split took 19.2.
-GRID_BACKWARD_SECONDS = {"STEP": 1.88e-06, "PASS": 5.115e-07, "THREAD_FMA": 1.189e-09, "ROUND_TRIP": 5.037e-07,
-                         "L2_MIB": 4.567e-09}
+# error 0.029). With the K-split's, the tile the two choose is the fastest timed at 10 of
+# the 13 shapes and within 1.031× at the other 3; the form is the faster one at all 13 (at
+# GRU H=1000 B=48 S=128 the grid form took 27.5 µs a step against 19.3 predicted).
+GRID_BACKWARD_SECONDS = {"STEP": 1.51e-06, "PASS": 4.712e-07, "THREAD_FMA": 1.233e-09, "ROUND_TRIP": 4.629e-07,
+                         "L2_MIB": 1.567e-08}
 
 
 def grid_backward_step_seconds(tile: BackwardTile, gates: int, hidden: int, batch: int) -> float:

@@ -415,7 +415,8 @@ def persistent_seconds(batch: int, hidden: int, gates: int,
     staged form the STAGED_* prices of `staged_terms`, for the registers form the
     REGISTERS_* prices of `register_terms`."""
     if isinstance(tile, StagedPersistentTile):
-        return sum(STAGED_PRICES[name] * count for name, count in staged_terms(batch, hidden, gates, tile).items())
+        prices = STAGED_TENSOR_MAP_PRICES if tile.tensor_map else STAGED_PRICES
+        return sum(prices[name] * count for name, count in staged_terms(batch, hidden, gates, tile).items())
     if isinstance(tile, RegisterPersistentTile):
         return sum(REGISTERS_PRICES[name] * count for name, count in register_terms(batch, hidden, gates, tile).items())
     return sum(GRID_FMA_PRICES[name] * count
@@ -442,6 +443,23 @@ STAGED_CELL_SECONDS = 0.1709e-6   # a cell a thread runs (its sums read, h store
 STAGED_LOOP_SECONDS = 0.4650e-6   # a batch tile on the path past the planned batch
 STAGED_PRICES = {name: value for name, value in dict(globals()).items()
                  if name.startswith("STAGED_") and name.endswith("_SECONDS")}
+# The same terms priced for the kernel whose chunks are copied by tensor maps (sm_90,
+# tiles.TENSOR_MAP_STAGING), refitted by staged_sweep.py --fit (each case weighted once,
+# whatever its number of tiles) on the H200, rnncc/ at b26fc37: the 90 staged tiles of
+# benchmarks/results/staged-sweep-h200-2026-11-29.jsonl and the step of the planned tile at 6
+# smaller shapes (H 256-1024, B 16-64) of form-starts-h200-2026-11-29.jsonl, where this fit
+# without them read 4-14% low and moved plans that then ran slower (GRU H=300 B=20 off the
+# cluster kernel 1.40×, GRU H=512 B=16 off the registers form 1.11×:
+# results/refit-moves-ab-h200-2026-11-29.txt). Median error 6.4%; within 3.5% at the 6; the
+# pick is the fastest staged tile timed at 7 of the 10 sweep cases, 1.02× at LSTM H=512 B=64,
+# 1.08× at GRU H=512 B=32 and 1.19× at LSTM H=768 B=32 (12 units × 16 rows × 2 blocks along
+# y against 6 × 32: no term tried told the two apart). The cp.async prices above read these
+# kernels' steps a median 1.23× slow (0.84-1.48×; LSTM H=1024 B=64: 20.7 µs predicted, 15.9
+# timed).
+STAGED_TENSOR_MAP_PRICES = {"STAGED_STEP_SECONDS": 1.6354e-6, "STAGED_CHUNK_SECONDS": 0.4341e-6,
+                            "STAGED_COPY_SECONDS": 0.0526e-9, "STAGED_LOAD_SECONDS": 1.1023e-9,
+                            "STAGED_FMA_SECONDS": 1.2046e-9, "STAGED_CELL_SECONDS": 0.0,
+                            "STAGED_LOOP_SECONDS": 0.3690e-6}
 
 
 def staged_terms(batch: int, hidden: int, gates: int, tile: StagedPersistentTile) -> dict[str, float]:
