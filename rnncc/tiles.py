@@ -241,9 +241,10 @@ def stage_buffer_floats(stages: int, rows: int, k_chunk: int, threads: int, pitc
 
 
 # Shared memory the tensor-map form of the staged kernels takes besides its buffers
-# (lane_product.cuh.j2, tensor_map_staging): up to 1020 bytes to put the stage buffers on a
-# 1024-byte boundary (the 128-byte swizzle's period), 8 mbarriers (one a stage buffer, at
-# most KSPLIT_STAGES), and the block's map being made (128 bytes on a 128-byte boundary).
+# (lane_product.cuh.j2, tensor_map_staging): up to 1008 bytes to put the stage buffers on a
+# 1024-byte boundary (the 128-byte swizzle's period; align_shared takes a 16-byte aligned
+# address), 8 mbarriers (one a stage buffer, at most KSPLIT_STAGES), and the block's map
+# being made (128 bytes on a 128-byte boundary: up to 240 with its padding).
 TENSOR_MAP_SHARED_BYTES = 1024 + 8 * 8 + 256
 
 # Why the staged kernels copy their chunks by tensor maps (one thread issues a copy of a box

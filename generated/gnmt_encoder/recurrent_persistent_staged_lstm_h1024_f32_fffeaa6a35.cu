@@ -1,4 +1,4 @@
-// model lstm_1024: layer l0 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
+// model gnmt_encoder: layers l1, l2 (lstm, H=1024, input 1024 = input), recurrent steps, persistent (grid, h staged by chunks)
 // target h100 (sm_90a); planned for S=256, B=64
 // precision: exact -- float32: exact fp32 products (FMA), as torch.nn with TF32 off; precision='tensor' selects TF32 tensor cores (tolerance 5e-3)
 // gate_concat: unit-interleaved -- one GEMM of 4·H=4096 rows instead of 4; gates (i,f,g,o) of a unit adjacent, so the cell fuses into the step
@@ -257,7 +257,7 @@ __device__ __forceinline__ bool map_source(const void* address, long long stride
 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_f32_9f8becfea3(
+rnncc_recurrent_persistent_staged_lstm_h1024_f32_fffeaa6a35(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -285,6 +285,7 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_9f8becfea3(
     const int u0 = blockIdx.x * UNITS;
     float* w_s = smem;                      // [K_ROWS][COLSP] W_hhᵀ of the block's units
     float* c_s = w_s + K_ROWS * COLSP;      // [BATCH][UNITS] the LSTM cell state (the planned case)
+    const int rg = lane / 4, cg = lane % 4;
     // [STAGES][STAGE] h staged, on a 1024-byte boundary (the swizzle's period); after the
     // product [HALF][TILE] sums
     float* sums = align_shared(c_s + BATCH * UNITS, 1024);
@@ -292,7 +293,6 @@ rnncc_recurrent_persistent_staged_lstm_h1024_f32_9f8becfea3(
     // boundary, as align_shared needs)
     unsigned long long* stage_bars = reinterpret_cast<unsigned long long*>(sums + SUMS);
     const unsigned bars = (unsigned)__cvta_generic_to_shared(stage_bars);
-    const int rg = lane / 4, cg = lane % 4;
     // Steps after the launch's first read h from y: this block's map of y [steps][batch][H]
     // where y can be a map's source, else cp.async. A reverse layer walks y backwards
     // (y_stride_t < 0): its map starts at the launch's last step.
