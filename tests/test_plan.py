@@ -2061,3 +2061,53 @@ def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):
     assert abs(fitted["GRID_TILE_SECONDS"] - cost.GRID_TILE_SECONDS * 1e6) < 0.005
     assert abs(fitted["GRID_K_STEP_SECONDS"] - cost.GRID_K_STEP_SECONDS * 1e6) < 0.0005
     assert abs(fitted["GRID_STEP_SECONDS"] - 0.54 - cost.GRID_STEP_SECONDS * 1e6) < 0.005
+
+
+def test_staged_tensor_map_model_against_its_runs():
+    """cost.STAGED_TENSOR_MAP_PRICES against the H200 runs it was fitted to: at each of the
+    10 cases of results/staged-sweep-h200-2026-11-29.jsonl the staged tile it ranks first is
+    within 1.2× of the fastest staged tile timed (the fastest at 7); at the 6 shapes of
+    results/form-starts-h200-2026-11-29.jsonl it predicts the planned tile's step within 5%;
+    and there the form the h200 plan takes among the staged kernel, the registers form and
+    the FMA cluster kernel is the one whose forward ran fastest at S=256 (the staged kernel
+    within 1% of the registers form at LSTM H=1024 B=16 counts as a tie)."""
+    from pathlib import Path
+
+    import rnncc
+    from rnncc.passes.cost import persistent_seconds
+    from rnncc.target import PRESETS
+    from rnncc.tiles import StagedPersistentTile
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    target, gates = PRESETS["h200"], {"lstm": 4, "gru": 3, "rnn_tanh": 1}
+    sweep = [json.loads(line) for line in (results / "staged-sweep-h200-2026-11-29.jsonl").read_text().splitlines()]
+    cases: dict = {}
+    for r in sweep:
+        if r["form"] == "staged" and r["kernel_us_step"]:
+            cases.setdefault((r["cell"], r["H"], r["B"]), []).append(r)
+    assert len(cases) == 10
+    fastest_picks = 0
+    for (cell, H, B), rows in cases.items():
+        price = lambda r: persistent_seconds(B, H, gates[cell], StagedPersistentTile(**r["tile"]), target, 4)  # noqa: E731
+        pick, best = min(rows, key=price)["kernel_us_step"], min(r["kernel_us_step"] for r in rows)
+        assert pick <= 1.2 * best, (cell, H, B, pick, best)
+        fastest_picks += pick == best
+    assert fastest_picks == 7
+
+    starts = [json.loads(line) for line in (results / "form-starts-h200-2026-11-29.jsonl").read_text().splitlines()]
+    at = {(r["cell"], r["H"], r["B"], r["form"], r["S"]): r for r in starts}
+    shapes = dict.fromkeys((r["cell"], r["H"], r["B"]) for r in starts)
+    assert len(shapes) == 6
+    for cell, H, B in shapes:
+        long, short = at[cell, H, B, "staged", 256], at[cell, H, B, "staged", 35]
+        step = (long["kernel_us"] - short["kernel_us"]) / (256 - 35)
+        tile = StagedPersistentTile(**long["tile"])
+        assert abs(persistent_seconds(B, H, gates[cell], tile, target, 4) * 1e6 / step - 1) < 0.05, (cell, H, B)
+        spec = {"name": "starts", "dtype": "float32", "input_size": H,
+                "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+        value = rnncc.compile(spec, target="h200", batch=B, seq_len=256, precision="exact").plan.layers[0].persistence.value
+        planned = "cluster" if getattr(value, "mode", None) == "cluster" else \
+            "registers" if getattr(value, "registers", False) else "staged" if getattr(value, "staged", False) else "other"
+        forward = {form: at[cell, H, B, form, 256]["forward_us"] for form in ("staged", "registers", "cluster")
+                   if (cell, H, B, form, 256) in at}
+        assert planned in forward and forward[planned] <= 1.01 * min(forward.values()), (cell, H, B, planned, forward)
