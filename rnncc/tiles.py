@@ -1123,7 +1123,7 @@ KSPLIT_STAGES = 8
 
 
 def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once: Sequence[int],
-                          shared_bytes_max: int, tensor_map: bool = True) -> list[KSplitBackwardTile]:
+                          shared_bytes_max: int) -> list[KSplitBackwardTile]:
     """Every block the K-split backward can take for a float32 layer of ``gates`` ×
     ``hidden`` at ``batch`` rows (G·H a multiple of 4: dG's rows are staged by 16 bytes):
     for each cluster size of KSPLIT_CLUSTERS that the GPU holds (``clusters_at_once[c −
@@ -1133,8 +1133,7 @@ def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once:
     in as many stage buffers (2 to KSPLIT_STAGES) as fit shared memory; 8 warps along K
     (16 ran slower at 12 of 13 shapes, results/backward-ksplit-h100-2026-11-27.jsonl; at 128
     registers a thread most of them spilled 8-88 bytes, where no 8-warp tile spills); the
-    chunks copied by tensor maps (TENSOR_MAP_STAGING; clusters mean sm_90), or with
-    ``tensor_map`` False by cp.async (the kernels KSPLIT_BACKWARD_SECONDS was fitted to)."""
+    chunks copied by tensor maps (TENSOR_MAP_STAGING; clusters mean sm_90)."""
     if gates * hidden % 4:
         return []
     found = []
@@ -1146,7 +1145,7 @@ def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once:
         if (cluster - 1) * units >= hidden:  # a cluster whose last block owns no unit
             continue
         for lane_rows, k_chunk in itertools.product(sorted({max(1, covering // 2), covering}), (64, 128)):
-            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages, tensor_map=tensor_map)
+            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages, tensor_map=True)
                                    for stages in range(KSPLIT_STAGES, 1, -1))
                        if t.shared_bytes(gates, hidden, batch) <= shared_bytes_max]
             if fitting and lane_rows * fitting[0].lane_units <= KSPLIT_LANE_SUMS:
@@ -1179,8 +1178,8 @@ def ksplit_backward_terms(tile: KSplitBackwardTile, gates: int, hidden: int, bat
 # counts (`backward_ksplit.py --select`) by the worst pick over all 13 shapes of that run, 5
 # of them outside the fit: LANE_LOAD joined the set there (worst pick 1.051× against 1.075×
 # without it, at LSTM H=768 B=32). The pick is the fastest candidate timed at 7 shapes and
-# within 1.051× at the other 6. The cp.async form (tensor_map False: GPUs without tensor
-# maps, tests) is priced the same: its kernels, timed on the H100 at 119 of the same tiles
+# within 1.051× at the other 6. The candidates are all tensor-map tiles (clusters mean
+# sm_90); the cp.async form's kernels, timed on the H100 at 119 of the same tiles
 # (backward-ksplit-h100-2026-11-27.jsonl), took a median 1.09× these steps (0.94-1.33×).
 KSPLIT_BACKWARD_SECONDS = {"STEP": 1.659e-06, "PASS": 8.751e-07, "CHUNK": 1.631e-07, "LANE_FMA": 1.352e-09,
                            "LANE_LOAD": 2.025e-09, "SEND": 2.772e-07, "STAGED_KIB": 4.965e-09}
@@ -1218,10 +1217,10 @@ def grid_backward_step_seconds(tile: BackwardTile, gates: int, hidden: int, batc
 
 
 def ksplit_backward_tile(gates: int, hidden: int, batch: int, clusters_at_once: Sequence[int],
-                         shared_bytes_max: int, tensor_map: bool = True) -> KSplitBackwardTile | None:
+                         shared_bytes_max: int) -> KSplitBackwardTile | None:
     """The K-split backward's block (``ksplit_backward_tiles``' candidates) of the least
     predicted step, or None where none applies."""
-    return min(ksplit_backward_tiles(gates, hidden, batch, clusters_at_once, shared_bytes_max, tensor_map),
+    return min(ksplit_backward_tiles(gates, hidden, batch, clusters_at_once, shared_bytes_max),
                key=lambda t: ksplit_backward_step_seconds(t, gates, hidden, batch), default=None)
 
 
@@ -1344,7 +1343,7 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
 
 def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_count: int,
                         max_cluster: int, shared_memory_per_block_optin: int,
-                        clusters_at_once: Sequence[int] = (), tensor_map: bool = True) -> BackwardKernelTile:
+                        clusters_at_once: Sequence[int] = ()) -> BackwardKernelTile:
     """The backward recurrence's tile: a cluster form (W_hh in registers, the exchange
     inside a cluster: mma for half layers, FMA for float32) wherever it applies, else the
     grid form (a barrier of up to an SM's worth of blocks a step): for float32 with W_hh's
@@ -1354,8 +1353,7 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     shapes, B=3 to 128, also where its clusters ran in two waves
     (benchmarks/results/backward-forms-h100-2026-11-25.txt); the float32 form's picks took
     0.13-0.39 of it at 10 shapes, H=33 to 512, B=5 to 64
-    (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl). ``tensor_map``: as
-    ``ksplit_backward_tiles``'."""
+    (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl)."""
     shared_max = grid_shared_max(shared_memory_per_block_optin)
     cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
         if itemsize == 2 else \
@@ -1363,7 +1361,7 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     if cluster is not None:
         return cluster
     grid = backward_tile(gates, hidden, batch, sm_count, shared_max)
-    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once, shared_max, tensor_map) \
+    ksplit = ksplit_backward_tile(gates, hidden, batch, clusters_at_once, shared_max) \
         if itemsize == 4 and grid.w_in_shared else None
     if ksplit is not None and ksplit_backward_step_seconds(ksplit, gates, hidden, batch) \
             < grid_backward_step_seconds(grid, gates, hidden, batch):

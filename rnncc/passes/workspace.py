@@ -37,7 +37,7 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     persistence = l.persistence.value
     return {"projection": projection_chunk_bytes(l, seq_len, batch),
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
-            "step_product": batch * l.gates * l.hidden_size * 4 if l.persistence.value.math == "cublas" else 0,
+            "step_product": batch * l.gates * l.hidden_size * 4 if persistence.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
             "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0,
             "cell_output": (seq_len if l.folded else 1) * batch * l.hidden_size * itemsize
