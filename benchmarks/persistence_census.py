@@ -1,0 +1,146 @@
+"""The persistence one-layer plans take over a grid of shapes, and, on the GPU, the plans a
+change moved timed both ways: for a change to the cost model, what it moves and whether
+each move runs faster.
+
+    python3 benchmarks/persistence_census.py census OUT.json [--target h200]
+        # no GPU: {"dtype cell H B S launches": [persistence, backward tile]} at CELLS × H × B × S
+    python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json [-o DIR] [--limit N]
+        # GPU: every S=256 eager plan whose persistence moved, both ways, forced in turn on the
+        # same model and timed as CUDA-graph replays of the forward at S=256 and S=35
+    RNNCC_CACHE_DIR=.cubins python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json --precompile
+
+`ab` writes persistence-moves-<gpu>.jsonl, a line a moved shape: both persistences, the
+forward's µs each way at both lengths, and after ÷ before. Float32 layers are planned with
+precision "exact" (FMA), half layers by the planner's choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import rnncc
+import rnncc.tiles
+from rnncc import spec as spec_mod
+from rnncc.pipeline import build_plan
+from rnncc.plan import CompileOptions
+from rnncc.target import get
+
+DTYPES = ("float32", "float16")
+CELLS = ("lstm", "gru", "rnn_tanh")
+HIDDEN = (32, 64, 100, 128, 200, 256, 300, 384, 512)
+BATCH = (1, 4, 8, 16, 20, 32, 48, 64, 96, 128, 256)
+LENGTHS = (35, 256)
+
+
+def layer_spec(dtype: str, cell: str, H: int) -> dict:
+    return {"name": "c", "dtype": dtype, "input_size": H, "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+
+
+def precision(dtype: str) -> dict:
+    return {"precision": "exact"} if dtype == "float32" else {}
+
+
+def census(path: Path, target: str) -> None:
+    t, out = get(target), {}
+    for dtype, cell, H, B, S in itertools.product(DTYPES, CELLS, HIDDEN, BATCH, LENGTHS):
+        model = spec_mod.load(layer_spec(dtype, cell, H))
+        for launches in ("eager", "graph"):
+            options = CompileOptions(batch=B, seq_len=S, launches=launches, backward_gates="auto", **precision(dtype))
+            layer = build_plan(model, t, options).layers[0]
+            out[f"{dtype} {cell} {H} {B} {S} {launches}"] = [
+                str(layer.persistence.value), str(layer.backward_tile and layer.backward_tile.value)]
+    path.write_text(json.dumps(out, indent=0))
+    print(f"{len(out)} plans written to {path}")
+
+
+def moves(before: Path, after: Path, limit: int | None) -> list[tuple[str, str, int, int, str, str]]:
+    """(dtype, cell, H, B, persistence before, after) of each S=256 eager plan that moved."""
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    out = []
+    for key, (persistence, _) in old.items():
+        dtype, cell, H, B, S, launches = key.split()
+        if S == "256" and launches == "eager" and new[key][0] != persistence:
+            out.append((dtype, cell, int(H), int(B), persistence, new[key][0]))
+    return out[:limit]
+
+
+def forced(dtype: str, cell: str, H: int, B: int, S: int, persistences: tuple[str, ...], target: str):
+    """The layer compiled once, then with each persistence (a repr) forced in turn."""
+    base = rnncc.compile(spec_mod.load(layer_spec(dtype, cell, H)), target=target, batch=B, seq_len=S,
+                         **precision(dtype))
+    return [base.with_persistence("l0", eval(p, vars(rnncc.tiles)), "forced by persistence_census")
+            for p in persistences]
+
+
+def measure(before: Path, after: Path, out_dir: Path, limit: int | None) -> None:
+    import torch
+    from rnncc.timing import time_graph
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gpu = torch.cuda.get_device_name().split()[1].lower()
+    path = out_dir / f"persistence-moves-{gpu}.jsonl"
+    ratios = []
+    with path.open("w") as f:
+        for dtype, cell, H, B, old, new in moves(before, after, limit):
+            row = {"dtype": dtype, "cell": cell, "H": H, "B": B, "before": old, "after": new}
+            for S in (256, 35):
+                torch.manual_seed(0)
+                x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
+                models = forced(dtype, cell, H, B, S, (old, new), "device")
+                for m in models:  # built and warm before either is timed
+                    m(x)
+                times = [[], []]
+                for _ in range(3):  # interleaved, so that drift falls on both
+                    for i, m in enumerate(models):
+                        times[i].append(time_graph(lambda: m(x), 2, 5).median_ms * 1e3)
+                row[f"before_us_s{S}"], row[f"after_us_s{S}"] = (sorted(t)[1] for t in times)
+            row["after_over_before"] = row["after_us_s256"] / row["before_us_s256"]
+            ratios.append(row["after_over_before"])
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            print(f"{dtype} {cell} H={H} B={B}: S=256 {row['before_us_s256']:8.1f} -> {row['after_us_s256']:8.1f} µs "
+                  f"({row['after_over_before']:.3f}×), S=35 {row['before_us_s35']:7.1f} -> {row['after_us_s35']:7.1f}",
+                  flush=True)
+    if ratios:
+        ratios.sort()
+        print(f"{len(ratios)} moves: after ÷ before median {ratios[len(ratios) // 2]:.3f}, "
+              f"best {ratios[0]:.3f}, worst {ratios[-1]:.3f}; slower by > 3%: {sum(r > 1.03 for r in ratios)}")
+    print(f"wrote {path}")
+
+
+def precompile(before: Path, after: Path, limit: int | None) -> None:
+    from rnncc.build import compile_all
+    kernels = {}
+    for dtype, cell, H, B, old, new in moves(before, after, limit):
+        for S in (256, 35):
+            for m in forced(dtype, cell, H, B, S, (old, new), "h200"):
+                kernels |= {k.name: k for k in m.kernels}
+    print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
+    compile_all(list(kernels.values()), "sm_90a",
+                progress=lambda done, total, name: print(f"{done}/{total} {name}", file=sys.stderr, flush=True))
+
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("census")
+    c.add_argument("out", type=Path)
+    c.add_argument("--target", default="h200")
+    a = sub.add_parser("ab")
+    a.add_argument("before", type=Path)
+    a.add_argument("after", type=Path)
+    a.add_argument("-o", "--out", type=Path, default=Path("."))
+    a.add_argument("--limit", type=int)
+    a.add_argument("--precompile", action="store_true")
+    args = p.parse_args()
+    if args.what == "census":
+        census(args.out, args.target)
+    elif args.precompile:
+        precompile(args.before, args.after, args.limit)
+    else:
+        measure(args.before, args.after, args.out, args.limit)
