@@ -700,6 +700,35 @@ def test_cluster_fma_model_picks_near_the_measured_fastest_tiles():
     assert max(off.values()) <= 1.05, off
 
 
+def test_cluster_fma_waves_are_the_clusters_the_gpu_holds_at_once():
+    """cluster_seconds counts a second wave from the first cluster past Target.clusters_at_once,
+    where benchmarks/cluster_waves.py's run (results/cluster-waves-h200-2026-11-29.jsonl) saw
+    the step jump: at each tile the steps of one wave sit within 10% of each other, and every
+    step of two or more waves is at least 1.5× the slowest of one."""
+    import json
+    from pathlib import Path
+
+    from rnncc.passes.cost import cluster_seconds
+    from rnncc.target import PRESETS
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "cluster-waves-h200-2026-11-29.jsonl"
+    rows = [r for r in map(json.loads, path.read_text().splitlines()) if r["form"] == "cluster"]
+    target, by_tile = PRESETS["h200"], {}
+    for r in rows:
+        tile = ClusterTile(**r["tile"])
+        gates = {"lstm": 4, "gru": 3}[r["cell"]]
+        one = cluster_seconds(tile.batch_per_block, r["H"], gates, tile, target, 4)
+        waves = round(cluster_seconds(r["B"], r["H"], gates, tile, target, 4) / one)
+        assert waves == (1 if r["clusters"] <= r["driver_at_once"] else 2), r
+        by_tile.setdefault((r["cell"], tile), []).append((waves, r["step_us"]))
+    assert len(by_tile) == 2
+    for steps in by_tile.values():
+        one_wave = [us for w, us in steps if w == 1]
+        more = [us for w, us in steps if w > 1]
+        assert one_wave and more and max(one_wave) <= 1.1 * min(one_wave), steps
+        assert min(more) >= 1.5 * max(one_wave), steps
+
+
 def test_grid_fma_model_picks_near_the_measured_fastest_tiles():
     """The FMA grid kernel's model (GRID_FMA_*), fitted to its sweep
     (benchmarks/results/grid-tile-sweep-fma-h100-2026-11-24.txt: units a block 3–8, batch

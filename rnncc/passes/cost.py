@@ -706,9 +706,12 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target,
 # other two within 4%. The form ended its step in a cluster barrier and a gather from the
 # peers before (fitted at 0.55 µs a round of the gather,
 # results/cluster-tile-sweep-registers-h100-2026-11-23.txt): at the same tiles LSTM fp32
-# H=256 B=8 2.23 → 2.01 µs a step, B=64 8.05 → 7.20. The model reads the large batch low
-# (3.7 µs a step for 7.2 at LSTM H=256 B=64): the ranking within a case holds, the
-# absolute time there does not.
+# H=256 B=8 2.23 → 2.01 µs a step, B=64 8.05 → 7.20. Fitted with waves counted by SMs;
+# cluster_seconds counts them by the clusters the GPU holds at once since 2026-11-29, which
+# prices LSTM H=256 B=64's 16 clusters of 8 as two waves, 7.47 µs a step for the 7.20
+# measured (3.7 before). A refit with those waves (fit_cluster_model.py --waves-at-once:
+# median error 6%) ran slower at shapes outside the sweep, so these stand (docs/design-notes.md,
+# "Clusters past what the GPU holds").
 CLUSTER_FMA_SECONDS = 0.0064e-6            # a multiply-add of one thread's chain, W in shared memory
 CLUSTER_FMA_REGISTERS_SECONDS = 0.0064e-6  # the same with W in registers
 CLUSTER_LOAD_SECONDS = 0.0056e-6           # a shared load (h, and W unless in registers)
@@ -749,8 +752,9 @@ def send_rounds(hidden: int, tile: ClusterTile) -> int:
 # fitted by benchmarks/fit_cluster_model.py (non-negative least squares, relative error)
 # to the 80 float32 tiles of benchmarks/results/cluster-tile-sweep-lanes-push-h100-2026-11-24.txt
 # (8 cases, H 64–256, B 1–64, clusters of 1–8): median error 7%; the pick runs within
-# 1.00–1.05× of the fastest tile at 7 of the 8 cases, 1.24× at GRU H=256 B=64 (whose
-# batch the model reads 3× low). The push replaced a __syncthreads and the block's slice
+# 1.00–1.05× of the fastest tile at each of the 8 cases (at GRU H=256 B=64 1.24× while
+# cluster_seconds counted waves by SMs, which read a tile of 16 clusters of 8 as one wave;
+# fitted so, see CLUSTER_* above). The push replaced a __syncthreads and the block's slice
 # sent in rounds (the exchange measured alone then, cluster_exchange_seconds, taken off
 # first; results/cluster-tile-sweep-lanes-exchange-h100-2026-11-24.txt): at the fastest
 # tile GRU H=100 B=1 0.78 → 0.66 µs a step, GRU H=100 B=20 0.88 → 0.73, LSTM H=64 B=1
@@ -851,17 +855,20 @@ HALF_FMA_CLUSTER_FACTOR = 0.81
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
                     itemsize: int) -> float:
     """One step of the FMA cluster-persistent kernel (fitted, see CLUSTER_* and LANES_*),
-    in as many waves as the clusters of the batch need of the SMs. The shared-memory form:
+    in waves of the clusters the GPU holds at once. The shared-memory form:
     one thread's chain of multiply-adds and shared loads, the K split's partial sums, the
     gather from the peers (rounds of THREADS elements) and the cluster barrier; the lanes
     form: the terms of lanes_terms. Fitted on float32; half types convert each weight on
     load and are ranked by the same terms, times HALF_FMA_CLUSTER_FACTOR."""
-    clusters = math.ceil(batch / tile.batch_per_block)
-    # Waves by SMs, not by Target.clusters_at_once: LSTM fp32 H=256 B=64 ran its 16 clusters
-    # of 8 in 7.5 µs a step, one wave's time as this model predicts it (7.2), though the
-    # driver says 15 fit at once; counted as two waves, the plan went to grid and ran 1.25×
-    # slower (bench-h100-2026-11-23.json at d4c0e6a).
-    waves = math.ceil(clusters * tile.cluster / target.sm_count)
+    # Waves of the clusters the GPU holds at once (Target.clusters_at_once, the driver's
+    # count at one block an SM), as the tensor-core cluster kernel's: a tile's step nearly
+    # doubles from the first cluster past that count (results/cluster-waves-h200-2026-11-29.txt:
+    # GRU fp32 H=256, clusters of 4, 2.76 µs a step at 30 clusters, 4.92 at 31; LSTM,
+    # clusters of 8, 3.57 at 15, 6.09 at 16). Counted by SMs before (132 ÷ 4 = 33 clusters
+    # of 4 a wave), such tiles were priced at half their step; the 50 one-layer plans of
+    # benchmarks/persistence_census.py's grid that this count moves ran a median 0.81× as
+    # long, at worst 1.03× (results/persistence-moves-h200-2026-11-29.txt).
+    waves = math.ceil(math.ceil(batch / tile.batch_per_block) / clusters_at_once(target, tile.cluster))
     counts, prices = fma_cluster_terms(hidden, gates, tile)
     step = sum(count * prices[name] for name, count in counts.items()) + measured_exchange_seconds(tile)
     return waves * step * (HALF_FMA_CLUSTER_FACTOR if itemsize == 2 else 1.0)
