@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from rnncc.passes import cost, persistence
 from rnncc.target import get
 from rnncc.tiles import ClusterTile, Persistent
 
-from staged_sweep import spec_of  # benchmarks/ is this script's directory
+from staged_sweep import build_kernels, spec_of  # benchmarks/ is this script's directory
 
 GATES = {"lstm": 4, "gru": 3}
 # (cell, H, the cluster tile the planner picks at the bench row, cluster counts): counts
@@ -101,15 +100,8 @@ def measure(out_dir: Path) -> None:
 
 
 def precompile() -> None:
-    from rnncc.build import compile_all
-    kernels = {}
-    for cell, H, tile, counts in CASES:
-        for n in counts:
-            for S in LENGTHS:
-                for *_, m in models(cell, H, tile, n, S, "h200"):
-                    kernels |= {k.name: k for k in m.kernels}
-    print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
-    compile_all(list(kernels.values()), "sm_90a")
+    build_kernels(m for cell, H, tile, counts in CASES for n in counts for S in LENGTHS
+                  for *_, m in models(cell, H, tile, n, S, "h200"))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from rnncc.passes import cost, persistence
 from rnncc.target import get
 from rnncc.tiles import Persistent
 
-from staged_sweep import persistent_kernel_us, spec_of  # benchmarks/ is this script's directory
+from staged_sweep import build_kernels, persistent_kernel_us, spec_of  # benchmarks/ is this script's directory
 
 # (cell, H, B): where the refit moved a plan to the staged kernel and the A/B lost (GRU
 # H=300 B=20, GRU H=512 B=16, LSTM H=1024 B=16) or won (LSTM H=300 B=32, GRU H=256 B=48,
@@ -96,14 +95,7 @@ def step_rows(path: str | Path, form: str = "staged") -> list[dict]:
 
 
 def precompile() -> None:
-    from rnncc.build import compile_all
-    kernels = {}
-    for cell, H, B in CASES:
-        for S in LENGTHS:
-            for *_, m in models(cell, H, B, S, "h200"):
-                kernels |= {k.name: k for k in m.kernels}
-    print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
-    compile_all(list(kernels.values()), "sm_90a")
+    build_kernels(m for cell, H, B in CASES for S in LENGTHS for *_, m in models(cell, H, B, S, "h200"))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import warnings
 from pathlib import Path
 
@@ -113,15 +112,9 @@ def measure(before: Path, after: Path, out_dir: Path, limit: int | None) -> None
 
 
 def precompile(before: Path, after: Path, limit: int | None) -> None:
-    from rnncc.build import compile_all
-    kernels = {}
-    for dtype, cell, H, B, old, new in moves(before, after, limit):
-        for S in (256, 35):
-            for m in forced(dtype, cell, H, B, S, (old, new), "h200"):
-                kernels |= {k.name: k for k in m.kernels}
-    print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
-    compile_all(list(kernels.values()), "sm_90a",
-                progress=lambda done, total, name: print(f"{done}/{total} {name}", file=sys.stderr, flush=True))
+    from staged_sweep import build_kernels  # benchmarks/ is this script's directory
+    build_kernels(m for dtype, cell, H, B, old, new in moves(before, after, limit) for S in (256, 35)
+                  for m in forced(dtype, cell, H, B, S, (old, new), "h200"))
 
 
 if __name__ == "__main__":

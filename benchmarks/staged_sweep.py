@@ -164,14 +164,19 @@ def measure(out_dir: Path, per_group: int, form: str) -> None:
     print(f"wrote {path}")
 
 
-def precompile(per_group: int, form: str) -> None:
+def build_kernels(models) -> None:
+    """nvcc over the kernels of ``models`` (compiled models), each once, into the build
+    cache: the --precompile of the scripts that force tiles, run where there is no GPU."""
     from rnncc.build import compile_all
-    kernels = {}
-    for cell, H, B, S in FORMS[form].cases:
-        for *_, m, _ in variants(cell, H, B, S, "h100", per_group, form):
-            kernels |= {k.name: k for k in m.kernels}
+    kernels = {k.name: k for m in models for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
-    compile_all(list(kernels.values()), "sm_90a")
+    compile_all(list(kernels.values()), "sm_90a",
+                progress=lambda done, total, name: print(f"{done}/{total} {name}", file=sys.stderr, flush=True))
+
+
+def precompile(per_group: int, form: str) -> None:
+    build_kernels(m for cell, H, B, S in FORMS[form].cases
+                  for *_, m, _ in variants(cell, H, B, S, "h100", per_group, form))
 
 
 def fit(files: list[str], form: str) -> None:
