@@ -22,13 +22,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 import rnncc
-from rnncc.passes import cost, persistence
+from rnncc.passes import cost
 from rnncc.target import get
 from rnncc.tiles import ClusterTile, Persistent
 
-from staged_sweep import build_kernels, spec_of  # benchmarks/ is this script's directory
+from form_starts import GATES, forms  # benchmarks/ is this script's directory
+from staged_sweep import build_kernels, spec_of
 
-GATES = {"lstm": 4, "gru": 3}
 # (cell, H, the cluster tile the planner picks at the bench row, cluster counts): counts
 # around the H100's driver count for the tile's cluster size (4: 30, 8: 15) and the SMs'
 # (4: 33, 8: 16).
@@ -41,15 +41,6 @@ CASES = [
 LENGTHS = (35, 256)
 
 
-def staged_best(cell: str, H: int, B: int, target: str):
-    t = get(target)
-    G = GATES[cell]
-    budget = persistence.grid_shared_max(t.shared_memory_per_block_optin)
-    fitting = [x for x in cost.staged_tiles(H, G, B, t) if x.shared_bytes(H, G, 4) <= budget]
-    best = min(fitting, key=lambda x: cost.persistent_seconds(B, H, G, x, t, 4))
-    return best, cost.persistent_seconds(B, H, G, best, t, 4)
-
-
 def models(cell: str, H: int, tile: ClusterTile, clusters: int, S: int, target: str):
     """(form, tile, predicted s a step, model) for the cluster tile and the staged one."""
     B = clusters * tile.batch_per_block
@@ -58,7 +49,7 @@ def models(cell: str, H: int, tile: ClusterTile, clusters: int, S: int, target: 
     base = rnncc.compile(spec_of(cell, H), target=target, batch=B, seq_len=S, precision="exact")
     yield ("cluster", tile, cost.cluster_seconds(B, H, G, tile, t, 4),
            base.with_persistence("l0", Persistent.of("cluster", "fma", tile, H, G, 4), "forced by cluster_waves"))
-    staged, price = staged_best(cell, H, B, target)
+    staged, price = next((t, p) for form, t, p in forms(cell, H, B, target) if form == "staged")
     yield ("staged", staged, price,
            base.with_persistence("l0", Persistent.of("grid", "fma", staged, H, G, 4), "forced by cluster_waves"))
 
