@@ -180,7 +180,7 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
               "dy": ptr(dy), "dh_n": ptr(dh_n), "dc_n": ptr(dc_n), "dh0": ptr(dh0),
               "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
               "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
-    if isinstance(tile, KSplitBackwardTile) and tile.tensor_map:
+    if isinstance(tile, KSplitBackwardTile):
         # each block's map of dG (lane_product.cuh.j2, tensor_map_staging): its template's
         # box rows, and a slot a block (the caching allocator's blocks are 512-byte aligned)
         slots = torch.empty(tile.blocks(H) * TENSOR_MAP_BYTES, dtype=torch.uint8, device=device)

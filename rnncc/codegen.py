@@ -784,16 +784,14 @@ def _render_backward_ksplit(cell: str, hidden: int, gates: int, dtype: str, tile
                  f"{tile.cluster_units} a cluster, {tile.clusters(hidden)} clusters; lanes of "
                  f"{tile.lane_rows} rows × {tile.lane_units} units, {tile.rows_per_pass} rows a pass, "
                  f"dG staged {tile.k_chunk} K rows at a time into {tile.stages} buffers"
-                 f"{' by tensor-map copies' if tile.tensor_map else ''}, {tile.threads // 32} warps along K"]
-    if tile.tensor_map:
-        params = params + tuple(tensor_map_params("dG (or a GRU's dG_h) of the call"))
+                 f" by tensor-map copies, {tile.threads // 32} warps along K"]
+    params = params + tuple(tensor_map_params("dG (or a GRU's dG_h) of the call"))
     source = environment().get_template("backward_ksplit.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile)
     name, entry, source = _identify(
         f"backward_ksplit_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_c{tile.cluster}_u{tile.units}"
-        f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}{'' if tile.threads == 256 else f'_t{tile.threads}'}"
-        f"{'_tm' if tile.tensor_map else ''}",
+        f"_r{tile.lane_rows}_k{tile.k_chunk}_s{tile.stages}{'' if tile.threads == 256 else f'_t{tile.threads}'}",
         source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1), cluster=tile.cluster)
 

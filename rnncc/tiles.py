@@ -1060,7 +1060,8 @@ class KSplitBackwardTile:
     the block that owns their unit (rank q owns ``units`` of them and runs their cells).
 
     The product: dG staged ``k_chunk`` K rows at a time into ``stages`` buffers (stages − 1
-    chunks in flight; by tensor-map copies with ``tensor_map``, else by cp.async), each of
+    chunks in flight; by tensor-map copies, TENSOR_MAP_STAGING: clusters mean sm_90, which
+    has them; by cp.async into the same layout where dG cannot be a map's source), each of
     the ``threads`` / 32 warps summing its share of each chunk; a
     lane (8 row groups × 4 unit groups) keeps ``lane_rows`` × ``lane_units`` sums. A pass
     covers 8 × ``lane_rows`` batch rows."""
@@ -1071,7 +1072,6 @@ class KSplitBackwardTile:
     k_chunk: int = 128
     stages: int = 2
     threads: int = 256  # warps along K: 8 (the candidates'), or 16
-    tensor_map: bool = False  # chunks by tensor-map copies (TENSOR_MAP_STAGING), else cp.async
 
     @property
     def cluster_units(self) -> int:
@@ -1100,15 +1100,15 @@ class KSplitBackwardTile:
 
     def shared_bytes(self, gates: int, hidden: int, batch: int) -> int:
         """W_hh's columns of the cluster's units over the block's K rows; the stage buffers
-        of dG (rows of a pass × k_chunk + 4 floats), which then hold half the warps' sums; two
-        receive buffers (a pass's rows × the cluster's blocks × the block's units) and two
-        float32 carries (dh, dc) per batch row and unit."""
+        of dG (rows of a pass × k_chunk floats, dense as the tensor-map copies lay them out),
+        which then hold half the warps' sums; two receive buffers (a pass's rows × the
+        cluster's blocks × the block's units) and two float32 carries (dh, dc) per batch row
+        and unit; the tensor maps' own bytes."""
         pitch = 4 * self.lane_units
-        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch,
-                                   self.tensor_map)
+        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch, True)
         return 4 * (self.k_rows_block(gates, hidden) * pitch + sums
                     + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units) \
-            + (TENSOR_MAP_SHARED_BYTES if self.tensor_map else 0)
+            + TENSOR_MAP_SHARED_BYTES
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"lane_units": self.lane_units}
@@ -1145,7 +1145,7 @@ def ksplit_backward_tiles(gates: int, hidden: int, batch: int, clusters_at_once:
         if (cluster - 1) * units >= hidden:  # a cluster whose last block owns no unit
             continue
         for lane_rows, k_chunk in itertools.product(sorted({max(1, covering // 2), covering}), (64, 128)):
-            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages, tensor_map=True)
+            fitting = [t for t in (KSplitBackwardTile(cluster, units, lane_rows, k_chunk, stages)
                                    for stages in range(KSPLIT_STAGES, 1, -1))
                        if t.shared_bytes(gates, hidden, batch) <= shared_bytes_max]
             if fitting and lane_rows * fitting[0].lane_units <= KSPLIT_LANE_SUMS:

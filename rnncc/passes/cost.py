@@ -855,11 +855,12 @@ HALF_FMA_CLUSTER_FACTOR = 0.81
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
                     itemsize: int) -> float:
     """One step of the FMA cluster-persistent kernel (fitted, see CLUSTER_* and LANES_*),
-    in waves of the clusters the GPU holds at once. The shared-memory form:
-    one thread's chain of multiply-adds and shared loads, the K split's partial sums, the
-    gather from the peers (rounds of THREADS elements) and the cluster barrier; the lanes
-    form: the terms of lanes_terms. Fitted on float32; half types convert each weight on
-    load and are ranked by the same terms, times HALF_FMA_CLUSTER_FACTOR."""
+    in waves of the clusters the GPU holds at once. The shared-memory form: the terms of
+    cluster_shared_terms (one thread's chain of multiply-adds and shared loads, the K
+    split's partial sums, the rounds of sending the block's slice of h by st.async) and
+    the exchange as measured alone (measured_exchange_seconds); the lanes form: the terms
+    of lanes_terms. Fitted on float32; half types convert each weight on load and are
+    ranked by the same terms, times HALF_FMA_CLUSTER_FACTOR."""
     # Waves of the clusters the GPU holds at once (Target.clusters_at_once, the driver's
     # count at one block an SM), as the tensor-core cluster kernel's: a tile's step nearly
     # doubles from the first cluster past that count (results/cluster-waves-h200-2026-11-29.txt:

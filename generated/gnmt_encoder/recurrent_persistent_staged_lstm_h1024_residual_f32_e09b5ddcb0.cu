@@ -257,7 +257,7 @@ __device__ __forceinline__ bool map_source(const void* address, long long stride
 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_5c8411b14b(
+rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_e09b5ddcb0(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_t,               // [1024, 4·1024] W_hhᵀ, column u·G+g (gate g of unit u)
@@ -358,19 +358,16 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_5c8411b14b(
                     for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
                 if (h_prev != nullptr) {
                     // h of the step before from y by tensor-map copies; at the launch's first step (h0, or
-                    // the launch before's last h) or where y cannot be a map's source, by cp.async into the
-                    // same layout. Two loops, not one with both in its chunk's staging: 18.0 µs a step
-                    // against 18.45 at LSTM H=1024 B=64 (results/tensor-map-forms-h200-2026-11-29.txt).
+                    // the launch before's last h) or where y cannot be a map's source, by cp.async.
                     if (by_map && t > 0) {
-                        // Chunk `chunk` of h (its K rows of the tile's rows; zeros past H and past the batch)
-                        // into stage buffer `buffer` by thread 0's copies.
+                        // Thread 0 issues a chunk's copies (zeros past the map's edges).
                         auto stage_chunk = [&](int chunk, int buffer) {
                             if (tid == 0 && chunk < CHUNKS)
-                                copy_chunk<BATCH, KC / 32>(sums + buffer * STAGE, bars + 8 * buffer, map, chunk * KC, b_base,
-                                                           y_backwards ? steps - t : t - 1);
+                                copy_chunk<BATCH, KC / 32>(sums + buffer * STAGE, bars + 8 * buffer, map,
+                                                          chunk * KC, b_base, y_backwards ? steps - t : t - 1);
                         };
-                        // h of the step before: every block's generic stores, which the copies (the async
-                        // proxy) read after the grid barrier.
+                        // What the copies read: every block's generic stores, which the async proxy reads after
+                        // the grid barrier.
                         if (tid == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
                         #pragma unroll
                         for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_chunk(ahead, ahead);
@@ -408,7 +405,6 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_5c8411b14b(
                             }
                         }
                     } else {
-                        // The same chunks by cp.async, into the same layout.
                         auto stage_chunk = [&](int chunk, int buffer) {
                             float* dst = sums + buffer * STAGE;
                             if (chunk < CHUNKS) {
@@ -571,19 +567,16 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_5c8411b14b(
                 for (int c = 0; c < C; ++c) acc[r][c] = 0.0f;
             if (h_prev != nullptr) {
                 // h of the step before from y by tensor-map copies; at the launch's first step (h0, or
-                // the launch before's last h) or where y cannot be a map's source, by cp.async into the
-                // same layout. Two loops, not one with both in its chunk's staging: 18.0 µs a step
-                // against 18.45 at LSTM H=1024 B=64 (results/tensor-map-forms-h200-2026-11-29.txt).
+                // the launch before's last h) or where y cannot be a map's source, by cp.async.
                 if (by_map && t > 0) {
-                    // Chunk `chunk` of h (its K rows of the tile's rows; zeros past H and past the batch)
-                    // into stage buffer `buffer` by thread 0's copies.
+                    // Thread 0 issues a chunk's copies (zeros past the map's edges).
                     auto stage_chunk = [&](int chunk, int buffer) {
                         if (tid == 0 && chunk < CHUNKS)
-                            copy_chunk<BATCH, KC / 32>(sums + buffer * STAGE, bars + 8 * buffer, map, chunk * KC, b_base,
-                                                       y_backwards ? steps - t : t - 1);
+                            copy_chunk<BATCH, KC / 32>(sums + buffer * STAGE, bars + 8 * buffer, map,
+                                                      chunk * KC, b_base, y_backwards ? steps - t : t - 1);
                     };
-                    // h of the step before: every block's generic stores, which the copies (the async
-                    // proxy) read after the grid barrier.
+                    // What the copies read: every block's generic stores, which the async proxy reads after
+                    // the grid barrier.
                     if (tid == 0) asm volatile("fence.proxy.async.global;" ::: "memory");
                     #pragma unroll
                     for (int ahead = 0; ahead < STAGES - 1; ++ahead) stage_chunk(ahead, ahead);
@@ -621,7 +614,6 @@ rnncc_recurrent_persistent_staged_lstm_h1024_residual_f32_5c8411b14b(
                         }
                     }
                 } else {
-                    // The same chunks by cp.async, into the same layout.
                     auto stage_chunk = [&](int chunk, int buffer) {
                         float* dst = sums + buffer * STAGE;
                         if (chunk < CHUNKS) {
