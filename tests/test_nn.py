@@ -320,6 +320,9 @@ def test_training_example_learns_the_same_curve_on_the_cpu(tmp_path):
     assert len(ours) == len(theirs) == 14 and record["largest_gap"] < 1e-3
     assert ours[-1] < ours[0] - 0.5
     assert "rnncc.optimize: replaced lstm" in proc.stdout
+    # an epoch's time as the median after the first, which also compiles and captures
+    steady = record["median_seconds_per_epoch_after_the_first"]
+    assert steady["rnncc"] == record["seconds_per_epoch"]["rnncc"][1] and "after the first" in proc.stdout
 
 
 def test_the_cuda_forward_traces_into_one_graph(rnncc_tagger):
