@@ -149,6 +149,26 @@ def torch_stream(device_index: int) -> int:
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+class _DeviceMemory:
+    """``__cuda_array_interface__`` (version 2: no stream to wait on) of contiguous device
+    memory that rnncc allocated, for torch.as_tensor."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], typestr: str):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": typestr,
+                                         "strides": None, "version": 2}
+
+
+def torch_tensor_at(ptr: int, shape: tuple[int, ...], dtype: str, device_index: int):
+    """A PyTorch tensor over ``shape`` contiguous elements of ``dtype`` at device address
+    ``ptr`` (memory rnncc owns, which the caller keeps alive while the tensor is used), so
+    that torch's operators write it in place. bfloat16, which the interface cannot name,
+    goes as int16 and is viewed as bfloat16."""
+    import torch
+    typestr = "<f4" if DTYPES[dtype].itemsize == 4 else "<i2"
+    raw = torch.as_tensor(_DeviceMemory(ptr, shape, typestr), device=f"cuda:{device_index}")
+    return raw if dtype == "float32" else raw.view(getattr(torch, dtype))
+
+
 def stream_of(x: Any, kind: str) -> int:
     """The raw CUstream the caller's work on x is ordered on: PyTorch's current stream of
     x's device, CuPy's current stream, else the legacy default stream (0)."""

@@ -23,6 +23,7 @@ debug knob that shows the error path).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -292,6 +293,8 @@ class CompiledModel:
         # for refresh_weights (a torch tensor, made on the first refresh)
         self._fragment_index: dict[tuple[str, str], np.ndarray] = {}
         self._fragment_index_on_device: dict[tuple[str, str], Any] = {}
+        # (pointer, shape, dtype) → a torch tensor over that device weight (refresh_weights)
+        self._weight_tensors: dict[tuple[int, tuple[int, ...], str], Any] = {}
         self._device_memory: list[Any] = []
         self._library: cublaslt.CublasLt | None = None
         self._status: driver.HostWords | None = None
@@ -444,14 +447,15 @@ class CompiledModel:
         self._weights_now = {**self._weights, **weights_mod.check(self.model, state_dict, strict)}
         self._weights_on_device = None
         self._device_weights = None
+        self._weight_tensors = {}
         self._drop_programs()  # their pointers are the old weights'
 
     def refresh_weights(self, tensors: Mapping[str, Any], stream: int) -> bool:
         """New weights given as PyTorch CUDA tensors (every parameter, PyTorch names, on
-        this model's GPU), packed there (``weights.pack_tensors``) and copied on ``stream``
-        into the memory the kernels read, so that recorded calls stay valid and nothing
-        passes through the host: what a training step's optimizer changed reaches the next
-        call by device copies. The host's copy is read back only when asked for
+        this model's GPU), packed there by torch's operators on ``stream`` straight into the
+        memory the kernels read (``weights.pack_tensors_into``, through tensors over that
+        memory), so that recorded calls stay valid and nothing passes through the host: what
+        a training step's optimizer changed reaches the next call by device copies. The host's copy is read back only when asked for
         (state_dict, a plan that reads other forms of the weights). Returns False, having
         done nothing, where that does not apply (the weights not on the GPU yet, a plan's
         other forms uploaded, a tensor not on the GPU): then call load_state_dict. ``stream``:
@@ -467,26 +471,44 @@ class CompiledModel:
                 or not all(getattr(t, "is_cuda", False) and tuple(t.shape) == expected[k]
                            for k, t in tensors.items()):
             return False
+        import torch
+
         driver.device_context(0).make_current()
-        with self._lock:
+        stored = dict(weights_mod.PACKED_ARRAYS)
+        with self._lock, contextlib.ExitStack() as on_stream:
+            if stream != arrays.torch_stream(0):  # the copies are torch's: on the caller's stream
+                on_stream.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(stream)))
             for layer in self.model.layers:
                 where = self._device_weights[layer.name]
-                packed_arrays = weights_mod.pack_tensors(layer, tensors, self.model.dtype)
+                shapes = weights_mod.packed_tensor_shapes(layer, tensors)
+                packed = {name: self._weight_tensor(layer.name, name, where[name], shape,
+                                                    self.model.dtype if stored[name] else "float32")
+                          for name, shape in shapes.items()}
+                # Written in place where the kernels read them (no temporaries, no driver
+                # copies): each weight one copy from a view of its parameter.
+                weights_mod.pack_tensors_into(layer, tensors, packed)
                 for name in where:
                     if name not in base:  # W_hh's fragments, the one other form the check above admits
-                        packed_arrays[name] = self._fragments_on_device(layer.name, name, packed_arrays["w_hh_t"])
-                for name, packed in packed_arrays.items():
-                    nbytes = packed.numel() * packed.element_size()
-                    if self._device_weight_bytes[where[name]] != nbytes:
-                        raise RuntimeCheckError(
-                            f"weights: layer '{layer.name}' {name} packs to {nbytes} B on the device, expected "
-                            f"{self._device_weight_bytes[where[name]]}")
-                    # The packed tensor is freed on return; torch reuses its memory only for
-                    # work queued after this copy on the same stream.
-                    driver.copy_on_device(where[name], packed.data_ptr(), nbytes, stream)
+                        fragments = self._fragments_on_device(layer.name, name, packed["w_hh_t"])
+                        self._weight_tensor(layer.name, name, where[name], tuple(fragments.shape),
+                                            self.model.dtype).copy_(fragments)
             self._weights_on_device = dict(tensors)
             self._weights_now = None
         return True
+
+    def _weight_tensor(self, layer: str, name: str, ptr: int, shape: tuple[int, ...], dtype: str) -> Any:
+        """A torch tensor over the device weight ``name`` of ``layer`` at ``ptr`` (made once),
+        after checking that ``shape`` of ``dtype`` is the bytes uploaded there: a write
+        through it must not pass the allocation."""
+        key = (ptr, shape, dtype)
+        tensor = self._weight_tensors.get(key)
+        if tensor is None:
+            nbytes = math.prod(shape) * DTYPES[dtype].itemsize
+            if self._device_weight_bytes[ptr] != nbytes:
+                raise RuntimeCheckError(f"weights: layer '{layer}' {name} packs to {nbytes} B on the device, "
+                                        f"expected {self._device_weight_bytes[ptr]}")
+            tensor = self._weight_tensors[key] = arrays.torch_tensor_at(ptr, shape, dtype, 0)
+        return tensor
 
     def _fragments_on_device(self, layer: str, name: str, w_hh_t: Any) -> Any:
         """weights.fragments_tensor: the packed W_hhᵀ (a torch tensor in the storage dtype,

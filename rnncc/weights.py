@@ -168,37 +168,67 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
 PACKED_ARRAYS = (("w_ih", True), ("w_hh_t", True), ("bias", False), ("bias_hn", False), ("w_hr", True))
 
 
+def packed_tensor_shapes(layer: Layer, weights: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The shapes of :func:`pack_tensors`' arrays (PACKED_ARRAYS that are not empty, in
+    that order), from the parameters' own: W_ih [G·H, I], W_hhᵀ [K, G·H] (K = H, or an
+    LSTMP's P), the bias [G·H], a GRU's b_hn [H], an LSTMP's W_hr [P, H]."""
+    G, H = layer.gates, layer.hidden_size
+    shapes = {"w_ih": (G * H, weights[f"{layer.name}.weight_ih"].shape[1]),
+              "w_hh_t": (weights[f"{layer.name}.weight_hh"].shape[1], G * H), "bias": (G * H,)}
+    if layer.cell == "gru":
+        shapes["bias_hn"] = (H,)
+    if layer.proj_size:
+        shapes["w_hr"] = tuple(weights[f"{layer.name}.weight_hr"].shape)
+    return {name: shapes[name] for name, _ in PACKED_ARRAYS if name in shapes}
+
+
 def pack_tensors(layer: Layer, weights: Mapping[str, Any], dtype: str) -> dict[str, Any]:
     """:func:`pack` on torch tensors, on their device: the PACKED_ARRAYS of the layer that
     are not empty, contiguous, weights in ``dtype`` (rounded to nearest even, as
     ``dtypes.to_storage``) and biases float32, byte for byte what the runtime uploads from
-    :func:`pack` (tests/test_weights.py compares them). So that new weights on the GPU (an
-    optimizer's step) reach the kernels without a trip through the host."""
+    :func:`pack` (tests/test_weights.py compares them). :func:`pack_tensors_into` new
+    tensors."""
     import torch
 
+    stored = dict(PACKED_ARRAYS)
+    device = weights[f"{layer.name}.weight_hh"].device
+    out = {name: torch.empty(shape, dtype=getattr(torch, dtype) if stored[name] else torch.float32, device=device)
+           for name, shape in packed_tensor_shapes(layer, weights).items()}
+    pack_tensors_into(layer, weights, out)
+    return out
+
+
+def pack_tensors_into(layer: Layer, weights: Mapping[str, Any], out: Mapping[str, Any]) -> None:
+    """:func:`pack_tensors`' arrays written into ``out`` (contiguous tensors of
+    packed_tensor_shapes' shapes, weights in the storage dtype, biases float32; in
+    refresh_weights, the memory the kernels read), so that new weights on the GPU (an
+    optimizer's step) reach the kernels without a trip through the host. Each weight is
+    one copy from a view of its parameter (the gates interleaved and W_hh transposed by the
+    view's strides, the rounding to the storage dtype by the copy); the bias is summed in
+    float64 and rounded once, as :func:`pack` does. At a training step of
+    examples/train_char_lm.py's layers this took ~10 operators and three driver copies a
+    layer, ~0.2 ms of host time (results/train-example-profile-h200-2026-11-29.txt)."""
     G, H = layer.gates, layer.hidden_size
-    storage = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
 
-    def interleaved(rows):  # interleave_gates
-        return rows.reshape(G, H, *rows.shape[1:]).transpose(0, 1).reshape(G * H, *rows.shape[1:])
+    def param(name: str):
+        return weights[f"{layer.name}.{name}"].detach()
 
-    def f32(name: str):
-        return weights[f"{layer.name}.{name}"].detach().float()
-
-    w_hh = f32("weight_hh")
+    w_ih, w_hh = param("weight_ih"), param("weight_hh")
+    # interleave_gates: row u·G + g of the packed matrix is torch's row g·H + u
+    out["w_ih"].view(H, G, -1).copy_(w_ih.reshape(G, H, -1).transpose(0, 1))
+    out["w_hh_t"].view(-1, H, G).copy_(w_hh.reshape(G, H, -1).permute(2, 1, 0))
     if layer.bias:
-        b_ih, b_hh = f32("bias_ih"), f32("bias_hh").clone()
+        b_hh = param("bias_hh").double()
+        if layer.cell == "gru":  # b_hn stays apart, multiplied by r
+            out["bias_hn"].copy_(param("bias_hh")[2 * H:])
+            b_hh[2 * H:] = 0.0
+        out["bias"].view(H, G).copy_((param("bias_ih").double() + b_hh).view(G, H).t())
     else:
-        b_ih = b_hh = torch.zeros(G * H, dtype=torch.float32, device=w_hh.device)
-    out = {"w_ih": interleaved(f32("weight_ih")).to(storage).contiguous(),
-           "w_hh_t": interleaved(w_hh).t().to(storage).contiguous()}
-    if layer.cell == "gru":  # b_hn stays apart, multiplied by r
-        out["bias_hn"] = b_hh[2 * H:].clone()
-        b_hh[2 * H:] = 0.0
-    out["bias"] = interleaved((b_ih.double() + b_hh.double()).float()).contiguous()
+        out["bias"].zero_()
+        if layer.cell == "gru":
+            out["bias_hn"].zero_()
     if layer.proj_size:
-        out["w_hr"] = f32("weight_hr").to(storage).contiguous()
-    return {name: out[name] for name, _ in PACKED_ARRAYS if name in out}
+        out["w_hr"].copy_(param("weight_hr"))
 
 
 def fragment_blocks(tile: TensorTile, hidden: int) -> int:

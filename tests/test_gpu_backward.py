@@ -314,17 +314,20 @@ def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
         assert torch.allclose(g, e, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("cell,dtype", [("lstm", "float32"), ("gru", "float16")])
-def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypatch, cell, dtype):
+@pytest.mark.parametrize("cell,dtype,hidden", [("lstm", "float32", 40), ("gru", "float16", 40), ("lstm", "bfloat16", 40),
+                                               ("lstm", "float16", 1024)])
+def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypatch, cell, dtype, hidden):
     """A twin trained by an optimizer: after each step its next call packs the new
     parameters on the GPU into the memory its kernels read (CompiledModel.refresh_weights;
     the host path, load_state_dict, is never taken), and its outputs then equal, bit for
-    bit, those of the same compiled model given the trained parameters through the host."""
+    bit, those of the same compiled model given the trained parameters through the host.
+    The half types' layers keep W_hh as mma fragments (H=40: a cluster's registers; H=1024:
+    the grid kernel's shared memory), gathered on the device too."""
     from rnncc import runtime
 
     torch.manual_seed(21)
     tdt = getattr(torch, dtype)
-    model = twin(torch, cell, 24, 40, num_layers=2).to("cuda", tdt)
+    model = twin(torch, cell, 24, hidden, num_layers=2).to("cuda", tdt)
     x = torch.randn(9, 5, 24, device="cuda", dtype=tdt)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     model(x)  # compiled, weights uploaded
@@ -342,7 +345,7 @@ def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypa
     monkeypatch.setattr(runtime.CompiledModel, "load_state_dict", host_path)
     # The same spec's compiled model (runners are per spec), given equal tensors through the host
     monkeypatch.setattr(runtime.CompiledModel, "refresh_weights", lambda self, tensors, stream: False)
-    fresh = twin(torch, cell, 24, 40, num_layers=2).to("cuda", tdt)
+    fresh = twin(torch, cell, 24, hidden, num_layers=2).to("cuda", tdt)
     fresh.load_state_dict(model.state_dict())
     again, _ = fresh(x)
     assert torch.equal(trained, again)
