@@ -3,8 +3,10 @@ example's model (2 × LSTM H=128, dropout 0.1, S=32, B=16) trained as the exampl
 torch.nn's and rnncc.optimize()'s, each step timed (median of the steps after the first 14,
 the GPU drained by the step's loss.item() as in the example), then cProfile over 70 of
 rnncc's steps: functions by own time and by cumulative time. Needs a GPU.
+With --profiled 0 and a tree of rnncc first on PYTHONPATH, one side of an A/B of rnncc's
+host path (the ratio to torch.nn in the same process is what compares across processes).
 
-    python3 benchmarks/train_example_profile.py [--dropout P]
+    python3 benchmarks/train_example_profile.py [--dropout P] [--steps N] [--profiled N]
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ def example():
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--steps", type=int, default=200, help="steps timed each way")
+    p.add_argument("--profiled", type=int, default=70, help="rnncc's steps under cProfile (0: none)")
     args = p.parse_args()
     ex = example()
     text = ex.TEXT.read_text()
@@ -46,7 +50,8 @@ def main() -> None:
     seq, batch = 32, 16
     offsets = torch.arange(seq, device="cuda")
     g = torch.Generator().manual_seed(0)
-    starts = [torch.randint(0, len(text) - seq - 1, (batch,), generator=g) for _ in range(300)]
+    starts = [torch.randint(0, len(text) - seq - 1, (batch,), generator=g)
+              for _ in range(14 + args.steps + args.profiled)]
 
     def step(model, optimizer, s):
         index = s.to("cuda")[None, :] + offsets[:, None]
@@ -64,16 +69,19 @@ def main() -> None:
         for s in starts[:14]:  # compiled, recorded, captured
             step(model, optimizers[name], s)
     times = {name: [] for name in models}
-    for s in starts[14:214]:
+    for s in starts[14:14 + args.steps]:
         for name, model in models.items():  # interleaved, step by step
             began = time.perf_counter()
             step(model, optimizers[name], s)
             times[name].append(time.perf_counter() - began)
     for name, t in times.items():
         print(f"{name:8s}: {statistics.median(t) * 1e6:7.0f} µs a step (median of {len(t)}), dropout {args.dropout}")
+    print(f"rnncc / torch.nn: {statistics.median(times['rnncc']) / statistics.median(times['torch.nn']):.3f}")
+    if not args.profiled:
+        return
     profile = cProfile.Profile()
     profile.enable()
-    for s in starts[214:284]:
+    for s in starts[14 + args.steps:]:
         step(models["rnncc"], optimizers["rnncc"], s)
     profile.disable()
     for key in ("tottime", "cumulative"):
