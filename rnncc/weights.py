@@ -205,9 +205,12 @@ def pack_tensors_into(layer: Layer, weights: Mapping[str, Any], out: Mapping[str
     optimizer's step) reach the kernels without a trip through the host. Each weight is
     one copy from a view of its parameter (the gates interleaved and W_hh transposed by the
     view's strides, the rounding to the storage dtype by the copy); the bias is summed in
-    float64 and rounded once, as :func:`pack` does. At a training step of
-    examples/train_char_lm.py's layers this took ~10 operators and three driver copies a
-    layer, ~0.2 ms of host time (results/train-example-profile-h200-2026-11-29.txt)."""
+    float64 and rounded once, as :func:`pack` does. Packed into new tensors and then copied
+    by the driver, a layer took ~10 operators and three ctypes copies, ~0.3 ms of host time
+    under cProfile at examples/train_char_lm.py's layers on the H200
+    (results/train-example-profile-h200-2026-11-29-at-2d93d7d.txt); packed in place, that
+    example's training step went from 1.02-1.05× torch.nn's time to 0.94-0.95× (each side
+    in one process with torch.nn's, results/refresh-ab-h200-2026-11-29.txt)."""
     G, H = layer.gates, layer.hidden_size
 
     def param(name: str):
