@@ -3,8 +3,8 @@ code or only text. No GPU: nvcc -ptx only.
 
 The set: every kernel of the bench's rows and graph_plans.py's points, planned eager and for
 graphed calls (the training rows' forwards saving their gates) for the H200 and (float32
-rows, whose staged kernels lack tensor maps there) the A100; and the backward kernels of the training rows' shapes and of every K-split tile of
-three float32 layers. A kernel's name is a readable part plus a hash of its source
+rows, whose staged kernels lack tensor maps there) the A100; and the backward kernels of the
+training rows' shapes and of every K-split tile of three float32 layers. A kernel's name is a readable part plus a hash of its source
 (codegen._identify), so a change of text alone renames it: `dump` writes each kernel's PTX
 under its readable part and where in the set it was found, its entry name replaced by `ENTRY`
 (and the length that mangled names of its locals give it); `compare` lists the kernels

@@ -1,8 +1,8 @@
 """Where a training step of examples/train_char_lm.py spends its host time on CUDA: the
 example's model (2 × LSTM H=128, dropout 0.1, S=32, B=16) trained as the example trains it,
 torch.nn's and rnncc.optimize()'s, each step timed (median of the steps after the first 14,
-the GPU drained by the step's loss.item() as in the example), then cProfile over 70 of
-rnncc's steps: functions by own time and by cumulative time. Needs a GPU.
+the GPU drained by the step's loss.item() as in the example), then cProfile over 70 (or
+--profiled) of rnncc's steps: functions by own time and by cumulative time. Needs a GPU.
 With --profiled 0 and a tree of rnncc first on PYTHONPATH, one side of an A/B of rnncc's
 host path (the ratio to torch.nn in the same process is what compares across processes).
 
@@ -87,7 +87,7 @@ def main() -> None:
     for key in ("tottime", "cumulative"):
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats(key).print_stats(40)
-        print(f"== rnncc's 70 steps by {key}\n" + out.getvalue())
+        print(f"== rnncc's {args.profiled} steps by {key}\n" + out.getvalue())
 
 
 if __name__ == "__main__":

@@ -455,8 +455,9 @@ class CompiledModel:
         this model's GPU), packed there by torch's operators on ``stream`` straight into the
         memory the kernels read (``weights.pack_tensors_into``, through tensors over that
         memory), so that recorded calls stay valid and nothing passes through the host: what
-        a training step's optimizer changed reaches the next call by device copies. The host's copy is read back only when asked for
-        (state_dict, a plan that reads other forms of the weights). Returns False, having
+        a training step's optimizer changed reaches the next call by device copies. The
+        host's copy is read back only when asked for (state_dict, a plan that reads other
+        forms of the weights). Returns False, having
         done nothing, where that does not apply (the weights not on the GPU yet, a plan's
         other forms uploaded, a tensor not on the GPU): then call load_state_dict. ``stream``:
         the one the tensors were written on (torch's current), which orders the copies like
