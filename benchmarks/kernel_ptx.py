@@ -34,6 +34,7 @@ def kernels() -> dict[str, object]:
     from graph_plans import configs
     from rnncc import codegen, tiles
     from rnncc.bench import issue_configs, stack_configs, training_configs
+    from rnncc.target import get
 
     found = {}
     rows = list(dict.fromkeys(configs() + issue_configs() + stack_configs()))
@@ -47,14 +48,14 @@ def kernels() -> dict[str, object]:
                                   precision=cfg.math, launches=launches, **training)
                 found |= {f"{HASH.sub('', k.name)}@{row}-{preset}-{launches or 'eager'}-{i}": k
                           for i, k in enumerate(m.kernels)}
-    at_once = (132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7)  # the H100's and H200's
-    shared_optin = 227 * 1024
+    h200 = get("h200")
+    at_once, shared_optin = h200.clusters_at_once, h200.shared_memory_per_block_optin
     gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
     shapes = {(c.cell, c.dtype, c.hidden, c.batch) for c in training_configs()}
     shapes |= {("lstm", "float32", 1024, 64), ("gru", "float32", 256, 64), ("rnn_tanh", "float32", 512, 32)}
     for cell, dtype, hidden, batch in sorted(shapes):
         g, itemsize = gates[cell], 2 if dtype != "float32" else 4
-        chosen = [tiles.backward_kernel_tile(g, hidden, batch, itemsize, 132, 16, shared_optin, at_once)]
+        chosen = [tiles.backward_kernel_tile(g, hidden, batch, itemsize, h200.sm_count, 16, shared_optin, at_once)]
         if dtype == "float32":
             chosen += tiles.ksplit_backward_tiles(g, hidden, batch, at_once, tiles.grid_shared_max(shared_optin))
         for i, tile in enumerate(chosen):
@@ -64,11 +65,13 @@ def kernels() -> dict[str, object]:
 
 
 def ptx(kernel) -> str:
-    from rnncc.build import fixed_addresses, nvcc_path
+    """The kernel's PTX as rnncc builds it (build.nvcc_flags, -ptx for -cubin)."""
+    from rnncc.build import fixed_addresses, nvcc_flags, nvcc_path
+    flags = ["-ptx" if f == "-cubin" else f for f in nvcc_flags("sm_90a")]
     with tempfile.TemporaryDirectory(prefix="rnncc-ptx-") as tmp:
         (Path(tmp) / kernel.filename).write_text(kernel.source)
-        subprocess.run([*fixed_addresses(), nvcc_path(), "-ptx", "-arch=sm_90a", "-O3", "-std=c++17",
-                        kernel.filename, "-o", "k.ptx"], cwd=tmp, check=True, capture_output=True)
+        subprocess.run([*fixed_addresses(), nvcc_path(), *flags, kernel.filename, "-o", "k.ptx"],
+                       cwd=tmp, check=True, capture_output=True)
         return (Path(tmp) / "k.ptx").read_text()
 
 

@@ -54,13 +54,7 @@ def main() -> None:
               for _ in range(14 + args.steps + args.profiled)]
 
     def step(model, optimizer, s):
-        index = s.to("cuda")[None, :] + offsets[:, None]
-        logits, _ = model(data[index])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), data[index + 1].reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+        return ex.train_step(model, optimizer, data, s, offsets)
 
     optimizers = {}
     for name, model in models.items():

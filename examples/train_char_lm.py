@@ -67,16 +67,23 @@ def train(model: CharLM, data: torch.Tensor, starts: list[torch.Tensor], seq: in
     for epoch in range(epochs):
         began = time.perf_counter()
         for s in starts[epoch * per_epoch:(epoch + 1) * per_epoch]:
-            index = s.to(data.device)[None, :] + offsets[:, None]  # [S, B]
-            logits, _ = model(data[index])
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                     data[index + 1].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+            losses.append(train_step(model, optimizer, data, s, offsets))
         seconds.append(time.perf_counter() - began)
     return losses, seconds
+
+
+def train_step(model: CharLM, optimizer: torch.optim.Optimizer, data: torch.Tensor, start: torch.Tensor,
+               offsets: torch.Tensor) -> float:
+    """One step on the B sequences beginning at ``start`` (``offsets``: 0 … S − 1 on the
+    data's device): the next character's cross-entropy, its gradients and the optimizer's
+    step; the loss, read back (which drains the GPU)."""
+    index = start.to(data.device)[None, :] + offsets[:, None]  # [S, B]
+    logits, _ = model(data[index])
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), data[index + 1].reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
 
 
 def steady_epoch(seconds: list[float]) -> float:
