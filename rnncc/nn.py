@@ -24,7 +24,9 @@ from __future__ import annotations
 import json
 import math
 import sys
+import uuid
 import warnings
+import weakref
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -231,24 +233,35 @@ class _Runner:
 # is rnncc's in-memory compile cache.
 
 # A spec's text may carry, beside the model, "launches": "graph" (the modules' ``launches``):
-# the plans its runner makes are then for calls replayed from a CUDA graph; and
+# the plans its runner makes are then for calls replayed from a CUDA graph;
 # "backward_gates": "auto" (the training forward's spec): its layers save their gates'
-# pre-activations for the backward where their plans say it pays.
-_SPEC_OPTIONS = ("launches", "backward_gates")
+# pre-activations for the backward where their plans say it pays; and "instance": the
+# module whose weights its runner holds (``_new_instance``). A compiled model holds one set
+# of weights on the device, so two modules of one spec (an encoder and a decoder of one
+# size; a stack's levels, run one at a time under dropout) must not share one: each call
+# of the other would send its weights again, through the host where the plan reads forms
+# of them that are not packed on the device (0.03× cuDNN at PTB's 2 × LSTM H=650 with
+# dropout, results/train-short-and-odd-h200-2026-11-29-shared-runner.json), and a CUDA
+# graph recorded by one would replay with the other's weights.
+_SPEC_OPTIONS = ("launches", "backward_gates", "instance")
 
 
-def _spec_text(model: IrModel, launches: str | None, backward_gates: str | None = None) -> str:
-    """The JSON text the ops and the runners take: the model, and its ``launches`` and
-    ``backward_gates`` where not the default."""
+def _spec_text(model: IrModel, launches: str | None, backward_gates: str | None = None,
+               instance: str | None = None) -> str:
+    """The JSON text the ops and the runners take: the model, and its ``launches``,
+    ``backward_gates`` and ``instance`` where not the default."""
     raw = model.to_dict()
     if launches == "graph":
         raw["launches"] = launches
     if backward_gates is not None:
         raw["backward_gates"] = backward_gates
+    if instance is not None:
+        raw["instance"] = instance
     return json.dumps(raw)
 
 
-@lru_cache(maxsize=None)
+# Bounded: every module's specs are texts of their own (their "instance").
+@lru_cache(maxsize=1024)
 def _model_of(spec: str) -> IrModel:
     raw = json.loads(spec)
     for option in _SPEC_OPTIONS:
@@ -256,10 +269,35 @@ def _model_of(spec: str) -> IrModel:
     return IrModel.from_dict(raw)
 
 
-@lru_cache(maxsize=None)
+# The runners by spec text, each with its compiled models and their device memory: the
+# in-memory compile cache. A module's runners are dropped when it is collected
+# (``_new_instance``), and their device memory with them.
+_RUNNERS: dict[str, _Runner] = {}
+
+
 def _runner_of(spec: str) -> _Runner:
-    raw = json.loads(spec)
-    return _Runner(f"rnncc model '{_model_of(spec).name}'", raw.get("launches"), raw.get("backward_gates"))
+    runner = _RUNNERS.get(spec)
+    if runner is None:
+        raw = json.loads(spec)
+        runner = _RUNNERS.setdefault(spec, _Runner(f"rnncc model '{_model_of(spec).name}'",
+                                                   raw.get("launches"), raw.get("backward_gates")))
+    return runner
+
+
+def _new_instance(module: torch.nn.Module) -> str:
+    """A token for ``module``'s specs (``_SPEC_OPTIONS``' "instance"), so that its compiled
+    models are its own; a level k of it is "<token>/k". The runners of its specs go when
+    the module is collected."""
+    token = uuid.uuid4().hex
+    weakref.finalize(module, _forget_instance, token)
+    return token
+
+
+def _forget_instance(token: str) -> None:
+    for spec in list(_RUNNERS):
+        owner = json.loads(spec).get("instance", "")
+        if owner == token or owner.startswith(token + "/"):
+            _RUNNERS.pop(spec, None)
 
 
 def _parameter_kinds(bias: bool, proj: bool = False) -> tuple[str, ...]:
@@ -321,7 +359,8 @@ def _training_spec(spec: str) -> str:
     plain = {o.name for o in model.outputs if o.is_layer}
     raw["outputs"] = raw["outputs"] + [l.name for l in model.layers
                                        if l.tensor_name == l.name and l.name not in plain]
-    return _spec_text(IrModel.from_dict(raw), json.loads(spec).get("launches"), "auto")
+    options = json.loads(spec)
+    return _spec_text(IrModel.from_dict(raw), options.get("launches"), "auto", options.get("instance"))
 
 
 def _given_state(model: IrModel, h0: list[torch.Tensor], c0: list[torch.Tensor]) -> dict:
@@ -633,13 +672,21 @@ class _RecurrentTwin(torch.nn.Module):
 
     def _make_specs(self) -> None:
         """The spec of each dtype the GPU runs, as the JSON text the custom op takes, and
-        with several layers one level of the stack alone (first, or inner) per dtype, which
-        dropout runs level by level; made here, not per call, so that torch.compile traces
-        no spec building."""
-        self._specs = {dtype: _spec_text(self._spec(dtype), self._launches) for dtype in _TORCH_DTYPES.values()}
-        self._levels = {(dtype, inner): self._level_spec(dtype, inner)
-                        for dtype in _TORCH_DTYPES.values() for inner in (False, True)} \
+        with several layers each level of the stack alone per dtype, which dropout runs
+        level by level (each its own compiled model: the levels' weights differ); made
+        here, not per call, so that torch.compile traces no spec building. The specs name
+        this module (``_new_instance``): its compiled models are its own."""
+        instance = _new_instance(self)
+        self._specs = {dtype: _spec_text(self._spec(dtype), self._launches, instance=instance)
+                       for dtype in _TORCH_DTYPES.values()}
+        self._levels = {(dtype, k): self._level_spec(dtype, k, instance)
+                        for dtype in _TORCH_DTYPES.values() for k in range(self.num_layers)} \
             if self.num_layers > 1 else {}
+
+    def __setstate__(self, state: dict) -> None:
+        # A copy (copy.deepcopy, pickle) is a module of its own, with its own compiled models.
+        super().__setstate__(state)
+        self._make_specs()
 
     @property
     def launches(self) -> str:
@@ -803,7 +850,7 @@ class _RecurrentTwin(torch.nn.Module):
         for k in range(self.num_layers):
             level = self._suffixes[k * D:(k + 1) * D]
             alone = dict(zip(level, self._suffixes[:D]))  # its layers' names in the level's spec
-            spec, layout = self._levels[dtype, k > 0]
+            spec, layout = self._levels[dtype, k]
             if k:
                 y = y * _dropout_mask(torch.rand(y.shape, device=y.device), p).to(y.dtype)
             weights = {}
@@ -816,13 +863,12 @@ class _RecurrentTwin(torch.nn.Module):
             final |= {name: ends[alone[name]] for name in level}
         return (y,), final
 
-    def _level_spec(self, dtype: str, inner: bool) -> tuple[str, tuple]:
-        """(JSON spec, layout) of one level of this stack run alone: the first (reading the
-        input) or an inner one (reading the level before), with layer names l0 (and
-        l0_reverse)."""
+    def _level_spec(self, dtype: str, k: int, instance: str) -> tuple[str, tuple]:
+        """(JSON spec, layout) of level k of this stack run alone, reading the input (k = 0)
+        or the level before, with layer names l0 (and l0_reverse)."""
         width = (self.proj_size or self.hidden_size) * (1 + self.bidirectional)
-        model = self._spec(dtype, width if inner else self.input_size, 1)
-        return _spec_text(model, self._launches), _layout(model)
+        model = self._spec(dtype, width if k else self.input_size, 1)
+        return _spec_text(model, self._launches, instance=f"{instance}/{k}"), _layout(model)
 
     def _forward_plain(self, x: torch.Tensor):
         """The common eager call — a batched CUDA tensor in the parameters' dtype, features
@@ -942,9 +988,20 @@ class Model(torch.nn.Module):
             for l in self.spec.layers})
         self._owner = f"rnncc.nn.Model('{self.spec.name}')"
         self._launches = _check_launches(self._owner, launches)
-        self._specs = {dtype: _spec_text(IrModel.from_dict({**self.spec.to_dict(), "dtype": dtype}), launches)
-                       for dtype in _TORCH_DTYPES.values()}
+        self._make_specs()
         self._layout = _layout(self.spec)
+
+    def _make_specs(self) -> None:
+        """The spec of each dtype, naming this module (``_new_instance``)."""
+        instance = _new_instance(self)
+        self._specs = {dtype: _spec_text(IrModel.from_dict({**self.spec.to_dict(), "dtype": dtype}),
+                                         self._launches, instance=instance)
+                       for dtype in _TORCH_DTYPES.values()}
+
+    def __setstate__(self, state: dict) -> None:
+        # A copy (copy.deepcopy, pickle) is a module of its own, with its own compiled models.
+        super().__setstate__(state)
+        self._make_specs()
 
     def forward(self, x: torch.Tensor, state: Mapping[str, Any] | None = None):
         needs_grad = _needs_grad((x, *_state_tensors(state or {})), self.parameters())

@@ -99,6 +99,11 @@ def _variant_weights(l) -> tuple[str, ...]:
     return names
 
 
+# The variant weights (_variant_weights) that are padded rows of a packed matrix
+# (weights.padded_rows): W_ih's, and W_hh's interleaved rows (weights.rows_of_w_hh).
+_PADDED_ROWS = ("w_ih_rows", "w_hh")
+
+
 def _scratch(plan: Plan) -> int:
     """Bytes of cuBLASLt scratch a layer's GEMMs get (see _workspace_layout)."""
     return cublaslt.LAYER_WORKSPACE_BYTES if pipelined(plan) else cublaslt.WORKSPACE_BYTES
@@ -462,12 +467,14 @@ class CompiledModel:
         other forms uploaded, a tensor not on the GPU): then call load_state_dict. ``stream``:
         the one the tensors were written on (torch's current), which orders the copies like
         any call: not while another stream's call of this model runs. W_hh as the
-        tensor-core persistent kernels hold it (weights.fragment_index) is gathered there too;
-        a folded LSTMP's matrix is not made on the device."""
+        tensor-core persistent kernels hold it (weights.fragment_index) is gathered there too,
+        and the padded rows of W_ih and W_hh that rows kernels read are copied there
+        (weights.padded_rows: their padding, uploaded as zeros, is not written); a folded
+        LSTMP's matrix is not made on the device."""
         expected = weights_mod.expected_keys(self.model)
         base = {name for name, _ in weights_mod.PACKED_ARRAYS}
         if self._device_weights is None or set(tensors) != set(expected) \
-                or not all(name in base or name.startswith("w_hh_fragments")
+                or not all(name in base or name in _PADDED_ROWS or name.startswith("w_hh_fragments")
                            for names in self._device_weights.values() for name in names) \
                 or not all(getattr(t, "is_cuda", False) and tuple(t.shape) == expected[k]
                            for k, t in tensors.items()):
@@ -489,7 +496,13 @@ class CompiledModel:
                 # copies): each weight one copy from a view of its parameter.
                 weights_mod.pack_tensors_into(layer, tensors, packed)
                 for name in where:
-                    if name not in base:  # W_hh's fragments, the one other form the check above admits
+                    if name in _PADDED_ROWS:  # [G·H, row stride]: the packed rows, then zeros
+                        values = packed["w_ih"] if name == "w_ih_rows" else packed["w_hh_t"].t()
+                        rows, K = values.shape
+                        stride = self._device_weight_bytes[where[name]] // (rows * DTYPES[self.model.dtype].itemsize)
+                        self._weight_tensor(layer.name, name, where[name], (rows, stride),
+                                            self.model.dtype)[:, :K].copy_(values)
+                    elif name not in base:  # W_hh's fragments, the one other form the check above admits
                         fragments = self._fragments_on_device(layer.name, name, packed["w_hh_t"])
                         self._weight_tensor(layer.name, name, where[name], tuple(fragments.shape),
                                             self.model.dtype).copy_(fragments)

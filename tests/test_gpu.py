@@ -1332,6 +1332,51 @@ def test_shape_classes_compile_only_new_code(gpu, torch, tmp_path, monkeypatch):
           f"nvcc runs {nvcc_first} in the first process, {nvcc_second} in the second")
 
 
+def test_twins_built_alike_keep_their_own_weights(gpu, torch, monkeypatch):
+    """An encoder and a decoder of one size (two twins of one spec), called in turn, eager
+    and each captured in a CUDA graph, each return what its own torch.nn module returns;
+    and a stack trained with dropout, whose levels run one at a time (their specs alike
+    past the first where input size = hidden size, as PTB's 2 × LSTM H=650), takes a
+    training step after another without its weights going through the host again (each
+    level its own compiled model: shared, each call re-sent the other level's weights,
+    30× slower than cuDNN)."""
+    import rnncc.nn as rnn
+    from rnncc import runtime
+
+    torch.manual_seed(41)
+    mods = [torch.nn.LSTM(48, 48).to("cuda", torch.half) for _ in range(2)]
+    twins = [rnn.twin_of(m)[0].requires_grad_(False) for m in mods]
+    x = torch.randn(11, 5, 48, device="cuda", dtype=torch.half)
+    with torch.no_grad():
+        want = [m(x)[0] for m in mods]
+        for _ in range(2):
+            for t, w in zip(twins, want):
+                torch.testing.assert_close(t(x)[0], w, rtol=1e-2, atol=1e-3)
+        graphs, outs = [], []
+        for t in twins:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                outs.append(t(x)[0])
+            graphs.append(g)
+        for g in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+        for o, w in zip(outs, want):
+            torch.testing.assert_close(o, w, rtol=1e-2, atol=1e-3)
+
+    stack = rnn.LSTM(64, 64, num_layers=3, dropout=0.5).to("cuda", torch.half)
+    xs = torch.randn(7, 3, 64, device="cuda", dtype=torch.half, requires_grad=True)
+    torch.autograd.grad(stack(xs)[0].float().sum(), [xs, *stack.parameters()])  # compiled, weights sent
+
+    def through_the_host(*args, **kw):
+        raise AssertionError("load_state_dict: a level's weights were sent again")
+    monkeypatch.setattr(runtime.CompiledModel, "load_state_dict", through_the_host)
+    monkeypatch.setattr(runtime.CompiledModel, "refresh_weights", lambda *a: through_the_host())
+    for _ in range(3):
+        grads = torch.autograd.grad(stack(xs)[0].float().sum(), [xs, *stack.parameters()])
+        assert all(bool(torch.isfinite(g).all()) for g in grads)
+
+
 def test_twins_run_the_plan_of_the_calls_shape(gpu, torch):
     """At B ∈ {1, 8, 64, 256} a twin runs the plan compile(seq_len=S, batch=B) makes."""
     import rnncc.nn as rnn

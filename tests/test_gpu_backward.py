@@ -314,23 +314,33 @@ def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
         assert torch.allclose(g, e, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("cell,dtype,hidden", [("lstm", "float32", 40), ("gru", "float16", 40), ("lstm", "bfloat16", 40),
-                                               ("lstm", "float16", 1024)])
-def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypatch, cell, dtype, hidden):
+@pytest.mark.parametrize("cell,dtype,inputs,hidden,extra", [
+    ("lstm", "float32", 24, 40, None), ("gru", "float16", 24, 40, None), ("lstm", "bfloat16", 24, 40, None),
+    ("lstm", "float16", 24, 1024, None), ("lstm", "float16", 30, 40, "w_ih_rows"),
+    ("lstm", "float32", 30, 1536, "w_hh")])
+def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypatch, cell, dtype, inputs,
+                                                            hidden, extra):
     """A twin trained by an optimizer: after each step its next call packs the new
     parameters on the GPU into the memory its kernels read (CompiledModel.refresh_weights;
     the host path, load_state_dict, is never taken), and its outputs then equal, bit for
-    bit, those of the same compiled model given the trained parameters through the host.
+    bit, those of a fresh twin (same plan) given the trained parameters through the host.
     The half types' layers keep W_hh as mma fragments (H=40: a cluster's registers; H=1024:
-    the grid kernel's shared memory), gathered on the device too."""
+    the grid kernel's shared memory), gathered on the device too; ``extra``: a form of the
+    weights a plan reads besides, written on the device too: W_ih's rows padded for the
+    projection's rows kernel (I=30 in half: 60-byte rows), W_hh's rows for the step
+    kernel's rows form (float32 H=1536: no persistent mode holds W_hh)."""
+    import rnncc.nn as rnn
     from rnncc import runtime
 
     torch.manual_seed(21)
     tdt = getattr(torch, dtype)
-    model = twin(torch, cell, 24, hidden, num_layers=2).to("cuda", tdt)
-    x = torch.randn(9, 5, 24, device="cuda", dtype=tdt)
+    model = twin(torch, cell, inputs, hidden, num_layers=2).to("cuda", tdt)
+    x = torch.randn(9, 5, inputs, device="cuda", dtype=tdt)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     model(x)  # compiled, weights uploaded
+    if extra:  # the plan reads that form: the case covers what it says
+        compiled = rnn._runner_of(rnn._training_spec(model._specs[dtype])).compiled[(dtype, False)][0]
+        assert any(extra in names for names in compiled._device_weights.values())
 
     def through_the_host(*args, **kw):
         raise AssertionError("load_state_dict: the weights went through the host")
@@ -343,9 +353,8 @@ def test_optimizer_steps_reach_the_kernels_by_device_copies(gpu, torch, monkeypa
         optimizer.zero_grad()
     trained, _ = model(x)
     monkeypatch.setattr(runtime.CompiledModel, "load_state_dict", host_path)
-    # The same spec's compiled model (runners are per spec), given equal tensors through the host
-    monkeypatch.setattr(runtime.CompiledModel, "refresh_weights", lambda self, tensors, stream: False)
-    fresh = twin(torch, cell, 24, hidden, num_layers=2).to("cuda", tdt)
+    # A fresh twin (its own compiled model: runners are per module), given equal tensors through the host
+    fresh = twin(torch, cell, inputs, hidden, num_layers=2).to("cuda", tdt)
     fresh.load_state_dict(model.state_dict())
     again, _ = fresh(x)
     assert torch.equal(trained, again)

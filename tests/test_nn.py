@@ -382,6 +382,38 @@ def test_twin_has_torch_nn_helpers(torch_cls, rnncc_cls, kw, bidirectional):
     assert ("bidirectional=True" in repr(ours)) == ("bidirectional=True" in repr(theirs)) == bidirectional
 
 
+def test_modules_of_one_spec_have_compiled_models_of_their_own():
+    """Two twins built alike (an encoder and a decoder of one size), a copy of one, and the
+    levels of a stack that dropout runs one at a time each hold their own weights, so each
+    gets its own runner (and compiled models): shared, every call of one would send its
+    weights to the GPU again, and a graph recorded by one would replay with the other's.
+    The model each spec names is the same; a collected module's runners go with it."""
+    import copy
+    import gc
+
+    a, b = rnn.LSTM(6, 5, num_layers=3, dropout=0.2), rnn.LSTM(6, 5, num_layers=3, dropout=0.2)
+    c = copy.deepcopy(a)
+    for dtype in a._specs:
+        texts = [m._specs[dtype] for m in (a, b, c)]
+        assert len({rnn._model_of(t) for t in texts}) == 1
+        runners = [rnn._runner_of(t) for t in texts] + [rnn._runner_of(rnn._training_spec(t)) for t in texts]
+        assert len({id(r) for r in runners}) == 6
+        levels = [a._levels[dtype, k][0] for k in range(3)]
+        assert len({id(rnn._runner_of(t)) for t in levels}) == 3
+        assert rnn._model_of(levels[1]) == rnn._model_of(levels[2])  # inner levels: one model
+    assert rnn._runner_of(a._specs["float32"]) is rnn._runner_of(a._specs["float32"])
+    gone = [*a._specs.values(), *(t for t, _ in a._levels.values())]
+    assert all(t in rnn._RUNNERS for t in gone)
+    del a
+    gc.collect()
+    assert not any(t in rnn._RUNNERS for t in gone)
+    assert all(t in rnn._RUNNERS for t in b._specs.values())
+    spec = {"name": "m", "input_size": 4, "layers": [{"name": "a", "cell": "gru", "hidden_size": 4}]}
+    one, other = rnn.Model(spec), rnn.Model(spec)
+    assert rnn._runner_of(one._specs["float32"]) is not rnn._runner_of(other._specs["float32"])
+    assert rnn._runner_of(copy.deepcopy(one)._specs["float32"]) is not rnn._runner_of(one._specs["float32"])
+
+
 def test_modules_for_graphed_calls_carry_launches_in_their_specs():
     """launches="graph" (a module whose calls will be captured in CUDA graphs) travels in
     the spec text every op and runner takes: the model it names is the same, its runner
@@ -403,7 +435,8 @@ def test_modules_for_graphed_calls_carry_launches_in_their_specs():
         graph.eval(), eager.eval()
         assert torch.equal(graph(x)[0], eager(x)[0])
     graph.launches = "eager"
-    assert graph._specs == eager._specs
+    for dtype, text in graph._specs.items():
+        assert rnn._model_of(text) == rnn._model_of(eager._specs[dtype]) and rnn._runner_of(text).launches is None
     with pytest.raises(rnncc.SpecError, match="rnncc.nn.GRU option 'launches': got 'captured', expected 'eager'"):
         rnn.GRU(4, 4, launches="captured")
     with pytest.raises(rnncc.SpecError, match="rnncc.optimize option 'launches': got 'cudagraph'"):
