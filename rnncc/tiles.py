@@ -1105,7 +1105,8 @@ class KSplitBackwardTile:
         cluster's blocks × the block's units) and two float32 carries (dh, dc) per batch row
         and unit; the tensor maps' own bytes."""
         pitch = 4 * self.lane_units
-        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch, True)
+        sums = stage_buffer_floats(self.stages, self.rows_per_pass, self.k_chunk, self.threads, pitch,
+                                   tensor_map=True)
         return 4 * (self.k_rows_block(gates, hidden) * pitch + sums
                     + 2 * self.cluster * self.rows_per_pass * self.units + 2 * batch * self.units) \
             + TENSOR_MAP_SHARED_BYTES
@@ -1272,12 +1273,27 @@ def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: 
     """The FMA cluster backward's block (``fma_backward_cluster_tiles``' candidates) of the
     least predicted time a step (``fma_backward_step_seconds``), or None where none applies.
     ``clusters_at_once[c − 1]``: clusters of c blocks the GPU holds at once (else SMs ÷ c)."""
-    def at_once(cluster: int) -> int:
-        return clusters_at_once[cluster - 1] if cluster <= len(clusters_at_once) else max(1, sm_count // cluster)
-
     candidates = fma_backward_cluster_tiles(gates, hidden, batch, max_cluster, shared_bytes_max)
-    return min(candidates, key=lambda t: fma_backward_step_seconds(t, gates, batch, at_once(t.cluster)),
-               default=None)
+    return min(candidates, key=lambda t: fma_backward_step_seconds(
+        t, gates, batch, clusters_held(t.cluster, clusters_at_once, sm_count)), default=None)
+
+
+def clusters_held(cluster: int, clusters_at_once: Sequence[int], sm_count: int) -> int:
+    """Clusters of ``cluster`` blocks the GPU holds at once: ``clusters_at_once[cluster − 1]``
+    where the target lists it, else SMs ÷ cluster."""
+    return clusters_at_once[cluster - 1] if cluster <= len(clusters_at_once) else max(1, sm_count // cluster)
+
+
+def backward_batch_per_cluster(batch: int, held: int) -> int:
+    """The half cluster backward's batch tile: 8 rows, unless the clusters of 8 rows need
+    more waves than those of 16 (``held``: clusters the GPU holds at once). Clusters of 8
+    rows spread a batch over twice as many SMs; on the H200, clusters of 16 blocks, a step
+    took 0.56-0.84 of the 16-row tile's time at LSTM H=512 B=16/32/48, GRU H=256 B=32 and
+    LSTM H=256 B=20 (one wave either way), and 1.17× at GRU H=512 B=64, where 8 clusters of
+    8 rows ran in two waves of 7 against one wave of 4
+    (results/backward-batch-tile-h200-2026-11-29.txt)."""
+    waves = lambda rows: -(-(-(-batch // rows)) // held)  # noqa: E731
+    return 8 if waves(8) <= waves(16) else 16
 
 
 # A step of the FMA cluster backward, fitted (least squares of relative error) to the 181
@@ -1313,7 +1329,8 @@ BACKWARD_CLUSTER_WARPS = 8
 
 
 def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, max_cluster: int,
-                          shared_bytes_max: int) -> ClusterBackwardTile | None:
+                          shared_bytes_max: int, sm_count: int = 132,
+                          clusters_at_once: Sequence[int] = ()) -> ClusterBackwardTile | None:
     """The cluster backward's block for a layer of ``gates`` × ``hidden`` in a type of
     ``itemsize`` bytes at ``batch`` rows, or None where it does not apply: float32 layers
     (the product is on fp16/bf16 tensor cores; TF32 would not be exact), or W_hh too large
@@ -1323,15 +1340,16 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
     16-unit tiles that cover H, then the most warps along K. Measured against narrower
     tiles at 7 shapes (results/backward-split-h100-2026-11-25.txt), the widest took 0.45-1.0
     of their time a step but at GRU H=256 (1.06×): shorter mma chains and fewer cells a
-    block outweighed more peers in the exchange. A batch tile of 8 rows, 16 where the batch
-    has more than 8."""
+    block outweighed more peers in the exchange. A batch tile of 8 rows, 16 where 8 would
+    take more waves of clusters (``backward_batch_per_cluster``; ``clusters_at_once`` and
+    ``sm_count`` as ``clusters_held`` takes them)."""
     if itemsize != 2 or max_cluster < 1:
         return None
-    batch_per_cluster = 8 if batch <= 8 else 16
     for cluster in range(max_cluster, 0, -1):
         m_tiles = -(-hidden // (MMA_M * cluster))  # the fewest units a block that cover H
         if m_tiles > BACKWARD_CLUSTER_WARPS or (cluster - 1) * MMA_M * m_tiles >= hidden:
             continue  # every block owns units below H
+        batch_per_cluster = backward_batch_per_cluster(batch, clusters_held(cluster, clusters_at_once, sm_count))
         for k_split in range(BACKWARD_CLUSTER_WARPS // m_tiles, 0, -1):
             tile = ClusterBackwardTile(cluster, m_tiles, k_split, batch_per_cluster)
             if tile.k_rows(gates) % (MMA_M * k_split) == 0 \
@@ -1355,7 +1373,8 @@ def backward_kernel_tile(gates: int, hidden: int, batch: int, itemsize: int, sm_
     0.13-0.39 of it at 10 shapes, H=33 to 512, B=5 to 64
     (benchmarks/results/backward-fma-tiles-h100-2026-11-27.jsonl)."""
     shared_max = grid_shared_max(shared_memory_per_block_optin)
-    cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin) \
+    cluster = backward_cluster_tile(gates, hidden, batch, itemsize, max_cluster, shared_memory_per_block_optin,
+                                    sm_count, clusters_at_once) \
         if itemsize == 2 else \
         fma_backward_cluster_tile(gates, hidden, batch, max_cluster, shared_max, sm_count, clusters_at_once)
     if cluster is not None:

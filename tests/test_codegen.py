@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rnncc
-from rnncc import build, codegen, launch, tiles
+from rnncc import build, codegen, launch, target, tiles
 from rnncc.passes import cost
 from rnncc.codegen import environment
 from rnncc.dtypes import DTYPES
@@ -641,15 +641,20 @@ def test_backward_cluster_tile_geometry():
     """Half layers only; the widest spread: the largest cluster (any size up to the
     largest) whose blocks each own units below H, each block the fewest 16-unit tiles that
     cover H, the most warps along K (8 a block) that split K evenly into at most 32 k-steps
-    of W_hh a warp; batch tiles of 8 rows, 16 past B=8; shared memory within the opt-in
-    limit. Past 16 blocks' registers (2^20 halves of W_hh), none: the grid form."""
+    of W_hh a warp; batch tiles of 8 rows, 16 where 8 would take more waves of clusters;
+    shared memory within the opt-in limit. Past 16 blocks' registers (2^20 halves of W_hh),
+    none: the grid form."""
     optin = 227 * 1024
     assert tiles.backward_cluster_tile(4, 512, 8, 4, 16, optin) is None  # float32
     assert tiles.backward_cluster_tile(4, 512, 8, 2, 0, optin) is None   # no clusters
     assert tiles.backward_cluster_tile(4, 1024, 8, 2, 16, optin) is None  # 8 MiB of W_hh
     assert tiles.backward_cluster_tile(4, 512, 8, 2, 16, optin) == tiles.ClusterBackwardTile(16, 2, 4, 8)
     assert tiles.backward_cluster_tile(4, 256, 8, 2, 16, optin) == tiles.ClusterBackwardTile(16, 1, 8, 8)
-    assert tiles.backward_cluster_tile(4, 64, 20, 2, 16, optin) == tiles.ClusterBackwardTile(4, 1, 8, 16)
+    assert tiles.backward_cluster_tile(4, 64, 20, 2, 16, optin) == tiles.ClusterBackwardTile(4, 1, 8, 8)
+    # 16 rows where 8 would take more waves: the H200 holds 7 clusters of 16 (target preset)
+    h200 = target.get("h200").clusters_at_once
+    assert tiles.backward_cluster_tile(4, 512, 48, 2, 16, optin, 132, h200).batch_per_cluster == 8
+    assert tiles.backward_cluster_tile(4, 512, 64, 2, 16, optin, 132, h200).batch_per_cluster == 16
     assert tiles.backward_cluster_tile(1, 700, 8, 2, 16, optin) == tiles.ClusterBackwardTile(11, 4, 2, 8)
     for gates, hidden, batch in itertools.product((1, 3, 4), (1, 33, 100, 256, 300, 512, 700, 1024), (1, 8, 9, 64)):
         t = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, optin)
@@ -660,7 +665,9 @@ def test_backward_cluster_tile_geometry():
         assert t.cluster * t.units >= hidden > (t.cluster - 1) * t.units and t.units == 16 * -(-hidden // (16 * t.cluster))
         assert t.split_steps(gates) <= 32 and t.m_tiles * t.k_split <= 8
         assert t.k_rows(gates) % (16 * t.k_split) == 0
-        assert t.batch_per_cluster == (8 if batch <= 8 else 16) and t.clusters(batch) * t.batch_per_cluster >= batch
+        waves = {rows: -(-(-(-batch // rows)) // (132 // t.cluster)) for rows in (8, 16)}
+        assert t.batch_per_cluster == (8 if waves[8] <= waves[16] else 16)
+        assert t.clusters(batch) * t.batch_per_cluster >= batch
         assert t.shared_bytes(gates, 2) <= optin
         # no wider cluster had a tile: allowing up to any size from this one changes nothing
         assert all(tiles.backward_cluster_tile(gates, hidden, batch, 2, c, optin) == t for c in range(t.cluster, 17))

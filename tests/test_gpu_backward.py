@@ -401,6 +401,9 @@ CLUSTER_CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 20, 3
                  ("rnn_relu", "bfloat16", 1, 64, 7), ("lstm", "float16", 256, 3, 1),
                  ("gru", "bfloat16", 100, 8, 64), ("lstm", "float16", 64, 17, 256),
                  ("rnn_tanh", "float16", 700, 8, 64),
+                 # batch tiles of 8 rows in several clusters (above: B=17, 20) and of 16 (B=72:
+                 # 9 clusters of 8 rows would take two waves of the 8 clusters of 16 held)
+                 ("lstm", "float16", 256, 72, 7),
                  # float32, the FMA form: clusters of 16, 15, 11 and 1, 1 to 32 units a block,
                  # 3 to 16 warps along K, lanes of 1 to 8 rows, one cluster and several.
                  ("lstm", "float32", 128, 16, 33), ("gru", "float32", 256, 64, 7),
