@@ -482,7 +482,6 @@ class CompiledModel:
         import torch
 
         driver.device_context(0).make_current()
-        stored = dict(weights_mod.PACKED_ARRAYS)
         with self._lock, contextlib.ExitStack() as on_stream:
             if stream != arrays.torch_stream(0):  # the copies are torch's: on the caller's stream
                 on_stream.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(stream)))
@@ -490,7 +489,7 @@ class CompiledModel:
                 where = self._device_weights[layer.name]
                 shapes = weights_mod.packed_tensor_shapes(layer, tensors)
                 packed = {name: self._weight_tensor(layer.name, name, where[name], shape,
-                                                    self.model.dtype if stored[name] else "float32")
+                                                    weights_mod.packed_dtype(name, self.model.dtype))
                           for name, shape in shapes.items()}
                 # Written in place where the kernels read them (no temporaries, no driver
                 # copies): each weight one copy from a view of its parameter.

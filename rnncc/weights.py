@@ -168,6 +168,12 @@ def pack(layer: Layer, weights: Mapping[str, np.ndarray]) -> PackedLayer:
 PACKED_ARRAYS = (("w_ih", True), ("w_hh_t", True), ("bias", False), ("bias_hn", False), ("w_hr", True))
 
 
+def packed_dtype(name: str, dtype: str) -> str:
+    """The type PACKED_ARRAYS' array ``name`` is stored in: the model's ``dtype`` for a
+    weight, float32 for a bias."""
+    return dtype if dict(PACKED_ARRAYS)[name] else "float32"
+
+
 def packed_tensor_shapes(layer: Layer, weights: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """The shapes of :func:`pack_tensors`' arrays (PACKED_ARRAYS that are not empty, in
     that order), from the parameters' own: W_ih [G·H, I], W_hhᵀ [K, G·H] (K = H, or an
@@ -190,9 +196,8 @@ def pack_tensors(layer: Layer, weights: Mapping[str, Any], dtype: str) -> dict[s
     tensors."""
     import torch
 
-    stored = dict(PACKED_ARRAYS)
     device = weights[f"{layer.name}.weight_hh"].device
-    out = {name: torch.empty(shape, dtype=getattr(torch, dtype) if stored[name] else torch.float32, device=device)
+    out = {name: torch.empty(shape, dtype=getattr(torch, packed_dtype(name, dtype)), device=device)
            for name, shape in packed_tensor_shapes(layer, weights).items()}
     pack_tensors_into(layer, weights, out)
     return out
