@@ -229,8 +229,8 @@ class _Runner:
 # ---- the GPU forward as a torch.library custom op -----------------------------------------
 # torch.compile(fullgraph=True) traces through the modules to this op; its fake
 # implementation gives the output shapes. The op receives the spec as JSON text (ops take
-# tensors and plain values), and compiled models are kept per spec in this process: that
-# is rnncc's in-memory compile cache.
+# tensors and plain values), and compiled models are kept per spec text in this process,
+# each module's specs its own ("instance" below): that is rnncc's in-memory compile cache.
 
 # A spec's text may carry, beside the model, "launches": "graph" (the modules' ``launches``):
 # the plans its runner makes are then for calls replayed from a CUDA graph;

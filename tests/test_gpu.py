@@ -1339,7 +1339,7 @@ def test_twins_built_alike_keep_their_own_weights(gpu, torch, monkeypatch):
     past the first where input size = hidden size, as PTB's 2 × LSTM H=650), takes a
     training step after another without its weights going through the host again (each
     level its own compiled model: shared, each call re-sent the other level's weights,
-    30× slower than cuDNN)."""
+    30× slower than cuDNN), eager and captured in a CUDA graph."""
     import rnncc.nn as rnn
     from rnncc import runtime
 
@@ -1372,9 +1372,28 @@ def test_twins_built_alike_keep_their_own_weights(gpu, torch, monkeypatch):
         raise AssertionError("load_state_dict: a level's weights were sent again")
     monkeypatch.setattr(runtime.CompiledModel, "load_state_dict", through_the_host)
     monkeypatch.setattr(runtime.CompiledModel, "refresh_weights", lambda *a: through_the_host())
+    def step():
+        return torch.autograd.grad(stack(xs)[0].float().sum(), [xs, *stack.parameters()])
+
     for _ in range(3):
-        grads = torch.autograd.grad(stack(xs)[0].float().sum(), [xs, *stack.parameters()])
-        assert all(bool(torch.isfinite(g).all()) for g in grads)
+        assert all(bool(torch.isfinite(g).all()) for g in step())
+    # ... and captured in a CUDA graph (its levels' weights not sent inside the capture),
+    # each replay drawing new masks
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = step()
+    replays = []
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert all(bool(torch.isfinite(g).all()) for g in static)
+        replays.append(static[0].clone())
+    assert not torch.equal(*replays)
 
 
 def test_twins_run_the_plan_of_the_calls_shape(gpu, torch):
