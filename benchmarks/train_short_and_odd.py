@@ -11,7 +11,8 @@ Without dropout the two sides' gradients are compared (four times the dtype's to
 the bench); with dropout the masks differ (each draws its own), so the point is timed only
 and its p = 0 twin carries the comparison.
 
-    python3 benchmarks/train_short_and_odd.py OUT_DIR [--quick]  (repository root; a GPU)
+    RNNCC_COMMIT=<sha> python3 benchmarks/train_short_and_odd.py OUT_DIR [--only TEXT]
+        (repository root; a GPU; the commit named, since the device copy's git HEAD may be stale)
 
 Writes OUT_DIR/train-short-and-odd-<gpu>-<date>.json and prints a table. Each point runs in
 a process of its own: a CUDA-graph capture that fails (cuDNN's bidirectional GRU did once,
