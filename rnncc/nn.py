@@ -185,8 +185,10 @@ class _Runner:
     calls replayed from a CUDA graph: CompileOptions.launches). Weights are re-sent to the
     GPU only when a parameter has changed, packed there by device copies where they can be."""
 
-    def __init__(self, owner: str, launches: str | None = None, backward_gates: str | None = None):
+    def __init__(self, owner: str, launches: str | None = None, backward_gates: str | None = None,
+                 instance: str | None = None):
         self.owner, self.launches, self.backward_gates = owner, launches, backward_gates
+        self.instance = instance  # the spec's "instance": whose weights these are (_new_instance)
         self.compiled: dict[tuple[str, bool], tuple[Any, tuple]] = {}
 
     def compiled_for(self, model: IrModel, weights: dict[str, torch.Tensor], x: torch.Tensor):
@@ -279,23 +281,23 @@ def _runner_of(spec: str) -> _Runner:
     runner = _RUNNERS.get(spec)
     if runner is None:
         raw = json.loads(spec)
-        runner = _RUNNERS.setdefault(spec, _Runner(f"rnncc model '{_model_of(spec).name}'",
-                                                   raw.get("launches"), raw.get("backward_gates")))
+        runner = _RUNNERS.setdefault(spec, _Runner(f"rnncc model '{_model_of(spec).name}'", raw.get("launches"),
+                                                   raw.get("backward_gates"), raw.get("instance")))
     return runner
 
 
 def _new_instance(module: torch.nn.Module) -> str:
     """A token for ``module``'s specs (``_SPEC_OPTIONS``' "instance"), so that its compiled
     models are its own; a level k of it is "<token>/k". The runners of its specs go when
-    the module is collected."""
+    the module is collected (not at the interpreter's exit, whose end frees them anyway)."""
     token = uuid.uuid4().hex
-    weakref.finalize(module, _forget_instance, token)
+    weakref.finalize(module, _forget_instance, token).atexit = False
     return token
 
 
 def _forget_instance(token: str) -> None:
-    for spec in list(_RUNNERS):
-        owner = json.loads(spec).get("instance", "")
+    for spec, runner in list(_RUNNERS.items()):
+        owner = runner.instance or ""
         if owner == token or owner.startswith(token + "/"):
             _RUNNERS.pop(spec, None)
 
@@ -348,7 +350,7 @@ def _state_tensors(state: Mapping) -> list[torch.Tensor]:
     return [t for v in state.values() for t in (v if isinstance(v, tuple) else (v,))]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)  # bounded as _model_of: a spec text per module
 def _training_spec(spec: str) -> str:
     """The spec with every layer's tensor an output (after the model's own), compiled as a
     training forward (backward_gates "auto"): it returns each layer's sequence and, in

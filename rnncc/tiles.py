@@ -1292,7 +1292,9 @@ def backward_batch_per_cluster(batch: int, held: int) -> int:
     LSTM H=256 B=20 (one wave either way), and 1.17× at GRU H=512 B=64, where 8 clusters of
     8 rows ran in two waves of 7 against one wave of 4
     (results/backward-batch-tile-h200-2026-11-29.txt)."""
-    waves = lambda rows: -(-(-(-batch // rows)) // held)  # noqa: E731
+    def waves(rows: int) -> int:
+        return math.ceil(math.ceil(batch / rows) / held)
+
     return 8 if waves(8) <= waves(16) else 16
 
 
