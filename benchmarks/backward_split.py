@@ -8,9 +8,11 @@ replays interleaved in one process. Overlay variants must agree with the planned
 dG before their time counts. Prints µs a step.
 
     python3 benchmarks/backward_split.py lstm float16 512 8 [--parts] [--overlay DIR|git:REV ...]
-        [--tile CLUSTER,M_TILES,K_SPLIT,BATCH ...] [--grid-tile UNITS,ROWS[,THREADS[,K_UNROLL]] ...] [-o DIR]
+        [--tile CLUSTER,M_TILES,K_SPLIT,BATCH[,REGISTER_STEPS] ...] [--grid]
+        [--grid-tile UNITS,ROWS[,THREADS[,K_UNROLL]] ...] [-o DIR]
 
 ``--tile``: the kernel at another cluster tile, beside the planned one (checked the same way);
+``--grid``: the grid form's tile (tiles.backward_tile), beside;
 ``--grid-tile``: the grid form at UNITS units a block (⌈H / UNITS⌉ blocks) and ROWS batch
 rows a pass, THREADS threads a block (256) and K_UNROLL iterations of its K loop in flight (4),
 W_hh's columns in shared memory where they fit (tiles.backward_tile's block is one an SM).
@@ -50,6 +52,7 @@ def main() -> None:
     parser.add_argument("--overlay", dest="overlays", action="append", default=[])
     parser.add_argument("--tile", dest="tiles", action="append", default=[])
     parser.add_argument("--grid-tile", dest="grid_tiles", action="append", default=[])
+    parser.add_argument("--grid", action="store_true", help="time the grid form's tile (tiles.backward_tile) beside")
     parser.add_argument("--parts", action="store_true", help="time the kernel with each part cut out")
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
@@ -76,7 +79,11 @@ def main() -> None:
     for text in args.tiles:
         other = tiles.ClusterBackwardTile(*map(int, text.split(",")))
         variants[f"tile {text}"] = (other, backward._kernel(cell, H, G, dtype, other))
-    shared_max = tiles.grid_shared_max(backward._device()[0].shared_memory_per_block_optin)
+    target = backward._device()[0]
+    shared_max = tiles.grid_shared_max(target.shared_memory_per_block_optin)
+    if args.grid:
+        other = tiles.backward_tile(G, H, B, target.sm_count, shared_max)
+        variants["grid form"] = (other, backward._kernel(cell, H, G, dtype, other))
     for text in args.grid_tiles:
         units, rows, threads, k_unroll = (list(map(int, text.split(","))) + [256, 4])[:4]
         other = tiles.BackwardTile(units, -(-H // units), rows, True, threads, k_unroll)

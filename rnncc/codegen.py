@@ -807,6 +807,10 @@ def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
         product = (f"{tile.units} units a block, {tile.k_split} warps along K ({tile.share(gates)} W_hh values "
                    f"in each lane's registers), lanes of {tile.lane_units} units × {tile.lane_rows} rows, FMA")
         variant = f"fma_c{tile.cluster}_u{tile.units}_k{tile.k_split}_r{tile.lane_rows}"
+    elif tile.register_steps:
+        product = (f"{tile.units} units a block, {tile.k_split} warps along K ({tile.register_steps} of each warp's "
+                   f"{tile.split_steps(gates)} k-steps of W_hh in its registers, the rest in shared memory), mma")
+        variant = f"c{tile.cluster}_m{tile.m_tiles}_k{tile.k_split}_n{tile.batch_per_cluster}_rs{tile.register_steps}"
     else:
         product = (f"{tile.units} units a block, {tile.k_split} warps along K ({tile.split_steps(gates)} "
                    f"k-steps of W_hh in each warp's registers), mma")
@@ -816,7 +820,7 @@ def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
     source = environment().get_template("backward_cluster.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile,
-        fma=fma, shared_bytes=tile.shared_bytes(gates, itemsize))
+        fma=fma, hybrid=not fma and tile.register_steps > 0, shared_bytes=tile.shared_bytes(gates, itemsize))
     name, entry, source = _identify(f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_{variant}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1),
                         dynamic_shared=tile.shared_bytes(gates, itemsize), cluster=tile.cluster)

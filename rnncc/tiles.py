@@ -949,12 +949,18 @@ class ClusterBackwardTile:
     slice) against the batch rows (N); ``k_split`` warps share a tile's K, each holding its
     K share of A in registers; the warps' sums meet in shared memory, the cell's backward
     gives the block's dG_t, and one bulk copy a peer sends it into every peer's buffer (the
-    forward's registers form, with dG in the place of h)."""
+    forward's registers form, with dG in the place of h).
+
+    ``register_steps`` > 0 is the hybrid form, for a W_hh the registers of the largest
+    cluster cannot hold: each warp keeps the first ``register_steps`` k-steps of its share
+    in registers and reads the rest from its run of shared memory every step (the forward's
+    hybrid grid tiles do the same). 0: all of the share in registers."""
 
     cluster: int
     m_tiles: int
     k_split: int
     batch_per_cluster: int
+    register_steps: int = 0
 
     @property
     def units(self) -> int:
@@ -972,13 +978,19 @@ class ClusterBackwardTile:
         """k-steps of 16 a warp runs (and keeps A fragments of, 4 registers each)."""
         return self.k_rows(gates) // (16 * self.k_split)
 
+    def shared_steps(self, gates: int) -> int:
+        """k-steps of a warp's share read from shared memory every step (the hybrid form's)."""
+        return self.split_steps(gates) - self.register_steps if self.register_steps else 0
+
     def shared_bytes(self, gates: int, itemsize: int) -> int:
-        """Two dG buffers (K × the cluster's batch rows), the warps' partial sums (float32,
+        """The hybrid form's W_hh fragments (16 bytes a lane a k-step, a warp's run each),
+        then two dG buffers (K × the cluster's batch rows), the warps' partial sums (float32,
         rows padded by 4) and the buffers' two mbarriers; at least the slots W_hh is staged
         through first (up to 4 k-steps of 16-byte fragments a lane, a warp)."""
         steady = 2 * self.k_rows(gates) * self.batch_per_cluster * itemsize \
             + 4 * self.k_split * self.batch_per_cluster * (self.units + 4) + 16
-        return max(steady, (self.threads // 32) * min(self.split_steps(gates), 4) * 32 * 16)
+        w = (self.threads // 32) * self.shared_steps(gates) * 32 * 16
+        return w + max(steady, (self.threads // 32) * min(self.split_steps(gates), 4) * 32 * 16)
 
     def clusters(self, batch: int) -> int:
         return -(-batch // self.batch_per_cluster)
@@ -1336,8 +1348,11 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
     """The cluster backward's block for a layer of ``gates`` × ``hidden`` in a type of
     ``itemsize`` bytes at ``batch`` rows, or None where it does not apply: float32 layers
     (the product is on fp16/bf16 tensor cores; TF32 would not be exact), or W_hh too large
-    for the registers of ``max_cluster`` blocks (at most BACKWARD_CLUSTER_STEPS k-steps a
-    warp, 8 warps a block). The step spread as wide as it goes: the largest cluster (any
+    for the registers and shared memory of ``max_cluster`` blocks. Where the registers hold
+    it (at most BACKWARD_CLUSTER_STEPS k-steps a warp, 8 warps a block), all of it there;
+    else the hybrid form (``hybrid_backward_cluster_tile``), which took 0.13-0.64 of the
+    grid form's time a step at 7 shapes, LSTM, GRU and tanh RNN H=520-1400, B=8-64
+    (results/backward-hybrid-h200-2026-11-29.txt). The step spread as wide as it goes: the largest cluster (any
     size up to ``max_cluster``) whose blocks each own units below H, each block the fewest
     16-unit tiles that cover H, then the most warps along K. Measured against narrower
     tiles at 7 shapes (results/backward-split-h100-2026-11-25.txt), the widest took 0.45-1.0
@@ -1357,6 +1372,64 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
             if tile.k_rows(gates) % (MMA_M * k_split) == 0 \
                     and tile.split_steps(gates) <= BACKWARD_CLUSTER_STEPS \
                     and tile.shared_bytes(gates, itemsize) <= shared_bytes_max:
+                return tile
+    return hybrid_backward_cluster_tile(gates, hidden, batch, max_cluster, shared_bytes_max, sm_count,
+                                        clusters_at_once)
+
+
+# The hybrid form's registers a thread besides its W_hh fragments: a fixed part, each
+# (row, unit) element a thread runs the cell of (its inputs are fetched two steps ahead)
+# and each 8 batch rows past 8 (accumulators and B fragments). Chosen so that ptxas spills
+# nothing at the tiles the rule picks for LSTM, GRU and tanh RNN fp16 H=520-1400 at
+# batch rows 8 and 16 (tests/test_codegen.py compiles a set; rnncc/ at 8489ce8: LSTM H=650,
+# 22 k-steps in registers, 384 threads, used the 168 registers it may; H=560 at 42 of them,
+# 256 threads, 2 elements a thread, spilled at a fixed part of 80).
+HYBRID_BACKWARD_REGISTERS = 76
+HYBRID_BACKWARD_REGISTERS_PER_ELEMENT = 12
+HYBRID_BACKWARD_REGISTERS_PER_8_ROWS = 44
+HYBRID_BACKWARD_WARPS = 16  # past the all-register form's 8: more warps hold more of W_hh's share in registers
+
+
+def thread_register_limit(threads: int) -> int:
+    """Registers a thread may use at one block an SM: 65536 over the block's warps, which
+    ptxas counts in fours (288 threads get 168 registers, as 384 do), at most 255, in 8s."""
+    warps = -(-threads // 128) * 4
+    return min(255, 65536 // (32 * warps)) // 8 * 8
+
+
+def hybrid_register_steps(tile: ClusterBackwardTile, gates: int) -> int:
+    """k-steps of a warp's share the hybrid form keeps in registers: what a thread's
+    registers hold beside the rest of the kernel's, even (the product takes k-steps in
+    pairs), fewer than the share."""
+    elements = -(-tile.units * tile.batch_per_cluster // tile.threads)
+    spare = thread_register_limit(tile.threads) - HYBRID_BACKWARD_REGISTERS \
+        - HYBRID_BACKWARD_REGISTERS_PER_ELEMENT * elements \
+        - HYBRID_BACKWARD_REGISTERS_PER_8_ROWS * (tile.batch_per_cluster // 8 - 1)
+    return max(0, min(spare // 4, tile.split_steps(gates) - 1)) // 2 * 2
+
+
+def hybrid_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: int, shared_bytes_max: int,
+                                 sm_count: int = 132,
+                                 clusters_at_once: Sequence[int] = ()) -> ClusterBackwardTile | None:
+    """The cluster backward's hybrid block (``ClusterBackwardTile.register_steps``), for a
+    half W_hh that the registers of no cluster hold: the largest cluster whose blocks each own
+    units below H, each block the fewest 16-unit tiles that cover H, then the most warps
+    along K (up to HYBRID_BACKWARD_WARPS) whose share splits K evenly and whose fragments
+    past the registers fit shared memory beside the dG buffers; None where none does."""
+    for cluster in range(max_cluster, 0, -1):
+        m_tiles = -(-hidden // (MMA_M * cluster))
+        if m_tiles > HYBRID_BACKWARD_WARPS or (cluster - 1) * MMA_M * m_tiles >= hidden:
+            continue
+        batch_per_cluster = backward_batch_per_cluster(batch, clusters_held(cluster, clusters_at_once, sm_count))
+        for k_split in range(HYBRID_BACKWARD_WARPS // m_tiles, 0, -1):
+            shape = ClusterBackwardTile(cluster, m_tiles, k_split, batch_per_cluster)
+            if shape.k_rows(gates) % (MMA_M * k_split):
+                continue
+            steps = hybrid_register_steps(shape, gates)
+            if steps < 2:
+                continue
+            tile = replace(shape, register_steps=steps)
+            if tile.shared_bytes(gates, 2) <= shared_bytes_max:
                 return tile
     return None
 

@@ -658,12 +658,17 @@ def test_backward_cluster_tile_geometry():
     assert tiles.backward_cluster_tile(1, 700, 8, 2, 16, optin) == tiles.ClusterBackwardTile(11, 4, 2, 8)
     for gates, hidden, batch in itertools.product((1, 3, 4), (1, 33, 100, 256, 300, 512, 700, 1024), (1, 8, 9, 64)):
         t = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, optin)
-        if gates * hidden * hidden > 2**20:
-            assert t is None
+        if gates * hidden * hidden > 2**20:  # past the registers: the hybrid form, or none
+            assert t is None or t.register_steps > 0
         if t is None:
             continue
         assert t.cluster * t.units >= hidden > (t.cluster - 1) * t.units and t.units == 16 * -(-hidden // (16 * t.cluster))
-        assert t.split_steps(gates) <= 32 and t.m_tiles * t.k_split <= 8
+        if t.register_steps:
+            assert 0 < t.register_steps < t.split_steps(gates) and t.register_steps % 2 == 0
+            assert t.m_tiles * t.k_split <= 16
+            assert t.register_steps == tiles.hybrid_register_steps(replace(t, register_steps=0), gates)
+        else:
+            assert t.split_steps(gates) <= 32 and t.m_tiles * t.k_split <= 8
         assert t.k_rows(gates) % (16 * t.k_split) == 0
         waves = {rows: -(-(-(-batch // rows)) // (132 // t.cluster)) for rows in (8, 16)}
         assert t.batch_per_cluster == (8 if waves[8] <= waves[16] else 16)
@@ -671,6 +676,53 @@ def test_backward_cluster_tile_geometry():
         assert t.shared_bytes(gates, 2) <= optin
         # no wider cluster had a tile: allowing up to any size from this one changes nothing
         assert all(tiles.backward_cluster_tile(gates, hidden, batch, 2, c, optin) == t for c in range(t.cluster, 17))
+
+
+def test_hybrid_backward_cluster_tile():
+    """Where no cluster's registers hold W_hh (half layers, G·H² past 2^20), the hybrid form:
+    the largest cluster whose blocks own units below H, the fewest 16-unit tiles a block, the
+    most warps along K up to 16 whose share splits K evenly, as many k-steps of the share in
+    registers as a thread's registers hold beside the kernel's (ptxas counts warps in fours),
+    the rest in shared memory beside the dG buffers. Tiles that fit the registers do not move."""
+    optin = 227 * 1024
+    assert [tiles.thread_register_limit(n) for n in (128, 256, 288, 384, 480, 512)] == [248, 248, 168, 168, 128, 128]
+    # PTB's medium LSTM (H=650): 14 blocks of 48 units, 12 warps, 20 of 42 k-steps in registers
+    pick = tiles.backward_cluster_tile(4, 650, 20, 2, 16, optin)
+    assert pick == tiles.ClusterBackwardTile(14, 3, 4, 8, 20)
+    assert pick.shared_steps(4) == 22 and pick.threads == 384
+    assert pick.shared_bytes(4, 2) == 12 * 22 * 512 + replace(pick, register_steps=0).shared_bytes(4, 2)
+    assert tiles.backward_cluster_tile(4, 1024, 8, 2, 16, optin) is None  # 8 MiB: the grid form
+    assert tiles.backward_cluster_tile(1, 1400, 8, 2, 16, optin) == tiles.ClusterBackwardTile(15, 6, 2, 8, 16)
+    # the all-register tiles stand
+    assert tiles.backward_cluster_tile(4, 512, 8, 2, 16, optin) == tiles.ClusterBackwardTile(16, 2, 4, 8)
+    assert tiles.backward_cluster_tile(1, 700, 8, 2, 16, optin) == tiles.ClusterBackwardTile(11, 4, 2, 8)
+    # 16 rows a cluster leave fewer registers for W_hh: 44 a thread for the sums and B, and
+    # 2 elements more a thread (12 each), 68 registers: 16 k-steps fewer, in pairs
+    rows16 = tiles.ClusterBackwardTile(12, 3, 2, 16)
+    assert (tiles.hybrid_register_steps(rows16, 3), tiles.hybrid_register_steps(replace(rows16, batch_per_cluster=8), 3)) \
+        == (20, 36)
+    # with too little shared memory for the rest of W_hh, none
+    assert tiles.backward_cluster_tile(4, 650, 20, 2, 16, 100 * 1024) is None
+
+
+@pytest.mark.parametrize("cell,gates,shapes", [
+    ("lstm", 4, ((520, 64), (650, 20))), ("gru", 3, ((560, 64), (700, 3))), ("rnn_tanh", 1, ((1400, 8),))])
+def test_hybrid_backward_cluster_kernels_render_and_compile(nvcc, cell, gates, shapes):
+    """The hybrid form at the tiles its shapes take on the H200 (288 to 480 threads, 8 and
+    16 rows a cluster, one and two elements a thread) compiles without local memory: the
+    register budget (tiles.hybrid_register_steps) leaves ptxas room for the rest; its name
+    says how many k-steps stay in registers."""
+    h200 = target.get("h200")
+    for (hidden, batch), dtype in zip(shapes, itertools.cycle(("float16", "bfloat16"))):
+        tile = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, h200.shared_memory_per_block_optin, 132,
+                                           h200.clusters_at_once)
+        assert tile.register_steps > 0
+        k = codegen.render_backward(cell, hidden, gates, dtype, tile)
+        assert k.name.endswith(f"_n{tile.batch_per_cluster}_rs{tile.register_steps}_{k.name.rsplit('_', 1)[1]}")
+        assert k.dynamic_shared == tile.shared_bytes(gates, 2) and "w_smem" in k.source and "{{" not in k.source
+        build.compile_cubin(k, "sm_90a")
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
 
 
 def test_backward_tile_geometry():

@@ -404,6 +404,12 @@ CLUSTER_CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 20, 3
                  # batch tiles of 8 rows in several clusters (above: B=17, 20) and of 16 (B=72:
                  # 9 clusters of 8 rows would take two waves of the 8 clusters of 16 held)
                  ("lstm", "float16", 256, 72, 7),
+                 # the hybrid form (W_hh past the registers, part of each share in shared memory):
+                 # 384, 288 and 480 threads, 10 to 20 k-steps of a share in registers, clusters of 11
+                 # to 15, several clusters along the batch, odd batches
+                 ("lstm", "float16", 650, 20, 35), ("gru", "bfloat16", 600, 13, 33),
+                 ("rnn_tanh", "float16", 1400, 8, 64), ("gru", "float16", 700, 3, 7),
+                 ("lstm", "bfloat16", 520, 64, 7), ("gru", "float16", 560, 64, 5),
                  # float32, the FMA form: clusters of 16, 15, 11 and 1, 1 to 32 units a block,
                  # 3 to 16 warps along K, lanes of 1 to 8 rows, one cluster and several.
                  ("lstm", "float32", 128, 16, 33), ("gru", "float32", 256, 64, 7),

@@ -12,7 +12,8 @@ Two decisions per layer, at the plan's S and B:
   the option is an inference forward's, and a backward of it would recompute (forced).
 - ``backward_tile``: the reverse recurrence's form and block (``tiles.backward_kernel_tile``,
   the function the backward launches with, at the call's B): in clusters with W_hh in
-  registers, or grid-persistent.
+  registers (in part in shared memory where the registers do not hold it), or
+  grid-persistent.
 
 A layer the CUDA backward does not cover (LSTMP, or more units a block than a block runs)
 gets ``none`` with the reason.
@@ -93,6 +94,11 @@ def tile_reason(l, tile, batch: int, itemsize: int, target) -> str:
             measured = ("the block of least predicted step (tiles.fma_backward_step_seconds); the form's picks "
                         "took 0.13-0.39 of the grid form's time at 10 shapes "
                         "(results/backward-fma-tiles-h100-2026-11-27.jsonl)")
+        elif tile.register_steps:
+            held = (f"{tile.register_steps} of each warp's {tile.split_steps(l.gates)} k-steps, the other "
+                    f"{tile.shared_steps(l.gates)} in shared memory (more than the registers of any cluster hold)")
+            measured = ("the hybrid form measured 0.13-0.64 of the grid form's time at 7 shapes, H=520-1400, "
+                        "B=8-64 (results/backward-hybrid-h200-2026-11-29.txt)")
         else:
             held = f"{tile.split_steps(l.gates)} k-steps a warp"
             measured = "measured 0.10-0.68 of the grid form's time (results/backward-forms-h100-2026-11-25.txt)"
