@@ -1290,10 +1290,11 @@ def fma_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluster: 
         t, gates, batch, clusters_held(t.cluster, clusters_at_once, sm_count)), default=None)
 
 
-def clusters_held(cluster: int, clusters_at_once: Sequence[int], sm_count: int) -> int:
-    """Clusters of ``cluster`` blocks the GPU holds at once: ``clusters_at_once[cluster − 1]``
-    where the target lists it, else SMs ÷ cluster."""
-    return clusters_at_once[cluster - 1] if cluster <= len(clusters_at_once) else max(1, sm_count // cluster)
+def clusters_held(cluster: int, clusters_at_once: Sequence[int], sm_count: int, at_least: int = 1) -> int:
+    """Clusters of ``cluster`` blocks the GPU holds at once, one block an SM:
+    ``clusters_at_once[cluster − 1]`` where the target lists it (measured), else SMs ÷
+    cluster, and then at least ``at_least`` (0 where a caller asks whether any fits)."""
+    return clusters_at_once[cluster - 1] if cluster <= len(clusters_at_once) else max(at_least, sm_count // cluster)
 
 
 def backward_batch_per_cluster(batch: int, held: int) -> int:

@@ -11,7 +11,7 @@ import math
 from dataclasses import replace
 
 from ..target import Target
-from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile,
+from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, clusters_held,
                      ProjectionTile, RegisterPersistentTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
                      grid_shared_max, lanes_k_tile, mma_k)
@@ -628,11 +628,9 @@ def largest_cluster(target: Target) -> int:
 
 
 def clusters_at_once(target: Target, cluster: int) -> int:
-    """Clusters of `cluster` blocks the target holds at once, one block an SM (measured,
-    Target.clusters_at_once); SMs ÷ size where the target does not say."""
-    if cluster <= len(target.clusters_at_once):
-        return target.clusters_at_once[cluster - 1]
-    return target.sm_count // cluster
+    """Clusters of `cluster` blocks the target holds at once (``tiles.clusters_held``), 0
+    where none fits (which ``largest_cluster`` asks)."""
+    return clusters_held(cluster, target.clusters_at_once, target.sm_count, at_least=0)
 
 
 def cluster_sizes(target: Target) -> list[int]:
