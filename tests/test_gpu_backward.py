@@ -128,6 +128,32 @@ def test_half_gradients_no_worse_than_three_times_cudnns(gpu, torch, cell, dtype
         assert ours_error <= 3 * cudnn_error, (name, ours_error, cudnn_error)
 
 
+@pytest.mark.parametrize("cell,dtype", [("lstm", "float16"), ("gru", "bfloat16")])
+def test_hybrid_backward_gradients_no_worse_than_three_times_cudnns(gpu, torch, cell, dtype):
+    """PTB's medium model's shape (2 layers, I=H=650, B=20, S=35), whose backward runs the
+    hybrid cluster form (part of W_hh's share in shared memory): every gradient no further
+    off float64 than 3× cuDNN's own."""
+    import rnncc.nn as rnn
+    from rnncc import backward
+
+    G = {"lstm": 4, "gru": 3}[cell]
+    assert backward._tile(cell, 650, G, dtype, 20).register_steps > 0  # the form under test
+    torch.manual_seed(17)
+    tdt = getattr(torch, dtype)
+    theirs = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](650, 650, num_layers=2).to("cuda", tdt)
+    exact = copy.deepcopy(theirs).to("cpu", torch.float64)
+    ours, _ = rnn.twin_of(theirs)
+    x = torch.randn(35, 20, 650, device="cuda", dtype=tdt)
+    _, want = twin_gradients(torch, exact, x.cpu().double(), None, seed=18)
+    _, cudnn = twin_gradients(torch, theirs, x, None, seed=18)
+    _, got = twin_gradients(torch, ours, x, None, seed=18)
+    for name, w in want.items():
+        w = w.numpy()
+        ours_error = max_relative_error(got[name].float().cpu().numpy(), w)
+        cudnn_error = max_relative_error(cudnn[name].float().cpu().numpy(), w)
+        assert ours_error <= 3 * cudnn_error, (name, ours_error, cudnn_error)
+
+
 # (cell, bidirectional, batch_first, dtype, tolerance against cuDNN composed)
 DROPOUT_CASES = [("lstm", False, False, "float32", 1e-4), ("gru", True, True, "float32", 1e-4),
                  ("rnn_relu", False, False, "float32", 1e-4), ("lstm", True, False, "float16", 2e-2)]
