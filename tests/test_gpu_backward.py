@@ -108,19 +108,27 @@ def test_twin_gradients_float32_against_the_float64_backward(gpu, torch, case):
 def test_half_gradients_no_worse_than_three_times_cudnns(gpu, torch, cell, dtype):
     """fp16/bf16 twins, 2 layers, H=96, B=8, S=256: against the same module in float64 (its
     stored weights and input), every gradient is no further off than 3× cuDNN's own."""
-    import rnncc.nn as rnn
-
     torch.manual_seed(13)
     tdt = getattr(torch, dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(cell, torch.nn.RNN)
     extra = {"nonlinearity": cell.removeprefix("rnn_")} if cell.startswith("rnn") else {}
     theirs = cls(64, 96, num_layers=2, **extra).to("cuda", tdt)
+    assert_gradients_within_three_times_cudnns(torch, theirs, (256, 8, 64), seed=14)
+
+
+def assert_gradients_within_three_times_cudnns(torch, theirs, x_shape: tuple[int, ...], seed: int) -> None:
+    """``theirs`` (a torch.nn module on the GPU in a half type) and its rnncc twin, run on one
+    random input of ``x_shape`` (drawn after the twin is made) with gradients drawn from
+    ``seed``: every gradient of the twin is no further off the module's float64 copy (on
+    the CPU) than 3× cuDNN's own."""
+    import rnncc.nn as rnn
+
     exact = copy.deepcopy(theirs).to("cpu", torch.float64)
     ours, _ = rnn.twin_of(theirs)
-    x = torch.randn(256, 8, 64, device="cuda", dtype=tdt)
-    _, want = twin_gradients(torch, exact, x.cpu().double(), None, seed=14)
-    _, cudnn = twin_gradients(torch, theirs, x, None, seed=14)
-    _, got = twin_gradients(torch, ours, x, None, seed=14)
+    x = torch.randn(*x_shape, device="cuda", dtype=next(theirs.parameters()).dtype)
+    _, want = twin_gradients(torch, exact, x.cpu().double(), None, seed=seed)
+    _, cudnn = twin_gradients(torch, theirs, x, None, seed=seed)
+    _, got = twin_gradients(torch, ours, x, None, seed=seed)
     for name, w in want.items():
         w = w.numpy()
         ours_error = max_relative_error(got[name].float().cpu().numpy(), w)
@@ -133,7 +141,6 @@ def test_hybrid_backward_gradients_no_worse_than_three_times_cudnns(gpu, torch, 
     """PTB's medium model's shape (2 layers, I=H=650, B=20, S=35), whose backward runs the
     hybrid cluster form (part of W_hh's share in shared memory): every gradient no further
     off float64 than 3× cuDNN's own."""
-    import rnncc.nn as rnn
     from rnncc import backward
 
     G = {"lstm": 4, "gru": 3}[cell]
@@ -141,17 +148,7 @@ def test_hybrid_backward_gradients_no_worse_than_three_times_cudnns(gpu, torch, 
     torch.manual_seed(17)
     tdt = getattr(torch, dtype)
     theirs = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](650, 650, num_layers=2).to("cuda", tdt)
-    exact = copy.deepcopy(theirs).to("cpu", torch.float64)
-    ours, _ = rnn.twin_of(theirs)
-    x = torch.randn(35, 20, 650, device="cuda", dtype=tdt)
-    _, want = twin_gradients(torch, exact, x.cpu().double(), None, seed=18)
-    _, cudnn = twin_gradients(torch, theirs, x, None, seed=18)
-    _, got = twin_gradients(torch, ours, x, None, seed=18)
-    for name, w in want.items():
-        w = w.numpy()
-        ours_error = max_relative_error(got[name].float().cpu().numpy(), w)
-        cudnn_error = max_relative_error(cudnn[name].float().cpu().numpy(), w)
-        assert ours_error <= 3 * cudnn_error, (name, ours_error, cudnn_error)
+    assert_gradients_within_three_times_cudnns(torch, theirs, (35, 20, 650), seed=18)
 
 
 # (cell, bidirectional, batch_first, dtype, tolerance against cuDNN composed)
