@@ -625,7 +625,19 @@ def _check_launches(owner: str, launches: str) -> str:
     return check_choice(owner, "launches", launches)
 
 
-class _RecurrentTwin(torch.nn.Module):
+class _SpecsOfItsOwn(torch.nn.Module):
+    """A module whose specs name it (``_make_specs``), so that its compiled models are its
+    own: a copy (copy.deepcopy, pickle) makes its specs again, naming itself."""
+
+    def _make_specs(self) -> None:
+        raise NotImplementedError
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._make_specs()
+
+
+class _RecurrentTwin(_SpecsOfItsOwn):
     """Shared body of LSTM, GRU and RNN. Beyond torch.nn's arguments, ``launches``: how
     its calls will reach the GPU, "eager" (the default) or "graph" for a module whose
     calls are captured in CUDA graphs (``torch.cuda.graph``,
@@ -684,11 +696,6 @@ class _RecurrentTwin(torch.nn.Module):
         self._levels = {(dtype, k): self._level_spec(dtype, k, instance)
                         for dtype in _TORCH_DTYPES.values() for k in range(self.num_layers)} \
             if self.num_layers > 1 else {}
-
-    def __setstate__(self, state: dict) -> None:
-        # A copy (copy.deepcopy, pickle) is a module of its own, with its own compiled models.
-        super().__setstate__(state)
-        self._make_specs()
 
     @property
     def launches(self) -> str:
@@ -973,7 +980,7 @@ class _LayerParameters(torch.nn.Module):
             torch.nn.init.uniform_(p, -bound, bound)
 
 
-class Model(torch.nn.Module):
+class Model(_SpecsOfItsOwn):
     """Any rnncc spec (skip connections included) as a module: parameters per layer
     (``layers.<name>.weight_ih`` …, PyTorch's shapes), ``forward(x, state=None)`` returning
     ``(y, state)`` like a compiled model (``y`` a tuple when the spec has several outputs).
@@ -999,11 +1006,6 @@ class Model(torch.nn.Module):
         self._specs = {dtype: _spec_text(IrModel.from_dict({**self.spec.to_dict(), "dtype": dtype}),
                                          self._launches, instance=instance)
                        for dtype in _TORCH_DTYPES.values()}
-
-    def __setstate__(self, state: dict) -> None:
-        # A copy (copy.deepcopy, pickle) is a module of its own, with its own compiled models.
-        super().__setstate__(state)
-        self._make_specs()
 
     def forward(self, x: torch.Tensor, state: Mapping[str, Any] | None = None):
         needs_grad = _needs_grad((x, *_state_tensors(state or {})), self.parameters())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any, ClassVar, Sequence, Union
+from typing import Any, ClassVar, Iterator, Sequence, Union
 
 
 @dataclass(frozen=True)
@@ -1343,6 +1343,24 @@ BACKWARD_CLUSTER_STEPS = 32
 BACKWARD_CLUSTER_WARPS = 8
 
 
+def cluster_backward_shapes(gates: int, hidden: int, batch: int, max_cluster: int, max_warps: int,
+                            sm_count: int, clusters_at_once: Sequence[int]) -> Iterator[ClusterBackwardTile]:
+    """The half cluster backward's block shapes, most preferred first: the largest cluster
+    (up to ``max_cluster``) whose blocks each own units below H, each block the fewest
+    16-unit tiles that cover H, then the most warps (up to ``max_warps`` in all) whose
+    shares split K evenly; each with its batch tile (``backward_batch_per_cluster``). The
+    all-register and hybrid forms take the first that their registers and shared memory hold."""
+    for cluster in range(max_cluster, 0, -1):
+        m_tiles = -(-hidden // (MMA_M * cluster))  # the fewest units a block that cover H
+        if m_tiles > max_warps or (cluster - 1) * MMA_M * m_tiles >= hidden:
+            continue  # every block owns units below H
+        batch_per_cluster = backward_batch_per_cluster(batch, clusters_held(cluster, clusters_at_once, sm_count))
+        for k_split in range(max_warps // m_tiles, 0, -1):
+            shape = ClusterBackwardTile(cluster, m_tiles, k_split, batch_per_cluster)
+            if shape.k_rows(gates) % (MMA_M * k_split) == 0:
+                yield shape
+
+
 def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, max_cluster: int,
                           shared_bytes_max: int, sm_count: int = 132,
                           clusters_at_once: Sequence[int] = ()) -> ClusterBackwardTile | None:
@@ -1363,17 +1381,10 @@ def backward_cluster_tile(gates: int, hidden: int, batch: int, itemsize: int, ma
     ``sm_count`` as ``clusters_held`` takes them)."""
     if itemsize != 2 or max_cluster < 1:
         return None
-    for cluster in range(max_cluster, 0, -1):
-        m_tiles = -(-hidden // (MMA_M * cluster))  # the fewest units a block that cover H
-        if m_tiles > BACKWARD_CLUSTER_WARPS or (cluster - 1) * MMA_M * m_tiles >= hidden:
-            continue  # every block owns units below H
-        batch_per_cluster = backward_batch_per_cluster(batch, clusters_held(cluster, clusters_at_once, sm_count))
-        for k_split in range(BACKWARD_CLUSTER_WARPS // m_tiles, 0, -1):
-            tile = ClusterBackwardTile(cluster, m_tiles, k_split, batch_per_cluster)
-            if tile.k_rows(gates) % (MMA_M * k_split) == 0 \
-                    and tile.split_steps(gates) <= BACKWARD_CLUSTER_STEPS \
-                    and tile.shared_bytes(gates, itemsize) <= shared_bytes_max:
-                return tile
+    for tile in cluster_backward_shapes(gates, hidden, batch, max_cluster, BACKWARD_CLUSTER_WARPS, sm_count,
+                                        clusters_at_once):
+        if tile.split_steps(gates) <= BACKWARD_CLUSTER_STEPS and tile.shared_bytes(gates, itemsize) <= shared_bytes_max:
+            return tile
     return hybrid_backward_cluster_tile(gates, hidden, batch, max_cluster, shared_bytes_max, sm_count,
                                         clusters_at_once)
 
@@ -1413,25 +1424,17 @@ def hybrid_backward_cluster_tile(gates: int, hidden: int, batch: int, max_cluste
                                  sm_count: int = 132,
                                  clusters_at_once: Sequence[int] = ()) -> ClusterBackwardTile | None:
     """The cluster backward's hybrid block (``ClusterBackwardTile.register_steps``), for a
-    half W_hh that the registers of no cluster hold: the largest cluster whose blocks each own
-    units below H, each block the fewest 16-unit tiles that cover H, then the most warps
-    along K (up to HYBRID_BACKWARD_WARPS) whose share splits K evenly and whose fragments
-    past the registers fit shared memory beside the dG buffers; None where none does."""
-    for cluster in range(max_cluster, 0, -1):
-        m_tiles = -(-hidden // (MMA_M * cluster))
-        if m_tiles > HYBRID_BACKWARD_WARPS or (cluster - 1) * MMA_M * m_tiles >= hidden:
+    half W_hh that the registers of no cluster hold: the first of ``cluster_backward_shapes``
+    (up to HYBRID_BACKWARD_WARPS warps) whose fragments past the registers fit shared memory
+    beside the dG buffers; None where none does."""
+    for shape in cluster_backward_shapes(gates, hidden, batch, max_cluster, HYBRID_BACKWARD_WARPS, sm_count,
+                                         clusters_at_once):
+        steps = hybrid_register_steps(shape, gates)
+        if steps < 2:
             continue
-        batch_per_cluster = backward_batch_per_cluster(batch, clusters_held(cluster, clusters_at_once, sm_count))
-        for k_split in range(HYBRID_BACKWARD_WARPS // m_tiles, 0, -1):
-            shape = ClusterBackwardTile(cluster, m_tiles, k_split, batch_per_cluster)
-            if shape.k_rows(gates) % (MMA_M * k_split):
-                continue
-            steps = hybrid_register_steps(shape, gates)
-            if steps < 2:
-                continue
-            tile = replace(shape, register_steps=steps)
-            if tile.shared_bytes(gates, 2) <= shared_bytes_max:
-                return tile
+        tile = replace(shape, register_steps=steps)
+        if tile.shared_bytes(gates, 2) <= shared_bytes_max:
+            return tile
     return None
 
 
