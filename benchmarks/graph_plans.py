@@ -9,7 +9,9 @@ in the same rounds, and the graph plan's outputs are checked against the eager p
 within twice the dtype's tolerance (each approximates the float64 reference, which the GPU
 tests check them against).
 
-    python3 benchmarks/graph_plans.py OUT_DIR   (from the repository root; needs a GPU)
+    python3 benchmarks/graph_plans.py OUT_DIR [--only TEXT]   (from the repository root; needs a GPU)
+
+``--only``: the points whose label contains TEXT (a point a change moved, measured again).
 
 Writes OUT_DIR/graph-plans-<gpu>-<date>.json and prints a table.
 """
@@ -74,9 +76,9 @@ def prepare(c: Config):
     return module, models, x
 
 
-def main(out: str) -> int:
+def main(out: str, only: str = "") -> int:
     env = _environment(torch)
-    prepared = [(c, *prepare(c)) for c in configs()]
+    prepared = [(c, *prepare(c)) for c in configs() if only in label(c)]
     differing = [(c, module, models, x) for c, module, models, x in prepared
                  if summary(models["eager"].plan) != summary(models["graph"].plan)]
     kernels = {k.name: k for _, _, models, _ in differing for m in models.values() for k in m.kernels}
@@ -122,4 +124,9 @@ def main(out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("--only", default="", help="the points whose label contains this")
+    args = parser.parse_args()
+    sys.exit(main(args.out, args.only))

@@ -2,7 +2,7 @@
 change moved timed both ways: for a change to the cost model, what it moves and whether
 each move runs faster.
 
-    python3 benchmarks/persistence_census.py census OUT.json [--target h200]
+    python3 benchmarks/persistence_census.py census OUT.json [--target h200] [--dtypes D,..] [--hidden H,..] [--batch B,..]
         # no GPU: {"dtype cell H B S launches": [persistence, backward tile]} at CELLS × H × B × S
     python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json [-o DIR] [--limit N]
         # GPU: every S=256 eager plan whose persistence moved, both ways, forced in turn on the
@@ -44,9 +44,9 @@ def precision(dtype: str) -> dict:
     return {"precision": "exact"} if dtype == "float32" else {}
 
 
-def census(path: Path, target: str) -> None:
+def census(path: Path, target: str, dtypes=DTYPES, hidden=HIDDEN, batch=BATCH) -> None:
     t, out = get(target), {}
-    for dtype, cell, H, B, S in itertools.product(DTYPES, CELLS, HIDDEN, BATCH, LENGTHS):
+    for dtype, cell, H, B, S in itertools.product(dtypes, CELLS, hidden, batch, LENGTHS):
         model = spec_mod.load(layer_spec(dtype, cell, H))
         for launches in ("eager", "graph"):
             options = CompileOptions(batch=B, seq_len=S, launches=launches, backward_gates="auto", **precision(dtype))
@@ -124,6 +124,9 @@ if __name__ == "__main__":
     c = sub.add_parser("census")
     c.add_argument("out", type=Path)
     c.add_argument("--target", default="h200")
+    c.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated (default: %(default)s)")
+    c.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="comma-separated H (default: %(default)s)")
+    c.add_argument("--batch", default=",".join(map(str, BATCH)), help="comma-separated B (default: %(default)s)")
     a = sub.add_parser("ab")
     a.add_argument("before", type=Path)
     a.add_argument("after", type=Path)
@@ -132,7 +135,8 @@ if __name__ == "__main__":
     a.add_argument("--precompile", action="store_true")
     args = p.parse_args()
     if args.what == "census":
-        census(args.out, args.target)
+        census(args.out, args.target, tuple(args.dtypes.split(",")),
+               tuple(int(h) for h in args.hidden.split(",")), tuple(int(b) for b in args.batch.split(",")))
     elif args.precompile:
         precompile(args.before, args.after, args.limit)
     else:

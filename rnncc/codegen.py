@@ -526,6 +526,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
             gates_step=_gates_step(l, False, lengths),
             h_final_when=_h_final_when(per_step=False) if writes_h_n else None,
             registers=registers, fused=fused, tensor_map_bytes=TENSOR_MAP_SHARED_BYTES,
+            hybrid=tensor and persistent.tile.weights_in_registers and persistent.tile.register_steps > 0,
             input_size=l.input_size,
             fused_shared=fused.shared_bytes(l.input_size, DTYPES[plan.dtype].itemsize) if fused else 0,
             **common)

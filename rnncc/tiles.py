@@ -398,6 +398,14 @@ HYBRID_REGISTERS_PER_BATCH_TILE = 6
 HYBRID_REGISTERS_PER_ELEMENT_VALUE = 2
 
 
+# The hybrid registers form's A fragments of the pair of shared-memory k-steps a warp loads
+# a pair ahead of its mma (two pairs of 16 bytes a lane).
+HYBRID_SHARED_A_REGISTERS = 16
+# Its batch tiles: at most 16 rows. At 32 the estimate missed (GRU fp16 H=560, a residual
+# layer, 6 k-steps in registers: 168 registers and 20 bytes spilled; nvcc 13, rnncc/ at 12ade59).
+HYBRID_SHARED_ROWS = 16
+
+
 def register_cap(threads: int) -> int:
     """Registers a thread may use in a block of ``threads`` with one block per SM, as ptxas
     caps them: 64 K registers over the threads rounded up to 128, at most 255 (128 at
@@ -512,6 +520,10 @@ class TensorTile:
     # K stay in its registers, shared memory holds the rest (a block holds more of W_hh than
     # shared memory alone: fp16 H=1024 in 32 blocks, 4 layers side by side; planned by
     # persistence.grid_family where W_hh does not fit shared memory alone).
+    # The registers form (cluster, mma.sync), > 0: the hybrid registers form, for a W_hh
+    # more than the registers of any cluster hold: each warp keeps the first
+    # `register_steps` k-steps of its rows in registers and reads the rest from shared
+    # memory (with_shared_steps_for; 0 there is all of K in registers).
     register_steps: int = 0
     # Mode grid: a block waits for h of the step before by polling y itself (the launch fills
     # the rows it waits for first), not at a grid barrier a step (common.polled_exchange).
@@ -523,9 +535,9 @@ class TensorTile:
         if self.polled_exchange and (self.cluster or self.weights_in_registers):
             raise ValueError(f"tiles: TensorTile polled_exchange=True needs mode grid, got cluster={self.cluster}, "
                              f"weights_in_registers={self.weights_in_registers}")
-        if self.register_steps and (self.cluster or self.wgmma or self.weights_in_registers):
-            raise ValueError(f"tiles: TensorTile register_steps={self.register_steps} needs mode grid "
-                             f"on mma.sync with W_hh in shared memory, got cluster={self.cluster}, "
+        if self.register_steps and (self.wgmma or (self.cluster and not self.weights_in_registers)):
+            raise ValueError(f"tiles: TensorTile register_steps={self.register_steps} needs mma.sync in mode "
+                             f"grid or in the cluster registers form, got cluster={self.cluster}, "
                              f"wgmma={self.wgmma}, weights_in_registers={self.weights_in_registers}")
         if self.wgmma and not ((self.weights_in_registers or self.cluster == 0) and self.m_tiles % 4 == 0):
             raise ValueError(f"tiles: TensorTile wgmma=True needs the registers form or mode grid "
@@ -570,13 +582,44 @@ class TensorTile:
         candidates of 8 shapes (H 64-512, clusters 1-16, B 8-32; LSTM fp16 H=512 in a
         cluster of 16: estimate 213, ptxas 231 of 255); TF32 LSTM H=256 used 241
         (estimate 245). tests/test_codegen.py checks that no candidate spills."""
+        return 4 * self.k_steps(hidden, itemsize) + self.registers_beside_fragments(hidden, gates, itemsize) \
+            <= register_cap(self.threads)
+
+    def registers_beside_fragments(self, hidden: int, gates: int, itemsize: int) -> int:
+        """The registers form's estimate of a thread's registers other than its W_hh
+        fragments (registers_fit)."""
         n_tiles = self.batch_per_block // MMA_N
-        k_steps = self.k_steps(hidden, itemsize)
         chains = 2 if n_tiles == 1 else 1
         elements = n_tiles * (1 if self.rows_per_unit(gates) == 4 else 4)
-        b_operands = 2 * k_steps * n_tiles if itemsize == 4 else (12 if n_tiles == 1 else 8) * n_tiles
-        need = 4 * k_steps + b_operands + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
-        return need <= register_cap(self.threads)
+        b_operands = 2 * self.k_steps(hidden, itemsize) * n_tiles if itemsize == 4 else (12 if n_tiles == 1 else 8) * n_tiles
+        return b_operands + 4 * n_tiles * chains + elements * (gates + 1) + (40 if itemsize == 4 else 64)
+
+    def with_shared_steps_for(self, hidden: int, gates: int, itemsize: int, budget: int) -> "TensorTile | None":
+        """This registers-form tile (mma.sync, fp16/bf16) as the hybrid registers form: as
+        many of each warp's k-steps in registers as a thread holds beside the rest of the
+        registers form's (registers_beside_fragments) and the A fragments of a pair of
+        shared-memory k-steps loaded ahead (HYBRID_SHARED_A_REGISTERS), under
+        thread_register_limit, even (the product takes k-steps in pairs) and at least 2;
+        the rest in shared memory, which must fit ``budget`` bytes; batch tiles of at most
+        HYBRID_SHARED_ROWS. None elsewhere. ptxas (nvcc 13) spilled nothing at the 182
+        kernels of LSTM fp16/bf16 H=520-700, GRU H=560-768 and tanh RNN H=1100-1400, plain,
+        saving their gates and residual, that this admits."""
+        if itemsize != 2 or not self.weights_in_registers or self.wgmma or self.register_steps \
+                or self.batch_per_block > HYBRID_SHARED_ROWS:
+            return None
+        k_steps = self.k_steps(hidden, itemsize)
+        spare = thread_register_limit(self.threads) - self.registers_beside_fragments(hidden, gates, itemsize) \
+            - HYBRID_SHARED_A_REGISTERS
+        steps = min(spare // 4, k_steps - 1) // 2 * 2
+        if steps < 2:
+            return None
+        tile = replace(self, register_steps=steps)
+        return tile if tile.shared_bytes(hidden, gates, itemsize) <= budget else None
+
+    def shared_steps(self, hidden: int, itemsize: int) -> int:
+        """The hybrid registers form's k-steps a warp reads from shared memory (0 elsewhere)."""
+        return self.k_steps(hidden, itemsize) - self.register_steps \
+            if self.weights_in_registers and self.register_steps else 0
 
     def with_weights_in_registers_for(self, hidden: int, gates: int, itemsize: int,
                                       budget: int) -> "TensorTile | None":
@@ -654,7 +697,9 @@ class TensorTile:
         float32."""
         k = self.k_padded(hidden, itemsize)
         if self.weights_in_registers:  # two h buffers and their mbarriers (W comes from memory)
-            return 2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8
+            # The hybrid form's fragments past the registers first: 16 bytes a lane a k-step.
+            shared_w = self.m_tiles * self.shared_steps(hidden, itemsize) * 32 * 16
+            return shared_w + 2 * self.batch_per_block * (k * itemsize + 16) + 2 * 8
         partial = self.k_split * self.batch_per_block * (self.m_tiles * MMA_M + 4) * 4
         if self.wgmma:  # K in whole 64-wide blocks of the 128-byte swizzle, no row padding
             k64 = math.ceil(k / 64) * 64

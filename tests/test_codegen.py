@@ -725,6 +725,54 @@ def test_hybrid_backward_cluster_kernels_render_and_compile(nvcc, cell, gates, s
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
 
 
+def test_hybrid_registers_form_tile():
+    """The forward's hybrid registers form: a registers-form tile whose fragments pass a
+    thread's registers keeps as many k-steps as they hold beside the rest of the form's
+    (in pairs, ptxas' limit in 8s) and the rest in shared memory before the h buffers; a
+    candidate only where no registers-form tile of any cluster fits (the tiles that fit do
+    not move), batch tiles of ≤ 16 rows."""
+    h200 = target.get("h200")
+    optin = h200.shared_memory_per_block_optin
+    # PTB medium's LSTM (H=650): 14 blocks of 48 units, 12 warps (168 registers a thread):
+    # 64 + 12 (B) + 8 (two chains) + 5 (an element) + 16 (A ahead) beside, 14 of 41 k-steps
+    form = replace(tiles.TensorTile.registers_form(650, 4, 14, 8), cluster=14)
+    assert not form.registers_fit(650, 4, 2) and form.m_tiles == 12
+    tile = form.with_shared_steps_for(650, 4, 2, optin)
+    assert tile.register_steps == 14 and tile.shared_steps(650, 2) == 27
+    assert tile.shared_bytes(650, 4, 2) == 12 * 27 * 512 + form.shared_bytes(650, 4, 2)
+    assert form.with_shared_steps_for(650, 4, 2, 100 * 1024) is None  # the rest past shared memory
+    assert replace(form, batch_per_block=32).with_shared_steps_for(650, 4, 2, optin) is None
+    assert tile.with_shared_steps_for(650, 4, 2, optin) is None and form.shared_steps(650, 2) == 0
+    picked = cost.tensor_tiles(650, 4, 20, h200, "cluster", 2)
+    assert tile in picked and all(not t.weights_in_registers or t.register_steps for t in picked)
+    # H=512 fits the registers of a cluster of 16: no hybrid candidate
+    assert not any(t.register_steps for t in cost.tensor_tiles(512, 4, 8, h200, "cluster", 2))
+    with pytest.raises(ValueError, match="register_steps"):
+        replace(tile, wgmma=True)
+
+
+@pytest.mark.parametrize("cell,hidden,batch,variant", [("lstm", 650, 20, "gates"), ("lstm", 520, 64, "plain"),
+                                                       ("gru", 768, 8, "residual"), ("rnn_tanh", 1400, 1, "plain"),
+                                                       ("gru", 560, 64, "gates")])
+def test_hybrid_registers_form_picks_compile_without_spills(nvcc, cell, hidden, batch, variant):
+    """The forward's hybrid registers form where the planner picks it on the H200 (W_hh past
+    the registers of any cluster), also saving its gates (a training forward) or as a
+    residual layer: part of each warp's fragments in shared memory, the shared memory the
+    plan says, and no local memory (TensorTile.with_shared_steps_for's register budget)."""
+    dtype = "bfloat16" if cell == "gru" else "float16"
+    spec = {"name": "hybrid", "dtype": dtype, "input_size": hidden,
+            "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden, "residual": variant == "residual"}]}
+    m = rnncc.compile(spec, target="h200", batch=batch, seq_len=256,
+                      **({"backward_gates": "save"} if variant == "gates" else {}))
+    v = m.plan.layers[0].persistence.value
+    assert v.mode == "cluster" and v.tile.weights_in_registers and 0 < v.tile.register_steps < v.tile.k_steps(hidden, 2)
+    k = m.kernel_of("l0", "recurrent")
+    assert "w_smem" in k.source and k.dynamic_shared == v.shared_bytes and "{{" not in k.source
+    build.compile_cubin(k, "sm_90a")
+    r = build.resources(k, "sm_90a")
+    assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, r)
+
+
 def test_backward_tile_geometry():
     """One block an SM at most, as few units a block as that allows, every unit owned once;
     up to 8 batch rows a pass within 64 registers of sums; W_hh's columns (padded to

@@ -224,6 +224,31 @@ def test_tensor_cluster_registers_form(gpu, cell, dtype, hidden, batch, seq, clu
     assert "the registers form" in m.kernel_of("l0", "recurrent").source
 
 
+# The hybrid registers form (W_hh past the registers of any cluster: TensorTile.register_steps
+# k-steps of each warp's rows in registers, the rest in shared memory), its tile forced:
+# (cell, dtype, H, B, S, cluster asked, batch rows of a cluster). PTB medium's LSTM (H=650,
+# B=20: 3 clusters); H=520's 33 k-steps end on an odd one read from shared memory; B=5, 9
+# pad the batch tile, B=64 runs 4 clusters of 16 rows; S=1 runs no exchange; GRU and tanh
+# RNN with their widest hybrid tiles (tanh H=1400: 34 of 88 k-steps in registers).
+HYBRID_REGISTERS_SIZES = [("lstm", "float16", 650, 20, 35, 14, 8), ("lstm", "bfloat16", 520, 5, 33, 13, 8),
+                          ("gru", "float16", 700, 9, 17, 16, 16), ("rnn_tanh", "float16", 1100, 3, 1, 14, 8),
+                          ("lstm", "float16", 560, 64, 64, 14, 16), ("rnn_tanh", "bfloat16", 1400, 20, 40, 15, 8)]
+
+
+@pytest.mark.parametrize("cell,dtype,hidden,batch,seq,cluster,rows", HYBRID_REGISTERS_SIZES)
+def test_tensor_cluster_hybrid_registers_form(gpu, cell, dtype, hidden, batch, seq, cluster, rows):
+    from rnncc.target import get
+    gates = len(CELL_GATES[cell])
+    form = TensorTile.registers_form(hidden, gates, cluster, rows)
+    form = replace(form, cluster=-(-hidden // form.units_per_block))
+    assert not form.registers_fit(hidden, gates, 2)
+    tile = form.with_shared_steps_for(hidden, gates, 2, get("device").shared_memory_per_block_optin)
+    assert tile is not None and 0 < tile.register_steps < tile.k_steps(hidden, 2)
+    m = run_forced_tile(cell, dtype, hidden, batch, seq, tile, "tensor")
+    assert m.plan.layers[0].persistence.value.tile == tile
+    assert "The hybrid form" in m.kernel_of("l0", "recurrent").source
+
+
 # The registers form with its product by wgmma (whole warpgroups: m_tiles a multiple of 4),
 # its tile forced: (H, B, S, cluster, batch rows of a cluster). N = 32 and 16 check the
 # descriptor's stride between 8-row groups of the batch; H=100 and 130 pad K and the last

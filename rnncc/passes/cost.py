@@ -946,10 +946,15 @@ TENSOR_REGISTERS_M_TILE_SECONDS = 0.0270e-6
 # kernel's registers form, REGISTERS_*.)
 WGMMA_STEP_SECONDS = 0.0996e-6
 WGMMA_TILE_SECONDS = 0.0387e-6
+# The hybrid registers form (TensorTile.register_steps in a cluster): a warp's k-step of A
+# read from shared memory, 512 bytes at the SM's 128 bytes a clock, ~4 clocks at 1.98 GHz,
+# where the block's warps share the SM's shared-memory bandwidth (modelled, not fitted).
+TENSOR_REGISTERS_SHARED_K_STEP_SECONDS = 2.0e-9
 TENSOR_CLUSTER_PRICES = {name: globals()[name] for name in (
     "CLUSTER_STEP_SECONDS", "CLUSTER_K_STEP_SECONDS", "CLUSTER_WARP_SECONDS", "CLUSTER_M_TILE_SECONDS",
     "CLUSTER_BUSY_SECONDS", "TENSOR_REGISTERS_STEP_SECONDS", "TENSOR_REGISTERS_K_STEP_SECONDS", "TENSOR_REGISTERS_TILE_SECONDS",
-    "TENSOR_REGISTERS_WARP_SECONDS", "TENSOR_REGISTERS_M_TILE_SECONDS", "WGMMA_STEP_SECONDS", "WGMMA_TILE_SECONDS")}
+    "TENSOR_REGISTERS_WARP_SECONDS", "TENSOR_REGISTERS_M_TILE_SECONDS", "WGMMA_STEP_SECONDS", "WGMMA_TILE_SECONDS",
+    "TENSOR_REGISTERS_SHARED_K_STEP_SECONDS")}
 
 
 def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, target: Target,
@@ -973,6 +978,8 @@ def tensor_cluster_terms(batch: int, hidden: int, gates: int, tile: TensorTile, 
         terms["WGMMA_TILE_SECONDS"] = n_tiles
     elif tile.weights_in_registers:
         terms["TENSOR_REGISTERS_TILE_SECONDS"] = n_tiles
+        if tile.register_steps:  # every warp's k-steps past its registers, from shared memory
+            terms["TENSOR_REGISTERS_SHARED_K_STEP_SECONDS"] = tile.m_tiles * tile.shared_steps(hidden, itemsize)
     return terms
 
 
@@ -1123,14 +1130,22 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
     if mode == "cluster":
         registers = {TensorTile.registers_form(hidden, gates, c, bpb)
                      for c in range(1, largest_cluster(target) + 1) for bpb in rows}
-        for t in sorted(registers, key=lambda t: (t.cluster, t.batch_per_block)):
-            # Launched as the blocks that own units (a cluster of any size, as above).
-            t = replace(t, cluster=math.ceil(hidden / t.units_per_block))
-            if t.threads <= 1024 and t.registers_fit(hidden, gates, itemsize) and t not in out:
-                out.append(t)
-                # The same tile with its product by wgmma, in whole warpgroups (fp16/bf16).
-                if itemsize == 2 and t.m_tiles % 4 == 0:
-                    out.append(replace(t, wgmma=True))
+        # Launched as the blocks that own units (a cluster of any size, as above).
+        registers = [replace(t, cluster=math.ceil(hidden / t.units_per_block))
+                     for t in sorted(registers, key=lambda t: (t.cluster, t.batch_per_block))]
+        registers = [t for t in registers if t.threads <= 1024]
+        fitting = [t for t in registers if t.registers_fit(hidden, gates, itemsize) and t not in out]
+        for t in fitting:
+            out.append(t)
+            # The same tile with its product by wgmma, in whole warpgroups (fp16/bf16).
+            if itemsize == 2 and t.m_tiles % 4 == 0:
+                out.append(replace(t, wgmma=True))
+        if not fitting:
+            # W_hh past the registers of every cluster: the hybrid registers form, part of
+            # each warp's fragments in shared memory (TensorTile.with_shared_steps_for).
+            hybrid = (t.with_shared_steps_for(hidden, gates, itemsize, target.shared_memory_per_block_optin)
+                      for t in registers)
+            out += [t for t in hybrid if t is not None and t not in out]
     return out
 
 

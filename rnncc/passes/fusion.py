@@ -38,6 +38,9 @@ def why_not_fused(l, plan, target, tile: FusedProjection) -> str | None:
         return f"its producers multiply fp16/bf16 on tensor cores; dtype is {plan.dtype}"
     if p.mode != "cluster" or p.math != "tensor" or not p.tile.weights_in_registers:
         return "only the cluster kernel on tensor cores with W_hh in registers carries producers"
+    if p.tile.register_steps:
+        return ("the hybrid registers form (part of W_hh in shared memory) is not built with producer blocks: "
+                "their registers beside its product were not checked against ptxas")
     if plan.schedule.value.pipelined:
         return "layers pipelined: a chunk's projection is a launch of its own"
     if len(l.sources) != 1 or l.proj_size:

@@ -123,6 +123,9 @@ def plan_persistence(model, plan, target):
                     seconds_ = cluster_sync_seconds(H, best)
                 held = f"the registers of {best.m_tiles} warps" if math_ == "tensor" and best.weights_in_registers \
                     else f"{kib} KiB"
+                if math_ == "tensor" and best.weights_in_registers and best.register_steps:
+                    held += (f" ({best.register_steps} of each warp's {best.k_steps(H, itemsize)} k-steps; the "
+                             f"rest in {kib} KiB of shared memory, more than the registers of any cluster hold)")
                 what = (f"W_hh in a cluster of {best.cluster} × {held}, {instruction}, "
                         f"{-(-B // best.batch_per_block)} cluster(s) at B={B}, "
                         f"{sync} {seconds_ * 1e6:.1f} µs")
