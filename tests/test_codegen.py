@@ -1030,7 +1030,7 @@ def test_planned_partition_kernels_do_not_spill(nvcc, tmp_path, monkeypatch, cel
 
 @pytest.mark.parametrize("cell,dtype,hidden,batch", [("lstm", "float16", 1024, 8), ("lstm", "float16", 1024, 16),
                                                      ("gru", "bfloat16", 777, 5), ("rnn_tanh", "bfloat16", 2048, 5),
-                                                     ("lstm", "float16", 650, 20)])
+                                                     ("lstm", "float16", 850, 5), ("gru", "float16", 900, 8)])
 def test_planned_resident_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, dtype, hidden, batch):
     """Single layers on the tensor grid kernel at one batch tile a block plan tiles with
     all but one k-step of W_hh in registers (TensorTile.with_weights_resident, priced by

@@ -1911,7 +1911,10 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     (cost.ROWS_MMA_STAGE_BYTES_PER_SECOND) graphed calls there plan the grid kernel too. The
     two K=650 S=1 points of 41afd53 plan alike now (cuBLASLt's align2 kernels priced). 4 x LSTM
     bf16 H=650 B=20 S=16's eager plan is new at 41afd53 and H=777's at ab50e94. A change of the
-    prices that moves a graph plan is one to measure again."""
+    prices that moves a graph plan is one to measure again: 4 x LSTM bf16 H=650 B=20 S=16's
+    two plans moved to the forward's hybrid registers form at bc62b8e and were timed again
+    on the H200 (graph-plans-h200-2026-11-29-hybrid.json: the graph plan 0.93x the eager
+    plan's time); that run is its measurement since."""
     from pathlib import Path
     from statistics import median
 
@@ -1925,13 +1928,20 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     measured = json.loads((results / "graph-plans-h100-2026-11-28.json").read_text())
     by_label = {r["label"]: r for r in measured["results"]}
     assert {r["label"] for r in measured["results"] if r["graph_plan_over_eager_plan"] > 1.02} == known_slower
+    remeasured = json.loads((results / "graph-plans-h200-2026-11-29-hybrid.json").read_text())["results"]
+    assert [r["label"] for r in remeasured] == ["4×lstm bfloat16 H=650 B=20 S=16"]
+    by_label.update({r["label"]: r for r in remeasured})
     ratios: dict = {}
     for name in ("graph-plans-h100-2026-11-28.json", "graph-plans-h100-2026-11-28-at-41afd53.json",
                  "graph-plans-h100-2026-11-28-at-f87715c.json"):
         for r in json.loads((results / name).read_text())["results"]:
             newest = by_label.get(r["label"])
+            if newest in remeasured:
+                continue
             if newest and (r["eager_plan"], r["graph_plan"]) == (newest["eager_plan"], newest["graph_plan"]):
                 ratios.setdefault(r["label"], []).append(r["graph_plan_over_eager_plan"])
+    for r in remeasured:
+        ratios[r["label"]] = [r["graph_plan_over_eager_plan"]]
     differing = 0
     for c in graph_plans.configs():
         cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[c.cell]
@@ -1952,7 +1962,7 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
         assert plans == [row["eager_plan"], row["graph_plan"]], graph_plans.label(c)
         assert median(ratios[row["label"]]) <= 1.02 or row["label"] in known_slower, (row, ratios[row["label"]])
     assert differing == len(by_label) - len(known_slower) == 17
-    assert sorted(len(r) for r in ratios.values()) == [1, 2] + [3] * 16
+    assert sorted(len(r) for r in ratios.values()) == [1, 1] + [3] * 16
 
 
 def test_the_wgmma_staging_price_is_its_sweeps_fit(monkeypatch):
