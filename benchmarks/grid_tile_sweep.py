@@ -29,6 +29,13 @@ Hopper GPU and PyTorch.
                                                    # partition (PARTS_CASES, PARTS)
     python3 benchmarks/grid_tile_sweep.py tensor --case=lstm,float16,512,8
                                                    # these cases only (repeat --case=)
+    python3 benchmarks/grid_tile_sweep.py --family --steps --case=gru,float16,768,1
+                                                   # --family (grid mode): the planner's whole
+                                                   # grid family (persistence.grid_family: also
+                                                   # the tiles with W_hh resident in registers or
+                                                   # partly there); --steps: the step alone,
+                                                   # (S=256 − S=129) / 127, not S=256's forward
+                                                   # over 256 (which holds the projection)
 
 The grid run is committed as benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt and
 fitted in passes/cost.py (GRID_*). The cluster run is for the FMA cluster kernel at large
@@ -44,6 +51,7 @@ import rnncc
 from rnncc.build import compile_all
 from rnncc.passes.cost import (cluster_seconds, cluster_tiles, partition_units, persistent_seconds,
                                persistent_tiles, tensor_seconds, tensor_tiles)
+from rnncc.passes.persistence import grid_family
 from rnncc.tiles import ClusterTile, Persistent, PersistentTile, TensorTile
 from rnncc.timing import time_graph
 from ab_rows import build_target
@@ -101,7 +109,8 @@ PARTS = (2, 4)
 FMA_WITHIN = 4.0  # ... of the groups whose best tile the model puts within 4× of its pick
 
 
-def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device"):
+def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: str = "device",
+             family: bool = False):
     """(tile, predicted seconds, compiled model, the model's pick?) for the tiles that fit:
     every grid tile on tensor cores (mode grid), or the model's best WIDE_PER_WIDTH of each
     block width (mode wide); the model's best CLUSTER_PER_SIZE FMA cluster tiles
@@ -118,6 +127,8 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
     itemsize = 2 if dtype != "float32" else 4
     parts = [tensor_tiles(H, l.gates, B, target, persistence, itemsize, units=partition_units(H, target, p))
              for p in PARTS] if mode == "parts" else []
+    if family and mode == "grid":  # the planner's grid family, its resident and hybrid variants included
+        parts = [grid_family(l, B, target, itemsize)[0]]
     fits = [t for t in (sum(parts, []) if parts else tensor_tiles(H, l.gates, B, target, persistence, itemsize) if tensor
                         else persistent_tiles(H, l.gates, B, target) if mode == "fma"
                         else cluster_tiles(H, l.gates, B, target))
@@ -193,10 +204,15 @@ def describe(t) -> str:
     return (f"{f'cluster={t.cluster} ' if t.cluster else ''}units={t.units_per_block} "
             f"bpb={t.batch_per_block} ks={t.k_split} m_tiles={t.m_tiles} "
             f"batch_blocks={t.batch_blocks} threads={t.threads}"
-            f"{' registers' if t.weights_in_registers else ''}{' wgmma' if t.wgmma else ''}")
+            f"{' registers' if t.weights_in_registers else ''}{' wgmma' if t.wgmma else ''}"
+            f"{f' register_steps={t.register_steps}' if t.register_steps else ''}")
 
 
-def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -> None:
+S_SHORT = 129  # --steps: a step is the two forwards' difference over S − S_SHORT
+
+
+def main(mode: str, build_only: bool = False, only: list[tuple] | None = None, family: bool = False,
+         steps: bool = False) -> None:
     """``build_only``: plan for ab_rows.build_target()'s preset (RNNCC_BUILD_TARGET, default
     h200, the GPU lent since 2026-11-28) and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
@@ -204,7 +220,7 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
                       "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES,
                       "wgmma": WGMMA_CASES, "parts": PARTS_CASES}[mode]
-    cases = [(c, variants(*c, mode, build_target() if build_only else "device")) for c in chosen]
+    cases = [(c, variants(*c, mode, build_target() if build_only else "device", family)) for c in chosen]
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
@@ -218,15 +234,22 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None) -
         for t, predicted, m, chosen in vs:
             try:
                 ms = time_graph(lambda: m(x), 2, 7).median_ms
+                if steps:  # the same kernels (one shape class), S_SHORT steps
+                    short = time_graph(lambda: m(x[:S_SHORT]), 2, 7).median_ms
+                    us = (ms - short) * 1e3 / (S - S_SHORT)
+                else:
+                    us = ms * 1e3 / S
             except Exception as e:  # noqa: BLE001 (a tile the GPU refuses: reported, not timed)
                 print(f"{cell} {dtype} H={H} B={B}: {describe(t)}: failed: {e}", flush=True)
                 continue
-            print(f"{cell} {dtype} H={H} B={B}: {describe(t)}: measured {ms * 1e3 / S:.2f} µs/step, predicted "
+            print(f"{cell} {dtype} H={H} B={B}: {describe(t)}: measured {us:.2f} µs/step, predicted "
                   f"{predicted * 1e6:.2f}{'  (the model picks this)' if chosen else ''}", flush=True)
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--build-only" and not a.startswith("--case=")]
+    flags = ("--build-only", "--family", "--steps")
+    args = [a for a in sys.argv[1:] if a not in flags and not a.startswith("--case=")]
     only = [(c, d, int(h), int(b)) for c, d, h, b in
             (a.removeprefix("--case=").split(",") for a in sys.argv[1:] if a.startswith("--case="))]
-    main(args[0] if args else "grid", "--build-only" in sys.argv, only or None)
+    main(args[0] if args else "grid", "--build-only" in sys.argv, only or None, "--family" in sys.argv,
+         "--steps" in sys.argv)
