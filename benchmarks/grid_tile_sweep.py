@@ -125,14 +125,18 @@ def variants(cell: str, dtype: str, H: int, B: int, mode: str = "grid", target: 
                          gemm="rnncc", precision="tensor" if tensor else "exact")
     l, target = base.plan.layers[0], base.target
     itemsize = 2 if dtype != "float32" else 4
-    parts = [tensor_tiles(H, l.gates, B, target, persistence, itemsize, units=partition_units(H, target, p))
-             for p in PARTS] if mode == "parts" else []
-    if family and mode == "grid":  # the planner's grid family, its resident and hybrid variants included
-        parts = [grid_family(l, B, target, itemsize)[0]]
-    fits = [t for t in (sum(parts, []) if parts else tensor_tiles(H, l.gates, B, target, persistence, itemsize) if tensor
-                        else persistent_tiles(H, l.gates, B, target) if mode == "fma"
-                        else cluster_tiles(H, l.gates, B, target))
-            if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
+    if mode == "parts":
+        candidates = [t for p in PARTS for t in tensor_tiles(H, l.gates, B, target, persistence, itemsize,
+                                                             units=partition_units(H, target, p))]
+    elif family and mode == "grid":  # the planner's grid family, its resident and hybrid variants included
+        candidates = grid_family(l, B, target, itemsize)[0]
+    elif tensor:
+        candidates = tensor_tiles(H, l.gates, B, target, persistence, itemsize)
+    elif mode == "fma":
+        candidates = persistent_tiles(H, l.gates, B, target)
+    else:
+        candidates = cluster_tiles(H, l.gates, B, target)
+    fits = [t for t in candidates if t.shared_bytes(H, l.gates, itemsize) <= target.shared_memory_per_block_optin]
     seconds = tensor_seconds if tensor else persistent_seconds if mode == "fma" else cluster_seconds
     ranked = sorted(fits, key=lambda t: seconds(B, H, l.gates, t, target, itemsize))
     chosen = l.persistence.value.tile
