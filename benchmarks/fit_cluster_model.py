@@ -43,6 +43,14 @@ otherwise (the throughput bound) is left out and counted.
 
     python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt --tensor-grid
 
+The grid kernel on tensor cores on the H200 (--grid-steps): the step alone of every tile of
+the planner's grid family at 28 cases (GRID_STEP_SWEEPS, the projection's share measured
+apart and taken off), fitted to the counts of the refit's model (grid_step_terms; its prices
+in cost.py are benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model: its error
+and, per case, how far each model's pick runs from the fastest tile.
+
+    python3 benchmarks/fit_cluster_model.py --grid-steps [SWEEP ...]
+
 The wgmma product's staging of h (GRID_WGMMA_STAGE_SECONDS past GRID_WGMMA_STAGED_FREE
 loads a thread), fitted to the residuals of the sweeps of 2026-11-28 (``wgmma_staging_fit``,
 WGMMA_STAGING_SWEEPS) at each threshold of WGMMA_STAGING_THRESHOLDS:
@@ -259,6 +267,116 @@ def fit_tensor_grid(path: str, text: str) -> None:
         print(f"{case}: the pick runs {pick:.2f} µs a step, the fastest {fastest:.2f} ({pick / fastest:.2f}×)")
 
 
+GRID_STEP_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
+                            r"batch_blocks=(\d+) threads=(\d+)( wgmma)?(?: register_steps=(\d+))?: (?:measured )?([\d.]+) µs/step")
+# The H200's step-only grid sweeps (the step alone, (S=256 − S=129) / 127): the planner's grid
+# family at small batches, the resident tiles at B = 8-32, and the family at B = 8-64.
+# The H200's step-only grid sweeps (the step alone, (S=256 − S=129) / 127, of the planner's
+# whole grid family, resident and hybrid tiles included; 2026-11-29, kernels as at 35bf5cc)
+# and the projection's share of each case's step, measured apart.
+GRID_STEP_SWEEPS = ("grid-tile-steps-h200-2026-11-29.txt", "grid-tile-steps-h200-2026-11-29-batches.txt",
+                    "grid-tile-steps-h200-2026-11-29-b8-64.txt", "grid-tile-steps-h200-2026-11-29-unaligned.txt",
+                    "grid-tile-steps-h200-2026-11-29-losses.txt", "grid-tile-steps-h200-2026-11-29-graph-losses.txt")
+GRID_STEP_PROJECTIONS = "grid-tile-steps-projections-h200-2026-11-29.txt"
+PROJECTION_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): projection ([\d.]+) µs/step")
+
+
+def grid_step_lines(text: str):
+    """(cell, dtype, H, B, tile, µs a step) of each line of a step-only grid sweep on tensor
+    cores (grid_tile_sweep.py --family --steps, register_tiles.py), W_hh's k-steps in
+    registers included."""
+    for m in GRID_STEP_LINE.finditer(text):
+        cell, dtype = m.group(1), m.group(2)
+        H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
+        tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)),
+                          register_steps=int(m.group(12) or 0))
+        assert tile.threads == threads, m.group(0)
+        yield cell, dtype, H, B, tile, float(m.group(13))
+
+
+def grid_step_terms(B: int, H: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
+    """The counts of one step of the grid kernel on tensor cores in the H200 refit's model
+    (benchmarks/variants/grid-refit-h200.patch, cost.grid_tensor_terms there; not in cost.py): per batch
+    tile a block runs, its fixed work, its units, each gate of the (unit, row) elements a
+    thread computes past its first, and its warps' chain (mma.sync: k-steps × batch tiles
+    of 8; wgmma: k-steps, and h's staging past GRID_WGMMA_STAGED_FREE loads a thread); the
+    bytes of h the block stages for its real rows; W_hh's bytes a resident tile no longer
+    reads from shared memory (negative); where h's rows are not whole 16-byte vectors, each
+    batch tile's scattered staging and the elements a thread zeroes past the batch."""
+    k_steps, n_tiles = tile.k_steps(H, itemsize), tile.batch_per_block // 8
+    tiles = batch_tiles_per_block(B, tile.batch_per_block, tile.batch_blocks)
+    rows = min(B, tiles * tile.batch_per_block)
+    elements = -(-tile.units_per_block * tile.batch_per_block // tile.threads)
+    terms = {"GRID_STEP_SECONDS": 1.0, "GRID_TILE_SECONDS": tiles, "GRID_UNIT_SECONDS": tiles * tile.units_per_block,
+             "GRID_ELEMENT_GATE_SECONDS": tiles * (elements - 1) * gates, "GRID_H_BYTE_SECONDS": rows * H * itemsize}
+    if tile.wgmma:
+        staged = cost.staged_loads_per_thread(B, H, tile, itemsize) - cost.GRID_WGMMA_STAGED_FREE
+        terms |= {"GRID_WGMMA_K_STEP_SECONDS": tiles * k_steps, "GRID_WGMMA_STAGE_SECONDS": tiles * max(0, staged)}
+    else:
+        terms["GRID_K_STEP_SECONDS"] = tiles * k_steps * n_tiles
+    if tile.resident(H, itemsize):
+        terms["GRID_RESIDENT_W_BYTE_SECONDS"] = -tiles * tile.register_w_bytes(itemsize)
+    if H * itemsize % 16:
+        padding_rows = -(-B // tile.batch_per_block) * tile.batch_per_block - B
+        terms |= {"GRID_UNALIGNED_SECONDS": tiles,
+                  "GRID_UNALIGNED_ZERO_SECONDS": padding_rows * tile.k_padded(H, itemsize) / tile.threads}
+    return terms
+
+
+def grid_step_rows(texts: list[str], projections: str) -> list:
+    """(case, tile, µs a step less the projection's share, terms) of each line of the
+    step-only sweeps: the projection ((S=256 − S=129) rows of the GEMM, one kernel at every
+    tile of a case), which the plan prices apart, taken off each case's steps from
+    ``projections`` (grid_tile_sweep.py --projection-only lines)."""
+    shares = {(m[1], m[2], int(m[3]), int(m[4])): float(m[5]) for m in PROJECTION_LINE.finditer(projections)}
+    return [((cell, dtype, H, B), tile, us - shares[(cell, dtype, H, B)],
+             grid_step_terms(B, H, GATES.get(cell, 1), tile, 4 if dtype == "float32" else 2))
+            for text in texts for cell, dtype, H, B, tile, us in grid_step_lines(text)]
+
+
+def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
+    """grid_step_terms' prices by non-negative least squares of the relative error over
+    grid_step_rows: {price: µs} and each row's fitted µs. (The refit also takes off each
+    step what the SM's mma throughput adds past the chain in its model; at its prices that
+    moves no price by more than 0.1 µs.)"""
+    from scipy.optimize import nnls
+
+    names = sorted({n for *_, t in rows for n in t})
+    a = np.array([[t.get(n, 0.0) for n in names] for *_, t in rows])
+    y = np.array([us for _, _, us, _ in rows])
+    coef, _ = nnls(a / y[:, None], np.ones(len(y)))
+    return dict(zip(names, coef)), a @ coef
+
+
+def fit_grid_steps(paths: list[str]) -> None:
+    """Prints grid_step_fit's prices, its error and cost.py's (cost.tensor_seconds) and, per
+    case, the measured time of the tile each ranks first against the fastest."""
+    rows = grid_step_rows([Path(p).read_text() for p in paths],
+                          (Path(__file__).parent / "results" / GRID_STEP_PROJECTIONS).read_text())
+    prices, fit = grid_step_fit(rows)
+    target = PRESETS["h200"]
+    y = np.array([us for _, _, us, _ in rows])
+    committed = np.array([cost.tensor_seconds(B, H, GATES.get(cell, 1), tile, target, 2) * 1e6
+                          for (cell, _, H, B), tile, _, _ in rows])
+    print(f"{len(rows)} tiles of {len({r[0] for r in rows})} cases, from {', '.join(paths)}")
+    for n, v in prices.items():
+        print(f"{n} = {v * 1e-6:.4g}")
+    picks = {}
+    for name, f in (("fit", fit), ("cost.py", committed)):
+        errors = np.abs(f - y) / y
+        by_case: dict = {}
+        for (case, _, us, _), predicted in zip(rows, f):
+            by_case.setdefault(case, []).append((predicted, us))
+        picks[name] = {case: min(rs)[1] / min(us for _, us in rs) for case, rs in by_case.items()}
+        level = [min(rs)[1] / min(rs)[0] for rs in by_case.values()]
+        print(f"{name}: relative error median {np.median(errors):.0%}, max {errors.max():.0%}; measured / "
+              f"predicted median {np.median(y / f):.2f}, at the tile it ranks first {min(level):.2f}-{max(level):.2f}; "
+              f"that tile runs {np.mean(list(picks[name].values())):.3f}× the fastest on average, "
+              f"{max(picks[name].values()):.2f}× at worst")
+    for case in picks["fit"]:
+        print(f"{case}: the fit's pick {picks['fit'][case]:.2f}× the fastest, cost.py's {picks['cost.py'][case]:.2f}×")
+
+
 def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False,
          old_lanes: bool = False, tensor_grid: bool = False, at_once: bool = False) -> None:
     if path == "--wgmma-staging":
@@ -274,6 +392,10 @@ def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: b
                   f"fastest on average, {max(picks):.2f}× at worst")
         picks = wgmma_staging_picks(texts, 0, 0.0)
         print(f"  without the term: the picks run {np.mean(picks):.3f}× the fastest on average, {max(picks):.2f}× at worst")
+        return
+    if path == "--grid-steps":
+        results = Path(__file__).parent / "results"
+        fit_grid_steps(sys.argv[2:] or [str(results / f) for f in GRID_STEP_SWEEPS])
         return
     text = Path(path).read_text()
     if tensor_grid:

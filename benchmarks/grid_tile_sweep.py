@@ -35,7 +35,11 @@ Hopper GPU and PyTorch.
                                                    # the tiles with W_hh resident in registers or
                                                    # partly there); --steps: the step alone,
                                                    # (S=256 − S=129) / 127, not S=256's forward
-                                                   # over 256 (which holds the projection)
+                                                   # over 256 (which holds the projection),
+                                                   # and a line a case with the projection's
+                                                   # share of that step (torch.profiler)
+    python3 benchmarks/grid_tile_sweep.py --family --projection-only --case=...
+                                                   # that line alone, for each case
 
 The grid run is committed as benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt and
 fitted in passes/cost.py (GRID_*). The cluster run is for the FMA cluster kernel at large
@@ -215,16 +219,36 @@ def describe(t) -> str:
 S_SHORT = 129  # --steps: a step is the two forwards' difference over S − S_SHORT
 
 
+def projection_us_a_step(m, x, calls: int = 5) -> float:
+    """µs a step of a call's kernels other than the recurrence (the input projection, which
+    the plan prices apart and a step measured as two forwards' difference holds): their GPU
+    time (torch.profiler) at S and S_SHORT steps, the difference over S − S_SHORT."""
+    import torch
+    from partition_profile import kernel_events
+
+    def others(xs) -> float:
+        for _ in range(3):
+            m(xs)
+        torch.cuda.synchronize()
+        events = kernel_events(lambda: [m(xs) for _ in range(calls)])
+        return sum(e["dur"] for e in events if "recurrent" not in e["name"]) / calls
+
+    return (others(x) - others(x[:S_SHORT])) / (S - S_SHORT)
+
+
 def main(mode: str, build_only: bool = False, only: list[tuple] | None = None, family: bool = False,
-         steps: bool = False) -> None:
+         steps: bool = False, projection_only: bool = False) -> None:
     """``build_only``: plan for ab_rows.build_target()'s preset (RNNCC_BUILD_TARGET, default
     h200, the GPU lent since 2026-11-28) and fill the cubin cache, no GPU needed
     (then carry RNNCC_CACHE_DIR to the GPU machine, saving its nvcc time). ``only``: these
-    (cell, dtype, H, B) cases instead of the mode's."""
+    (cell, dtype, H, B) cases instead of the mode's. ``steps``: a line a case with the
+    projection's µs a step (projection_us_a_step) before its tiles; ``projection_only``: that
+    line alone."""
     chosen = only or {"grid": CASES, "wide": WIDE_CASES, "cluster": CLUSTER_CASES,
                       "lanes": LANES_CASES, "tensor": TENSOR_CASES, "fma": FMA_CASES,
                       "wgmma": WGMMA_CASES, "parts": PARTS_CASES}[mode]
     cases = [(c, variants(*c, mode, build_target() if build_only else "device", family)) for c in chosen]
+    cases = [(c, vs[:1]) for c, vs in cases] if projection_only else cases
     kernels = {k.name: k for _, vs in cases for _, _, m, _ in vs for k in m.kernels}
     print(f"nvcc: {len(kernels)} kernels", file=sys.stderr, flush=True)
     compile_all(list(kernels.values()), cases[0][1][0][2].target.arch)
@@ -235,6 +259,11 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None, f
     torch.backends.cuda.matmul.allow_tf32 = True
     for (cell, dtype, H, B), vs in cases:
         x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
+        if steps:  # every tile of a case shares the projection kernel: its share of a step, once
+            print(f"{cell} {dtype} H={H} B={B}: projection {projection_us_a_step(vs[0][2], x):.2f} µs/step",
+                  flush=True)
+        if projection_only:
+            continue
         for t, predicted, m, chosen in vs:
             try:
                 ms = time_graph(lambda: m(x), 2, 7).median_ms
@@ -251,9 +280,9 @@ def main(mode: str, build_only: bool = False, only: list[tuple] | None = None, f
 
 
 if __name__ == "__main__":
-    flags = ("--build-only", "--family", "--steps")
+    flags = ("--build-only", "--family", "--steps", "--projection-only")
     args = [a for a in sys.argv[1:] if a not in flags and not a.startswith("--case=")]
     only = [(c, d, int(h), int(b)) for c, d, h, b in
             (a.removeprefix("--case=").split(",") for a in sys.argv[1:] if a.startswith("--case="))]
     main(args[0] if args else "grid", "--build-only" in sys.argv, only or None, "--family" in sys.argv,
-         "--steps" in sys.argv)
+         "--steps" in sys.argv or "--projection-only" in sys.argv, "--projection-only" in sys.argv)

@@ -6,7 +6,10 @@ each move runs faster.
         # no GPU: {"dtype cell H B S launches": [persistence, backward tile]} at CELLS × H × B × S
     python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json [-o DIR] [--limit N]
         # GPU: every S=256 eager plan whose persistence moved, both ways, forced in turn on the
-        # same model and timed as CUDA-graph replays of the forward at S=256 and S=35
+        # same model and timed as CUDA-graph replays of the forward at S=256 and S=35, and as
+        # eager calls at S=256 (the host's launches included)
+    python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json --launches graph
+        # the same for the plans of graphed calls (CUDA-graph replays only)
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json --precompile
 
 `ab` writes persistence-moves-<gpu>.jsonl, a line a moved shape: both persistences, the
@@ -57,39 +60,43 @@ def census(path: Path, target: str, dtypes=DTYPES, hidden=HIDDEN, batch=BATCH) -
     print(f"{len(out)} plans written to {path}")
 
 
-def moves(before: Path, after: Path, limit: int | None) -> list[tuple[str, str, int, int, str, str]]:
-    """(dtype, cell, H, B, persistence before, after) of each S=256 eager plan that moved."""
+def moves(before: Path, after: Path, limit: int | None,
+          launches: str = "eager") -> list[tuple[str, str, int, int, str, str]]:
+    """(dtype, cell, H, B, persistence before, after) of each S=256 plan for ``launches``
+    calls that moved."""
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
     out = []
     for key, (persistence, _) in old.items():
-        dtype, cell, H, B, S, launches = key.split()
-        if S == "256" and launches == "eager" and new[key][0] != persistence:
+        dtype, cell, H, B, S, planned_for = key.split()
+        if S == "256" and planned_for == launches and new[key][0] != persistence:
             out.append((dtype, cell, int(H), int(B), persistence, new[key][0]))
     return out[:limit]
 
 
-def forced(dtype: str, cell: str, H: int, B: int, S: int, persistences: tuple[str, ...], target: str):
-    """The layer compiled once, then with each persistence (a repr) forced in turn."""
+def forced(dtype: str, cell: str, H: int, B: int, S: int, persistences: tuple[str, ...], target: str,
+           launches: str = "eager"):
+    """The layer compiled once (planned for ``launches`` calls), then with each persistence
+    (a repr) forced in turn."""
     base = rnncc.compile(spec_mod.load(layer_spec(dtype, cell, H)), target=target, batch=B, seq_len=S,
-                         **precision(dtype))
+                         launches=launches, **precision(dtype))
     return [base.with_persistence("l0", eval(p, vars(rnncc.tiles)), "forced by persistence_census")
             for p in persistences]
 
 
-def measure(before: Path, after: Path, out_dir: Path, limit: int | None) -> None:
+def measure(before: Path, after: Path, out_dir: Path, limit: int | None, launches: str = "eager") -> None:
     import torch
-    from rnncc.timing import time_graph
+    from rnncc.timing import time_graph, time_interleaved
     torch.backends.cuda.matmul.allow_tf32 = False
     gpu = torch.cuda.get_device_name().split()[1].lower()
-    path = out_dir / f"persistence-moves-{gpu}.jsonl"
+    path = out_dir / f"persistence-moves-{gpu}{'-graph' if launches == 'graph' else ''}.jsonl"
     ratios = []
     with path.open("w") as f:
-        for dtype, cell, H, B, old, new in moves(before, after, limit):
-            row = {"dtype": dtype, "cell": cell, "H": H, "B": B, "before": old, "after": new}
+        for dtype, cell, H, B, old, new in moves(before, after, limit, launches):
+            row = {"dtype": dtype, "cell": cell, "H": H, "B": B, "launches": launches, "before": old, "after": new}
             for S in (256, 35):
                 torch.manual_seed(0)
                 x = torch.randn(S, B, H, device="cuda", dtype=getattr(torch, dtype))
-                models = forced(dtype, cell, H, B, S, (old, new), "device")
+                models = forced(dtype, cell, H, B, S, (old, new), "device", launches)
                 for m in models:  # built and warm before either is timed
                     m(x)
                 times = [[], []]
@@ -97,13 +104,18 @@ def measure(before: Path, after: Path, out_dir: Path, limit: int | None) -> None
                     for i, m in enumerate(models):
                         times[i].append(time_graph(lambda: m(x), 2, 5).median_ms * 1e3)
                 row[f"before_us_s{S}"], row[f"after_us_s{S}"] = (sorted(t)[1] for t in times)
+                if S == 256 and launches == "eager":  # eager calls too, the host's launches included: what the eager plan is for
+                    eager = time_interleaved({"before": lambda: models[0](x), "after": lambda: models[1](x)}, 2, 6)
+                    row["before_eager_us_s256"], row["after_eager_us_s256"] = (
+                        eager[k].median_ms * 1e3 for k in ("before", "after"))
             row["after_over_before"] = row["after_us_s256"] / row["before_us_s256"]
             ratios.append(row["after_over_before"])
             f.write(json.dumps(row) + "\n")
             f.flush()
             print(f"{dtype} {cell} H={H} B={B}: S=256 {row['before_us_s256']:8.1f} -> {row['after_us_s256']:8.1f} µs "
-                  f"({row['after_over_before']:.3f}×), S=35 {row['before_us_s35']:7.1f} -> {row['after_us_s35']:7.1f}",
-                  flush=True)
+                  f"({row['after_over_before']:.3f}×), S=35 {row['before_us_s35']:7.1f} -> {row['after_us_s35']:7.1f}"
+                  + (f", eager S=256 {row['before_eager_us_s256']:8.1f} -> {row['after_eager_us_s256']:8.1f}"
+                     if launches == "eager" else ""), flush=True)
     if ratios:
         ratios.sort()
         print(f"{len(ratios)} moves: after ÷ before median {ratios[len(ratios) // 2]:.3f}, "
@@ -111,10 +123,10 @@ def measure(before: Path, after: Path, out_dir: Path, limit: int | None) -> None
     print(f"wrote {path}")
 
 
-def precompile(before: Path, after: Path, limit: int | None) -> None:
+def precompile(before: Path, after: Path, limit: int | None, launches: str = "eager") -> None:
     from staged_sweep import build_kernels  # benchmarks/ is this script's directory
-    build_kernels(m for dtype, cell, H, B, old, new in moves(before, after, limit) for S in (256, 35)
-                  for m in forced(dtype, cell, H, B, S, (old, new), "h200"))
+    build_kernels(m for dtype, cell, H, B, old, new in moves(before, after, limit, launches) for S in (256, 35)
+                  for m in forced(dtype, cell, H, B, S, (old, new), "h200", launches))
 
 
 if __name__ == "__main__":
@@ -133,11 +145,13 @@ if __name__ == "__main__":
     a.add_argument("-o", "--out", type=Path, default=Path("."))
     a.add_argument("--limit", type=int)
     a.add_argument("--precompile", action="store_true")
+    a.add_argument("--launches", choices=("eager", "graph"), default="eager",
+                   help="the plans for eager calls (default) or for graphed calls that moved")
     args = p.parse_args()
     if args.what == "census":
         census(args.out, args.target, tuple(args.dtypes.split(",")),
                tuple(int(h) for h in args.hidden.split(",")), tuple(int(b) for b in args.batch.split(",")))
     elif args.precompile:
-        precompile(args.before, args.after, args.limit)
+        precompile(args.before, args.after, args.limit, args.launches)
     else:
-        measure(args.before, args.after, args.out, args.limit)
+        measure(args.before, args.after, args.out, args.limit, args.launches)
