@@ -2083,8 +2083,8 @@ def test_the_grid_steps_measured_on_the_h200_against_the_committed_model(monkeyp
     """The H200's step-only sweeps of the planner's whole grid family (32 cases, every tile
     with its projection's share measured apart; benchmarks/fit_cluster_model.py --grid-steps)
     against cost.tensor_seconds, fitted on the H100: it reads the steps high (measured over
-    predicted 0.76 at the median, 0.67 at B=1), yet the tile it ranks first runs within
-    1.17× of the fastest of each case, 1.02× on average, better than a refit of the H200's
+    predicted 0.77 at the median, 0.67 at B=1), yet the tile it ranks first runs within
+    1.18× of the fastest of each case, 1.03× on average, better than a refit of the H200's
     own counts ranks them (benchmarks/variants/grid-refit-h200.patch, not landed)."""
     from pathlib import Path
     from statistics import median
