@@ -8,7 +8,8 @@ written beside (the models' fit).
 
     python3 benchmarks/step_forms.py OUT_DIR [CASES]   (from the repository root; needs a GPU)
 
-CASES: "small" (default; the shapes the graphed cuBLASLt step was first fitted on, B ≤ 32)
+CASES: "small" (default; the shapes the graphed cuBLASLt step was first fitted on, B ≤ 32),
+"losses" (the graphed plans benchmarks/variants/grid-price-h200.patch moved to slower ones)
 or "wide" (B = 16-64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt
 steps and ran 1.33× slower than the eager plan's grid kernel on the H200,
 results/graph-plans-h200-2026-11-28-at-dd06e38.json). Writes OUT_DIR/step-forms-<gpu>-<date>.json and
@@ -36,7 +37,14 @@ CASES = [("lstm", "float16", 1024, 1, 0), ("lstm", "float16", 1024, 4, 0), ("lst
 CASE_SETS = {"small": CASES,
              "wide": [("gru", "bfloat16", 768, 64, 0), ("lstm", "float16", 1024, 16, 0), ("lstm", "float16", 1024, 32, 0),
                       ("lstm", "float16", 1024, 64, 0), ("lstm", "float16", 512, 64, 0), ("gru", "float16", 1024, 32, 0),
-                      ("lstm", "bfloat16", 256, 64, 0), ("gru", "float16", 2048, 64, 0)]}
+                      ("lstm", "bfloat16", 256, 64, 0), ("gru", "float16", 2048, 64, 0)],
+             # where pricing the grid pick as measured on the H200 moved plans for graphed calls
+             # to slower ones (benchmarks/variants/grid-price-h200.patch): the library step at
+             # one gate and large B, and LSTM H=1400-2048 at B=32-64
+             "losses": [("rnn_tanh", "float16", 1400, 64, 0), ("rnn_tanh", "float16", 1536, 64, 0),
+                        ("rnn_tanh", "float16", 1024, 64, 0), ("rnn_tanh", "float16", 2048, 32, 0),
+                        ("lstm", "float16", 1400, 32, 0), ("lstm", "float16", 1536, 32, 0),
+                        ("lstm", "float16", 2048, 64, 0), ("gru", "float16", 2048, 32, 0)]}
 FORMS = {"tiles": {"gemm": "rnncc", "step_kernel": "tiles"}, "rows": {"gemm": "rnncc", "step_kernel": "rows"},
          "cublas": {"gemm": "cublas"}}
 SEQS = (1, 17)
