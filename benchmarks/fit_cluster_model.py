@@ -44,10 +44,10 @@ otherwise (the throughput bound) is left out and counted.
     python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt --tensor-grid
 
 The grid kernel on tensor cores on the H200 (--grid-steps): the step alone of every tile of
-the planner's grid family at 28 cases (GRID_STEP_SWEEPS, the projection's share measured
+the planner's grid family at 32 cases (GRID_STEP_SWEEPS, the projection's share measured
 apart and taken off), fitted to the counts of the refit's model (grid_step_terms; its prices
-in cost.py are benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model: its error
-and, per case, how far each model's pick runs from the fastest tile.
+in cost.py are benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model:
+the error of each and, per case, how far each one's pick runs from the fastest tile.
 
     python3 benchmarks/fit_cluster_model.py --grid-steps [SWEEP ...]
 
@@ -268,9 +268,8 @@ def fit_tensor_grid(path: str, text: str) -> None:
 
 
 GRID_STEP_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
-                            r"batch_blocks=(\d+) threads=(\d+)( wgmma)?(?: register_steps=(\d+))?: (?:measured )?([\d.]+) µs/step")
-# The H200's step-only grid sweeps (the step alone, (S=256 − S=129) / 127): the planner's grid
-# family at small batches, the resident tiles at B = 8-32, and the family at B = 8-64.
+                            r"batch_blocks=(\d+) threads=(\d+)( wgmma)?(?: register_steps=(\d+))?: "
+                            r"(?:measured )?([\d.]+) µs/step")
 # The H200's step-only grid sweeps (the step alone, (S=256 − S=129) / 127, of the planner's
 # whole grid family, resident and hybrid tiles included; 2026-11-29, kernels as at 35bf5cc)
 # and the projection's share of each case's step, measured apart.
@@ -296,8 +295,8 @@ def grid_step_lines(text: str):
 
 def grid_step_terms(B: int, H: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
     """The counts of one step of the grid kernel on tensor cores in the H200 refit's model
-    (benchmarks/variants/grid-refit-h200.patch, cost.grid_tensor_terms there; not in cost.py): per batch
-    tile a block runs, its fixed work, its units, each gate of the (unit, row) elements a
+    (benchmarks/variants/grid-refit-h200.patch, cost.grid_tensor_terms there; not in
+    cost.py): per batch tile a block runs, its fixed work, its units, each gate of the (unit, row) elements a
     thread computes past its first, and its warps' chain (mma.sync: k-steps × batch tiles
     of 8; wgmma: k-steps, and h's staging past GRID_WGMMA_STAGED_FREE loads a thread); the
     bytes of h the block stages for its real rows; W_hh's bytes a resident tile no longer
@@ -336,9 +335,7 @@ def grid_step_rows(texts: list[str], projections: str) -> list:
 
 def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
     """grid_step_terms' prices by non-negative least squares of the relative error over
-    grid_step_rows: {price: µs} and each row's fitted µs. (The refit also takes off each
-    step what the SM's mma throughput adds past the chain in its model; at its prices that
-    moves no price by more than 0.1 µs.)"""
+    grid_step_rows: {price: µs} and each row's fitted µs."""
     from scipy.optimize import nnls
 
     names = sorted({n for *_, t in rows for n in t})
@@ -374,7 +371,8 @@ def fit_grid_steps(paths: list[str]) -> None:
               f"that tile runs {np.mean(list(picks[name].values())):.3f}× the fastest on average, "
               f"{max(picks[name].values()):.2f}× at worst")
     for case in picks["fit"]:
-        print(f"{case}: the fit's pick {picks['fit'][case]:.2f}× the fastest, cost.py's {picks['cost.py'][case]:.2f}×")
+        print(f"{case}: the fit's pick {picks['fit'][case]:.2f}× the fastest, "
+              f"cost.py's {picks['cost.py'][case]:.2f}×")
 
 
 def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False,

@@ -104,7 +104,7 @@ def measure(before: Path, after: Path, out_dir: Path, limit: int | None, launche
                     for i, m in enumerate(models):
                         times[i].append(time_graph(lambda: m(x), 2, 5).median_ms * 1e3)
                 row[f"before_us_s{S}"], row[f"after_us_s{S}"] = (sorted(t)[1] for t in times)
-                if S == 256 and launches == "eager":  # eager calls too, the host's launches included: what the eager plan is for
+                if S == 256 and launches == "eager":  # eager calls too (the host's launches): what the plan is for
                     eager = time_interleaved({"before": lambda: models[0](x), "after": lambda: models[1](x)}, 2, 6)
                     row["before_eager_us_s256"], row["after_eager_us_s256"] = (
                         eager[k].median_ms * 1e3 for k in ("before", "after"))
