@@ -45,7 +45,7 @@ otherwise (the throughput bound) is left out and counted.
 
 The grid kernel on tensor cores on the H200 (--grid-steps): the step alone of every tile of
 the planner's grid family at 32 cases (GRID_STEP_SWEEPS, the projection's share measured
-apart and taken off), fitted to the counts of the refit's model (grid_step_terms; its prices
+apart and taken off), fitted by least squares to the counts of the refit's model (grid_step_terms; its prices
 in cost.py are benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model:
 the error of each and, per case, how far each one's pick runs from the fastest tile.
 
@@ -334,14 +334,13 @@ def grid_step_rows(texts: list[str], projections: str) -> list:
 
 
 def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
-    """grid_step_terms' prices by non-negative least squares of the relative error over
-    grid_step_rows: {price: µs} and each row's fitted µs."""
-    from scipy.optimize import nnls
-
+    """grid_step_terms' prices by least squares of the relative error over grid_step_rows:
+    {price: µs} and each row's fitted µs. (Every price comes out positive at the committed
+    sweeps, so this is also their non-negative fit; numpy alone, as the CPU tests have.)"""
     names = sorted({n for *_, t in rows for n in t})
     a = np.array([[t.get(n, 0.0) for n in names] for *_, t in rows])
     y = np.array([us for _, _, us, _ in rows])
-    coef, _ = nnls(a / y[:, None], np.ones(len(y)))
+    coef = np.linalg.lstsq(a / y[:, None], np.ones(len(y)), rcond=None)[0]
     return dict(zip(names, coef)), a @ coef
 
 
