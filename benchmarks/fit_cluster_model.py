@@ -136,8 +136,9 @@ def grid_rows(text: str):
         yield (cell, H, B), tile, float(m.group(11)), grid_fma_terms(B, H, GATES.get(cell, 1), tile)
 
 
-TENSOR_GRID_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
-                              r"batch_blocks=(\d+) threads=(\d+)( wgmma)?: measured ([\d.]+)")
+GRID_STEP_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
+                            r"batch_blocks=(\d+) threads=(\d+)( wgmma)?(?: register_steps=(\d+))?: "
+                            r"(?:measured )?([\d.]+) µs/step")
 
 
 def tensor_grid_terms(B: int, H: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
@@ -158,22 +159,24 @@ def tensor_grid_terms(B: int, H: int, tile: TensorTile, itemsize: int) -> dict[s
     return terms
 
 
-def tensor_grid_lines(text: str):
+def grid_step_lines(text: str):
     """(cell, dtype, H, B, tile, µs a step) of each measured line of a grid sweep on tensor
-    cores."""
-    for m in TENSOR_GRID_LINE.finditer(text):
+    cores (grid_tile_sweep.py, its --family --steps too, register_tiles.py), W_hh's k-steps
+    in registers included."""
+    for m in GRID_STEP_LINE.finditer(text):
         cell, dtype = m.group(1), m.group(2)
         H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
-        tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)))
+        tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)),
+                          register_steps=int(m.group(12) or 0))
         assert tile.threads == threads, m.group(0)
-        yield cell, dtype, H, B, tile, float(m.group(12))
+        yield cell, dtype, H, B, tile, float(m.group(13))
 
 
 def tensor_grid_rows(text: str):
     """(case, tile, µs a step, {term: count}) of each line of a grid sweep on tensor cores
     whose model price is the latency chain; also how many lines the throughput bound prices."""
     target, rows, bound = PRESETS["h100"], [], 0
-    for cell, dtype, H, B, tile, us in tensor_grid_lines(text):
+    for cell, dtype, H, B, tile, us in grid_step_lines(text):
         itemsize, gates = (4 if dtype == "float32" else 2), GATES.get(cell, 1)
         terms = tensor_grid_terms(B, H, tile, itemsize)
         priced = sum(getattr(cost, n) * c for n, c in terms.items())
@@ -234,7 +237,7 @@ def wgmma_staging_picks(texts: list[str], free: int, per_load: float) -> list[fl
     target = PRESETS["h100"]
     groups: dict[tuple, list[tuple[float, float]]] = {}
     for text in texts:
-        for cell, dtype, H, B, tile, us in tensor_grid_lines(text):
+        for cell, dtype, H, B, tile, us in grid_step_lines(text):
             itemsize = 4 if dtype == "float32" else 2
             price = cost.tensor_seconds(B, H, GATES.get(cell, 1), tile, target, itemsize) * 1e6
             if tile.wgmma:
@@ -267,9 +270,6 @@ def fit_tensor_grid(path: str, text: str) -> None:
         print(f"{case}: the pick runs {pick:.2f} µs a step, the fastest {fastest:.2f} ({pick / fastest:.2f}×)")
 
 
-GRID_STEP_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): units=(\d+) bpb=(\d+) ks=(\d+) m_tiles=(\d+) "
-                            r"batch_blocks=(\d+) threads=(\d+)( wgmma)?(?: register_steps=(\d+))?: "
-                            r"(?:measured )?([\d.]+) µs/step")
 # The H200's step-only grid sweeps (the step alone, (S=256 − S=129) / 127, of the planner's
 # whole grid family, resident and hybrid tiles included; 2026-11-29, kernels as at 35bf5cc)
 # and the projection's share of each case's step, measured apart.
@@ -278,19 +278,6 @@ GRID_STEP_SWEEPS = ("grid-tile-steps-h200-2026-11-29.txt", "grid-tile-steps-h200
                     "grid-tile-steps-h200-2026-11-29-losses.txt", "grid-tile-steps-h200-2026-11-29-graph-losses.txt")
 GRID_STEP_PROJECTIONS = "grid-tile-steps-projections-h200-2026-11-29.txt"
 PROJECTION_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): projection ([\d.]+) µs/step")
-
-
-def grid_step_lines(text: str):
-    """(cell, dtype, H, B, tile, µs a step) of each line of a step-only grid sweep on tensor
-    cores (grid_tile_sweep.py --family --steps, register_tiles.py), W_hh's k-steps in
-    registers included."""
-    for m in GRID_STEP_LINE.finditer(text):
-        cell, dtype = m.group(1), m.group(2)
-        H, B, units, bpb, ks, mt, blocks, threads = map(int, m.groups()[2:10])
-        tile = TensorTile(units, bpb, ks, mt, 0, blocks, wgmma=bool(m.group(11)),
-                          register_steps=int(m.group(12) or 0))
-        assert tile.threads == threads, m.group(0)
-        yield cell, dtype, H, B, tile, float(m.group(13))
 
 
 def grid_step_terms(B: int, H: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
@@ -344,6 +331,15 @@ def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
     return dict(zip(names, coef)), a @ coef
 
 
+def grid_step_picks(rows: list, predicted) -> dict[tuple, tuple[float, float]]:
+    """{case: (the measured µs of the tile ``predicted`` (a price a row of grid_step_rows)
+    ranks first over the fastest measured tile of the case, over its own price)}."""
+    by_case: dict = {}
+    for (case, _, us, _), price in zip(rows, predicted):
+        by_case.setdefault(case, []).append((price, us))
+    return {case: (min(rs)[1] / min(us for _, us in rs), min(rs)[1] / min(rs)[0]) for case, rs in by_case.items()}
+
+
 def fit_grid_steps(paths: list[str]) -> None:
     """Prints grid_step_fit's prices, its error and cost.py's (cost.tensor_seconds) and, per
     case, the measured time of the tile each ranks first against the fastest."""
@@ -360,11 +356,9 @@ def fit_grid_steps(paths: list[str]) -> None:
     picks = {}
     for name, f in (("fit", fit), ("cost.py", committed)):
         errors = np.abs(f - y) / y
-        by_case: dict = {}
-        for (case, _, us, _), predicted in zip(rows, f):
-            by_case.setdefault(case, []).append((predicted, us))
-        picks[name] = {case: min(rs)[1] / min(us for _, us in rs) for case, rs in by_case.items()}
-        level = [min(rs)[1] / min(rs)[0] for rs in by_case.values()]
+        firsts = grid_step_picks(rows, f)
+        picks[name] = {case: pick for case, (pick, _) in firsts.items()}
+        level = [measured_over_price for _, measured_over_price in firsts.values()]
         print(f"{name}: relative error median {np.median(errors):.0%}, max {errors.max():.0%}; measured / "
               f"predicted median {np.median(y / f):.2f}, at the tile it ranks first {min(level):.2f}-{max(level):.2f}; "
               f"that tile runs {np.mean(list(picks[name].values())):.3f}× the fastest on average, "

@@ -2104,16 +2104,10 @@ def test_the_grid_steps_measured_on_the_h200_against_the_committed_model(monkeyp
               for case, tile, us, _ in rows]
     assert median(us / p for _, us, p in priced) < 0.8
     assert median(us / p for (_, _, _, B), us, p in priced if B == 1) < 0.7
-    by_case: dict = {}
-    for case, us, p in priced:
-        by_case.setdefault(case, []).append((p, us))
-    picks = [min(rs)[1] / min(us for _, us in rs) for rs in by_case.values()]
+    picks = [pick for pick, _ in fit.grid_step_picks(rows, [p for *_, p in priced]).values()]
     assert max(picks) < 1.2 and sum(picks) / len(picks) < 1.03
-    prices, fitted = fit.grid_step_fit(rows)
-    refit: dict = {}
-    for (case, _, us, _), p in zip(rows, fitted):
-        refit.setdefault(case, []).append((p, us))
-    refit_picks = [min(rs)[1] / min(us for _, us in rs) for rs in refit.values()]
+    _, fitted = fit.grid_step_fit(rows)
+    refit_picks = [pick for pick, _ in fit.grid_step_picks(rows, fitted).values()]
     assert sum(refit_picks) / len(refit_picks) > sum(picks) / len(picks)
 
 
