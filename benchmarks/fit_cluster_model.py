@@ -45,9 +45,10 @@ otherwise (the throughput bound) is left out and counted.
 
 The grid kernel on tensor cores on the H200 (--grid-steps): the step alone of every tile of
 the planner's grid family at 32 cases (GRID_STEP_SWEEPS, the projection's share measured
-apart and taken off), fitted by least squares to the counts of the refit's model (grid_step_terms; its prices
-in cost.py are benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model:
-the error of each and, per case, how far each one's pick runs from the fastest tile.
+apart and taken off), fitted by least squares to the counts of cost.grid_step_terms (as a ranking
+model: benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model: the error
+of each and, per case, how far each one's pick runs from the fastest tile; then
+cost.GRID_STEP_PRICES as fitted (grid_step_price_fit) and its price of each case's pick.
 
     python3 benchmarks/fit_cluster_model.py --grid-steps [SWEEP ...]
 
@@ -280,35 +281,6 @@ GRID_STEP_PROJECTIONS = "grid-tile-steps-projections-h200-2026-11-29.txt"
 PROJECTION_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): projection ([\d.]+) µs/step")
 
 
-def grid_step_terms(B: int, H: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
-    """The counts of one step of the grid kernel on tensor cores in the H200 refit's model
-    (benchmarks/variants/grid-refit-h200.patch, cost.grid_tensor_terms there; not in
-    cost.py): per batch tile a block runs, its fixed work, its units, each gate of the (unit, row) elements a
-    thread computes past its first, and its warps' chain (mma.sync: k-steps × batch tiles
-    of 8; wgmma: k-steps, and h's staging past GRID_WGMMA_STAGED_FREE loads a thread); the
-    bytes of h the block stages for its real rows; W_hh's bytes a resident tile no longer
-    reads from shared memory (negative); where h's rows are not whole 16-byte vectors, each
-    batch tile's scattered staging and the elements a thread zeroes past the batch."""
-    k_steps, n_tiles = tile.k_steps(H, itemsize), tile.batch_per_block // 8
-    tiles = batch_tiles_per_block(B, tile.batch_per_block, tile.batch_blocks)
-    rows = min(B, tiles * tile.batch_per_block)
-    elements = -(-tile.units_per_block * tile.batch_per_block // tile.threads)
-    terms = {"GRID_STEP_SECONDS": 1.0, "GRID_TILE_SECONDS": tiles, "GRID_UNIT_SECONDS": tiles * tile.units_per_block,
-             "GRID_ELEMENT_GATE_SECONDS": tiles * (elements - 1) * gates, "GRID_H_BYTE_SECONDS": rows * H * itemsize}
-    if tile.wgmma:
-        staged = cost.staged_loads_per_thread(B, H, tile, itemsize) - cost.GRID_WGMMA_STAGED_FREE
-        terms |= {"GRID_WGMMA_K_STEP_SECONDS": tiles * k_steps, "GRID_WGMMA_STAGE_SECONDS": tiles * max(0, staged)}
-    else:
-        terms["GRID_K_STEP_SECONDS"] = tiles * k_steps * n_tiles
-    if tile.resident(H, itemsize):
-        terms["GRID_RESIDENT_W_BYTE_SECONDS"] = -tiles * tile.register_w_bytes(itemsize)
-    if H * itemsize % 16:
-        padding_rows = -(-B // tile.batch_per_block) * tile.batch_per_block - B
-        terms |= {"GRID_UNALIGNED_SECONDS": tiles,
-                  "GRID_UNALIGNED_ZERO_SECONDS": padding_rows * tile.k_padded(H, itemsize) / tile.threads}
-    return terms
-
-
 def grid_step_rows(texts: list[str], projections: str) -> list:
     """(case, tile, µs a step less the projection's share, terms) of each line of the
     step-only sweeps: the projection ((S=256 − S=129) rows of the GEMM, one kernel at every
@@ -316,7 +288,7 @@ def grid_step_rows(texts: list[str], projections: str) -> list:
     ``projections`` (grid_tile_sweep.py --projection-only lines)."""
     shares = {(m[1], m[2], int(m[3]), int(m[4])): float(m[5]) for m in PROJECTION_LINE.finditer(projections)}
     return [((cell, dtype, H, B), tile, us - shares[(cell, dtype, H, B)],
-             grid_step_terms(B, H, GATES.get(cell, 1), tile, 4 if dtype == "float32" else 2))
+             cost.grid_step_terms(B, H, GATES.get(cell, 1), tile, 4 if dtype == "float32" else 2))
             for text in texts for cell, dtype, H, B, tile, us in grid_step_lines(text)]
 
 
@@ -329,6 +301,37 @@ def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
     y = np.array([us for _, _, us, _ in rows])
     coef = np.linalg.lstsq(a / y[:, None], np.ones(len(y)), rcond=None)[0]
     return dict(zip(names, coef)), a @ coef
+
+
+# cost.GRID_STEP_PRICES' fit: the tiles within GRID_PRICE_NEAR of their case's fastest (those
+# a ranking picks among), the committed model's pick of each case GRID_PRICE_PICK_WEIGHT
+# times over: that tile is the one the prices serve (persistence.grid_tile_seconds). Unweighted,
+# its price read LSTM fp16 H=1400-1536 B=20-32's picks 15-19% low, and the plans for graphed
+# calls there ran 1.05-1.10× slower on grid than on cuBLASLt steps
+# (results/persistence-moves-h200-2026-11-29-grid-price.txt).
+GRID_PRICE_NEAR = 1.5
+GRID_PRICE_PICK_WEIGHT = 10.0
+
+
+def grid_step_price_fit(rows: list, ranked) -> dict[str, float]:
+    """cost.GRID_STEP_PRICES ({price: µs}) by least squares of the relative error over the
+    rows of grid_step_rows within GRID_PRICE_NEAR of their case's fastest, the tile that
+    ``ranked`` (a price a row) puts first in each case weighted GRID_PRICE_PICK_WEIGHT."""
+    fastest: dict = {}
+    for case, _, us, _ in rows:
+        fastest[case] = min(fastest.get(case, us), us)
+    firsts: dict = {}
+    for i, ((case, *_), price) in enumerate(zip(rows, ranked)):
+        if case not in firsts or price < ranked[firsts[case]]:
+            firsts[case] = i
+    picked = set(firsts.values())
+    chosen = [i for i, (case, _, us, _) in enumerate(rows) if us <= GRID_PRICE_NEAR * fastest[case] or i in picked]
+    names = sorted({n for i in chosen for n in rows[i][3]})
+    a = np.array([[rows[i][3].get(n, 0.0) for n in names] for i in chosen])
+    y = np.array([rows[i][2] for i in chosen])
+    w = np.array([GRID_PRICE_PICK_WEIGHT if i in picked else 1.0 for i in chosen])
+    coef = np.linalg.lstsq(a / y[:, None] * w[:, None], w, rcond=None)[0]
+    return dict(zip(names, coef))
 
 
 def grid_step_picks(rows: list, predicted) -> dict[tuple, tuple[float, float]]:
@@ -366,6 +369,18 @@ def fit_grid_steps(paths: list[str]) -> None:
     for case in picks["fit"]:
         print(f"{case}: the fit's pick {picks['fit'][case]:.2f}× the fastest, "
               f"cost.py's {picks['cost.py'][case]:.2f}×")
+    step_prices = grid_step_price_fit(rows, committed)
+    print(f"GRID_STEP_PRICES (tiles within {GRID_PRICE_NEAR}× of the fastest, cost.py's picks weighted "
+          f"{GRID_PRICE_PICK_WEIGHT:g}):")
+    for n, v in step_prices.items():
+        print(f"  {n} = {v * 1e-6:.4g}")
+    priced = {case: [] for case in picks["fit"]}
+    for row, price in zip(rows, committed):
+        priced[row[0]].append((price, row))
+    for case, candidates in priced.items():
+        _, (_, tile, us, terms) = min(candidates, key=lambda c: c[0])
+        price = sum(step_prices[n] * c for n, c in terms.items())
+        print(f"{case}: cost.py's pick {us:.2f} µs a step, priced {price:.2f} ({us / price:.2f})")
 
 
 def main(path: str, all_lanes: bool, tensor: bool, shared: bool = False, grid: bool = False,

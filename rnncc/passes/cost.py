@@ -1088,6 +1088,59 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
     return GRID_STEP_SECONDS + tiles_per_block * (GRID_TILE_SECONDS + chain)
 
 
+# What a step of the grid kernel on tensor cores takes on the H200, for comparing the grid
+# tile the model above picks with the other modes (persistence.grid_tile_seconds): the step
+# alone of 1487 tiles of the planner's whole grid family at 32 cases, less the projection's
+# share measured apart (benchmarks/results/grid-tile-steps-h200-2026-11-29*.txt, kernels as at
+# 35bf5cc), fitted by least squares of the relative error to the tiles within 1.5× of their
+# case's fastest, the model above's pick of each case ten times over
+# (`benchmarks/fit_cluster_model.py --grid-steps`, grid_step_price_fit). The model above,
+# fitted on the H100 to older kernels, reads those steps 1.3× high at the median (1.7-1.9× at
+# B=1, where a batch tile of 8 holds one row) but ranks a case's tiles better than these
+# counts do (its pick runs 1.026× the fastest on average, an all-tile fit of these terms'
+# 1.044×): it picks, this prices, within 0.89-1.12 of its picks. The SMs and L2 are one
+# design on the H100 and the H200, so these prices serve both.
+GRID_STEP_PRICES = {"GRID_STEP_SECONDS": 0.0804e-6, "GRID_TILE_SECONDS": 1.842e-6, "GRID_UNIT_SECONDS": 0.02238e-6,
+                    "GRID_ELEMENT_GATE_SECONDS": 0.1541e-6, "GRID_H_BYTE_SECONDS": 2.023e-11,
+                    "GRID_K_STEP_SECONDS": 0.01536e-6, "GRID_RESIDENT_W_BYTE_SECONDS": 6.54e-12,
+                    "GRID_WGMMA_K_STEP_SECONDS": 0.01496e-6, "GRID_WGMMA_STAGE_SECONDS": 0.108e-6,
+                    "GRID_UNALIGNED_SECONDS": 0.5089e-6, "GRID_UNALIGNED_ZERO_SECONDS": 0.01114e-6}
+
+
+def grid_step_terms(batch: int, hidden: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
+    """The counts GRID_STEP_PRICES price: per batch tile a block runs, its fixed work, its
+    units, each gate of the (unit, row) elements a thread computes past its first, and its
+    warps' chain (mma.sync: k-steps × batch tiles of 8; wgmma: k-steps, and h's staging past
+    GRID_WGMMA_STAGED_FREE loads a thread); the bytes of h the block stages for its real
+    rows; W_hh's bytes a resident tile no longer reads from shared memory (negative); where
+    h's rows are not whole 16-byte vectors, each batch tile's scattered staging and the
+    elements a thread zeroes past the batch (stage_h)."""
+    k_steps, n_tiles = tile.k_steps(hidden, itemsize), tile.batch_per_block // MMA_N
+    tiles = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
+    rows = min(batch, tiles * tile.batch_per_block)
+    elements = -(-tile.units_per_block * tile.batch_per_block // tile.threads)
+    terms = {"GRID_STEP_SECONDS": 1.0, "GRID_TILE_SECONDS": tiles, "GRID_UNIT_SECONDS": tiles * tile.units_per_block,
+             "GRID_ELEMENT_GATE_SECONDS": tiles * (elements - 1) * gates, "GRID_H_BYTE_SECONDS": rows * hidden * itemsize}
+    if tile.wgmma:
+        staged = staged_loads_per_thread(batch, hidden, tile, itemsize) - GRID_WGMMA_STAGED_FREE
+        terms |= {"GRID_WGMMA_K_STEP_SECONDS": tiles * k_steps, "GRID_WGMMA_STAGE_SECONDS": tiles * max(0, staged)}
+    else:
+        terms["GRID_K_STEP_SECONDS"] = tiles * k_steps * n_tiles
+    if tile.resident(hidden, itemsize):
+        terms["GRID_RESIDENT_W_BYTE_SECONDS"] = -tiles * tile.register_w_bytes(itemsize)
+    if hidden * itemsize % 16:
+        padding_rows = -(-batch // tile.batch_per_block) * tile.batch_per_block - batch
+        terms |= {"GRID_UNALIGNED_SECONDS": tiles,
+                  "GRID_UNALIGNED_ZERO_SECONDS": padding_rows * tile.k_padded(hidden, itemsize) / tile.threads}
+    return terms
+
+
+def grid_step_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, itemsize: int) -> float:
+    """A step of the grid kernel on tensor cores as measured on the H200 (GRID_STEP_PRICES)."""
+    return sum(GRID_STEP_PRICES[name] * count
+               for name, count in grid_step_terms(batch, hidden, gates, tile, itemsize).items())
+
+
 def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
                  mode: str, itemsize: int, units: int | None = None) -> list[TensorTile]:
     """Candidates for mode "grid" (one block per SM at most, as for FMA) or "cluster";
@@ -1295,6 +1348,18 @@ def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Tar
 LIBRARY_STEP_FIXED_SECONDS = 3.6e-6
 LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND = 6.2e12
 LIBRARY_STEP_SECONDS_PER_OUTPUT = 1.04e-11
+# ... but a GEMM of few output rows (G·H) does not reach that rate: each row's K-long dot
+# product streams its bytes at a bounded rate, so W_hh takes at least K·itemsize × 0.62 ns
+# (the same bound as ~1.6 GB/s a row). The one-gate steps of tanh RNN fp16 H=1024-2048
+# B=32-64 ran 5.5-7.3 µs, 1.18-1.41× the price without it
+# (results/step-forms-h200-2026-11-29-losses.json, at 35bf5cc), and plans for graphed calls
+# went to cuBLASLt steps that ran 1.34-1.42× slower than the grid kernel
+# (persistence-moves-h200-2026-11-29-grid-price.txt). 0.62 ns is the least-squares value of
+# the relative error over the aligned 16-bit points of the three step-forms runs (exact
+# float32's SIMT GEMM is priced by its multiply-adds and floor below, without it)
+# (test_the_library_step_in_graphs_is_priced_near_the_measured; RMS 10% → 6%); it binds
+# where G·H < ~3800 (all one-gate steps, LSTM H < 960, GRU H < 1280).
+LIBRARY_STEP_K_BYTE_SECONDS = 0.62e-9
 # Exact float32's GEMM (FMA, no tensor cores) at a few rows has a higher floor: LSTM fp32
 # H=512 B=3 ran ~8.3 µs a step in graphs, where its bytes and FMAs take ~1.2, and the plan
 # priced with 3.3 µs ran 1.42× slower than the eager plan's grid kernel there, H=1536 B=8
@@ -1325,6 +1390,8 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
         share = min(LIBRARY_STEP_FMA_SHARE_MAX, LIBRARY_STEP_FMA_SHARE_AT_8_ROWS * max(1.0, batch / 8))
         fma = 2.0 * gates * hidden * k * batch / (target.fp32_flops * share) \
             if precision == "exact" and itemsize == 4 else 0.0
+        if not fma:  # tensor cores' rows, the bound fitted there
+            weights = max(weights, k * itemsize * LIBRARY_STEP_K_BYTE_SECONDS)
         fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else \
             LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if library_unaligned(k, itemsize) else LIBRARY_STEP_FIXED_SECONDS
         return fixed + max(weights, fma) + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT

@@ -37,7 +37,8 @@ from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepR
                      grid_shared_max)
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
-                   persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles, step_kernel_seconds,
+                   grid_step_seconds, persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles,
+                   staged_tiles, step_kernel_seconds,
                    tensor_seconds, tensor_tiles)
 
 
@@ -97,6 +98,7 @@ def plan_persistence(model, plan, target):
             # (results/half-tensor-or-fma-h100-2026-11-25.txt).
             clusters.append((fitting(cluster_tiles(H, G, B, target)), cluster_seconds, "fma", "FMA"))
         modes = {"grid": grid, "cluster": clusters}
+        schedule_prices = {}
         for mode, families in modes.items():
             priced = [(round(seconds(B, H, G, t, target, itemsize) * 1e8), getattr(t, "cluster", 0), t.threads,
                        i, t, seconds, math_, product)
@@ -132,7 +134,11 @@ def plan_persistence(model, plan, target):
             if math_ == "fma" and l.precision.value == "tensor":
                 what += ("; FMA priced below the tensor-core cluster kernel's best tile (half operands "
                          "are exact in fp32 either way)")
-            candidates[mode] = (seconds(B, H, G, best, target, itemsize), value, what)
+            price = grid_tile_seconds(seconds, math_, B, H, G, best, target, itemsize) if mode == "grid" \
+                else seconds(B, H, G, best, target, itemsize)
+            candidates[mode] = (price, value, what)
+            if price != (own := seconds(B, H, G, best, target, itemsize)):
+                schedule_prices[mode + SCHEDULE_PRICE] = own
         if forced is not None:
             if forced not in candidates:
                 raise PlanError(f"layer '{l.name}', option persistence={forced!r}: W_hh "
@@ -155,7 +161,7 @@ def plan_persistence(model, plan, target):
             how = {"user": "forced by the user; ", "measured": "measured; "}.get(source, "")
             reason = (f"{how}{chosen}: {what}; "
                       f"predicted {seconds * 1e6:.1f} µs/step (others, µs: {others})")
-        alternatives = {**per_step, **{k: v[0] for k, v in candidates.items() if k != "none"}}
+        alternatives = {**per_step, **{k: v[0] for k, v in candidates.items() if k != "none"}, **schedule_prices}
         return seconds, replace(l, persistence=Decision(value, reason, source, alternatives, measured))
 
     def decide_projected(l):
@@ -200,7 +206,8 @@ def plan_persistence(model, plan, target):
                f"chunk in one cuBLASLt GEMM ({gemm * 1e6:.2f} µs/step at {chunk} steps), h0·W_hhᵀ added "
                f"to the first step's projection; predicted {folded * 1e6:.1f} µs/step, per step "
                f"{none[0] * 1e6:.1f}")
-        alternatives = {**{k: v + gemm for k, v in d.alternatives.items() if k in ("grid", "cluster")},
+        alternatives = {**{k: v + gemm for k, v in d.alternatives.items()
+                           if k.removesuffix(SCHEDULE_PRICE) in ("grid", "cluster")},
                         **per_step}
         return replace(l, persistence=replace(d, reason=f"folded (see h_projection); {d.reason}",
                                               alternatives=alternatives),
@@ -250,6 +257,29 @@ def grid_family(l, batch: int, target, itemsize: int,
             fitting = [replace(t, polled_exchange=True) if t.exchange_vectors(H, itemsize) <= 2 else t
                        for t in fitting]
     return fitting, price, math_
+
+
+# The key, after a mode's, of the price the schedule reads for it (schedule.step_seconds_of)
+# where the mode was chosen at another: the grid kernel on tensor cores is chosen against
+# the other modes at the H200's measured level (grid_tile_seconds), while the schedule's
+# constants (a chunk's launch, partitions beside each other, the pipelining margin) were
+# fitted with cost.tensor_seconds' level. Pricing its stacks at the H200 level moved 59 of
+# 1006 census stacks, 36 of them to schedules that ran slower by more than 3% (median
+# 1.08×, pipelined → sequential at 2 × LSTM fp16 H=1024 B=1-20 1.09-1.29×;
+# results/schedule-moves-h200-2026-11-29-h200-level.jsonl).
+SCHEDULE_PRICE = ", as the schedule prices it"
+
+
+def grid_tile_seconds(price, math_: str, batch: int, hidden: int, gates: int, tile, target,
+                      itemsize: int) -> float:
+    """A step of the grid tile ``tile`` that ``price`` (grid_family's) ranked first: on tensor
+    cores cost.grid_step_seconds, the price measured on the H200, since the model that ranks
+    the family (cost.tensor_seconds, fitted on the H100 to older kernels) reads their steps
+    ~1.3× high and would set the grid kernel against the other modes at that; FMA tiles at
+    their own price."""
+    if math_ == "tensor":
+        return grid_step_seconds(batch, hidden, gates, tile, itemsize)
+    return price(batch, hidden, gates, tile, target, itemsize)
 
 
 def grid_description(value: Persistent) -> str:

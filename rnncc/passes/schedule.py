@@ -47,7 +47,7 @@ from ..plan import Decision, Schedule, Stage
 from ..tiles import Persistent
 from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once, partition_units
 from .geometry import projection_decision, projection_seconds_of
-from .persistence import grid_description, grid_family, persistence_label
+from .persistence import SCHEDULE_PRICE, grid_description, grid_family, persistence_label, plan_persistence
 from .workspace import call_bytes
 
 CHUNKS = (16, 32, 64, 128)
@@ -164,10 +164,13 @@ class Task:
 
 
 def step_seconds_of(l) -> float:
-    """Layer l's predicted seconds per step in its chosen persistence."""
+    """Layer l's predicted seconds per step in its chosen persistence, at the level the
+    schedule's constants were fitted with (SCHEDULE_PRICE) where that differs."""
     d = l.persistence
-    return d.alternatives.get(persistence_label(d.value), min(d.alternatives.values())) \
-        if d.alternatives else 0.0
+    if not d.alternatives:
+        return 0.0
+    label = persistence_label(d.value)
+    return d.alternatives.get(label + SCHEDULE_PRICE, d.alternatives.get(label, min(d.alternatives.values())))
 
 
 def share_of(l, batch: int, target) -> float:
@@ -216,9 +219,42 @@ def partitioned(plan, parts: int, target):
         why = (f"grid: {grid_description(v)}; 1/{parts} of the SMs, so that {parts} layers of the "
                f"pipelined schedule run side by side: predicted {seconds * 1e6:.1f} µs/step against "
                f"{alone * 1e6:.1f} on its own tile ({value.blocks} blocks)")
-        alternatives = {**(d.alternatives or {}), "grid": seconds, "grid, all SMs": alone}
+        alternatives = {**{k: v for k, v in (d.alternatives or {}).items() if k != "grid" + SCHEDULE_PRICE},
+                        "grid": seconds, "grid, all SMs": alone}
         return replace(l, persistence=replace(d, value=v, reason=why, alternatives=alternatives))
     return plan.map_layers(retile)
+
+
+def clustered(model, plan, target):
+    """The plan with each layer on a grid kernel whose persistence priced a cluster kernel
+    too re-planned on that cluster kernel, for the pipelined schedules: a layer's grid
+    kernel holds the GPU and pipelines only in SM partitions, each layer's clusters hold a
+    part of it, so that layers pipelined run side by side at their whole speed. A layer
+    alone may price its grid kernel lower (GRU fp16 H=768 B ≤ 8, tanh RNN H=1400 B ≤ 20 ran
+    0.77-0.93× their hybrid cluster kernel's forward, results/persistence-moves-h200-2026-11-29-two-stage.txt)
+    while a stack of them runs faster pipelined in clusters. The plan itself where no layer
+    changes or some layer has no cluster kernel."""
+    if not any(isinstance(l.persistence.value, Persistent) and l.persistence.value.mode == "grid"
+               and "cluster" in (l.persistence.alternatives or {}) and l.persistence.source == "model"
+               for l in plan.layers):
+        return plan
+    try:
+        forced = plan_persistence(model, replace(plan, options=replace(plan.options, persistence="cluster")), target)
+    except PlanError:
+        return plan
+    ours = {l.name: l for l in forced.layers}
+
+    def to_cluster(l):
+        d = l.persistence
+        if not (isinstance(d.value, Persistent) and d.value.mode == "grid" and d.source == "model"
+                and "cluster" in (d.alternatives or {})):
+            return l
+        cluster = ours[l.name].persistence
+        why = (f"cluster in the pipelined schedule, where layers run side by side: "
+               f"{cluster.reason.split('; cluster: ', 1)[-1]}; alone its grid kernel is predicted "
+               f"{d.alternatives['grid'] * 1e6:.1f} µs/step")
+        return replace(l, persistence=replace(d, value=cluster.value, reason=why))
+    return plan.map_layers(to_cluster)
 
 
 def chunk_seconds(l, steps: int, projection_s: float, itemsize: int, target, parts: int = 1) -> float:
@@ -489,18 +525,21 @@ def plan_schedule(model, plan, target):
         # that do not read each other (a bidirectional layer's halves) then run at once.
         # A forced unroll is the chunk (steps per projection and recurrent launch).
         chunks = [min(o.unroll, o.seq_len)] if o.unroll else [c for c in CHUNKS if c < o.seq_len] + [o.seq_len]
-        # SM partitions only where they re-tile a layer.
-        bases = {1: plan} | {p: q for p in PARTS if (q := partitioned(plan, p, target)) != plan}
-        for parts, base in bases.items():
+        # SM partitions only where they re-tile a layer; the layers in clusters where that
+        # changes one.
+        bases = {(1, ""): plan} | {(p, ""): q for p in PARTS if (q := partitioned(plan, p, target)) != plan}
+        if (q := clustered(model, plan, target)) != plan:
+            bases[(1, ", grid layers in clusters")] = q
+        for (parts, variant), base in bases.items():
             for chunk in chunks:
                 chunked, schedule = pipelined_plan(base, chunk, target, parts)
-                pipelines[schedule.label] = (chunked, schedule)
-                predicted[schedule.label] = predicted_seconds(chunked, schedule, o.seq_len, target)
+                pipelines[schedule.label + variant] = (chunked, schedule)
+                predicted[schedule.label + variant] = predicted_seconds(chunked, schedule, o.seq_len, target)
                 if not graph_priced(chunked, schedule, o.seq_len) and \
                         any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
                     # Where the host bounds the call, rnncc's projection kernel costs it less.
                     own, schedule = pipelined_plan(base, chunk, target, parts, host_bound=True)
-                    label = f"{schedule.label}, rnncc projections"
+                    label = f"{schedule.label}{variant}, rnncc projections"
                     pipelines[label] = (own, schedule)
                     predicted[label] = predicted_seconds(own, schedule, o.seq_len, target)
     seq_s = predicted["sequential"]
@@ -515,6 +554,8 @@ def plan_schedule(model, plan, target):
                     f"together ({', '.join(f'{s.layer} {s.share:.2f}' for s in schedule.stages)})")
     if schedule.parts > 1:
         side_by_side += f", their grid kernels re-tiled to 1/{schedule.parts} of the SMs each"
+    if "grid layers in clusters" in best:
+        side_by_side += ", the layers priced faster alone on grid kernels here on their cluster kernels"
     if o.schedule == "pipelined" or predicted[best] < PIPELINE_MARGIN * seq_s:
         how = ("the whole sequence at once, layers that do not read each other side by side"
                if schedule.chunk >= o.seq_len else
