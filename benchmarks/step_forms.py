@@ -9,7 +9,7 @@ written beside (the models' fit).
     python3 benchmarks/step_forms.py OUT_DIR [CASES]   (from the repository root; needs a GPU)
 
 CASES: "small" (default; the shapes the graphed cuBLASLt step was first fitted on, B ≤ 32),
-"losses" (the graphed plans benchmarks/variants/grid-price-h200.patch moved to slower ones)
+"losses" (the graphed plans the two-stage grid price, first form, moved to slower ones)
 or "wide" (B = 16-64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt
 steps and ran 1.33× slower than the eager plan's grid kernel on the H200,
 results/graph-plans-h200-2026-11-28-at-dd06e38.json). Writes OUT_DIR/step-forms-<gpu>-<date>.json and
@@ -39,7 +39,7 @@ CASE_SETS = {"small": CASES,
                       ("lstm", "float16", 1024, 64, 0), ("lstm", "float16", 512, 64, 0), ("gru", "float16", 1024, 32, 0),
                       ("lstm", "bfloat16", 256, 64, 0), ("gru", "float16", 2048, 64, 0)],
              # where pricing the grid pick as measured on the H200 moved plans for graphed calls
-             # to slower ones (benchmarks/variants/grid-price-h200.patch): the library step at
+             # to slower ones (the two-stage grid price, first form; landed in 963fd0a): the library step at
              # one gate and large B, and LSTM H=1400-2048 at B=32-64
              "losses": [("rnn_tanh", "float16", 1400, 64, 0), ("rnn_tanh", "float16", 1536, 64, 0),
                         ("rnn_tanh", "float16", 1024, 64, 0), ("rnn_tanh", "float16", 2048, 32, 0),

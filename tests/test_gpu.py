@@ -2253,7 +2253,7 @@ def test_plans_for_graphed_calls(gpu, torch, cell, dtype, layers, hidden, batch,
 
 def test_twins_for_graphed_calls(gpu, torch):
     """rnncc.optimize(launches="graph"): the twin plans for graphed calls (LSTM fp16 H=1024
-    B=13 S=4: a launch a step where the eager plan runs the grid kernel), agrees with
+    B=13 S=4: the projection in cuBLASLt, whose host call the eager plan avoids), agrees with
     torch.nn, and a capture of it replays its eager call on fresh input."""
     import rnncc.nn as rnn
 
@@ -2270,6 +2270,6 @@ def test_twins_for_graphed_calls(gpu, torch):
         assert max_relative_error(g.float().cpu().numpy(), w.float().cpu().numpy()) <= tol
     compiled = rnn._runner_of(ours._specs["float16"]).compiled[("float16", False)][0]
     plan = compiled.variant(4, 13).plan
-    assert plan.options.graphed and plan.layers[0].persistence.value.mode == "none"
+    assert plan.options.graphed and plan.layers[0].projection_tile.value.math == "cublas"
     replayed, again, _ = replay_on_fresh_input(torch, ours, x)
     assert torch.equal(replayed, again)

@@ -1933,8 +1933,12 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     import graph_plans
 
     known_slower = {"1×gru float16 H=777 B=5 S=16"}
-    # The two-stage grid price moved this graph plan from a launch a step to the grid kernel.
-    moved_to_grid = {"1×lstm float16 H=1024 B=13 S=4"}
+    # The two-stage grid price (963fd0a) moved this graph plan from a launch a step to the
+    # grid kernel: 23.0 µs in graph replays against 34.7 for the eager plan (25.0 for the old
+    # graph plan in graph-plans-h200-2026-11-29-at-2d93d7d.json).
+    newest = json.loads((root / "benchmarks" / "results" / "graph-plans-h200-2026-11-29.json").read_text())
+    moved_to_grid = {r["label"]: r for r in newest["results"] if r["label"] == "1×lstm float16 H=1024 B=13 S=4"}
+    assert len(moved_to_grid) == 1
     results = root / "benchmarks" / "results"
     measured = json.loads((results / "graph-plans-h100-2026-11-28.json").read_text())
     by_label = {r["label"]: r for r in measured["results"]}
@@ -1966,8 +1970,10 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
         if row is None:
             assert plans[0] == plans[1], graph_plans.label(c)
             continue
-        if row["label"] in moved_to_grid:  # the graph plan priced anew: timed again below
-            assert plans == [row["eager_plan"], "grid/tensor+cublas sequential"], row
+        if row["label"] in moved_to_grid:  # the graph plan priced anew, timed again at 1c464b7
+            again = moved_to_grid[row["label"]]
+            assert plans == [row["eager_plan"], again["graph_plan"]] == [again["eager_plan"], again["graph_plan"]]
+            assert again["graph_plan_over_eager_plan"] <= 1.02, again
             differing += 1
             continue
         if row["label"] in known_slower:  # the slower graph plan is made no more
