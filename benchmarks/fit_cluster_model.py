@@ -313,6 +313,16 @@ GRID_PRICE_NEAR = 1.5
 GRID_PRICE_PICK_WEIGHT = 10.0
 
 
+def ranked_first(rows: list, ranked) -> dict[tuple, int]:
+    """{case: the index in ``rows`` (grid_step_rows) of the tile ``ranked`` (a price a row)
+    puts first, the first of tiles priced alike}."""
+    firsts: dict = {}
+    for i, ((case, *_), price) in enumerate(zip(rows, ranked)):
+        if case not in firsts or price < ranked[firsts[case]]:
+            firsts[case] = i
+    return firsts
+
+
 def grid_step_price_fit(rows: list, ranked) -> dict[str, float]:
     """cost.GRID_STEP_PRICES ({price: µs}) by least squares of the relative error over the
     rows of grid_step_rows within GRID_PRICE_NEAR of their case's fastest, the tile that
@@ -320,11 +330,7 @@ def grid_step_price_fit(rows: list, ranked) -> dict[str, float]:
     fastest: dict = {}
     for case, _, us, _ in rows:
         fastest[case] = min(fastest.get(case, us), us)
-    firsts: dict = {}
-    for i, ((case, *_), price) in enumerate(zip(rows, ranked)):
-        if case not in firsts or price < ranked[firsts[case]]:
-            firsts[case] = i
-    picked = set(firsts.values())
+    picked = set(ranked_first(rows, ranked).values())
     chosen = [i for i, (case, _, us, _) in enumerate(rows) if us <= GRID_PRICE_NEAR * fastest[case] or i in picked]
     names = sorted({n for i in chosen for n in rows[i][3]})
     a = np.array([[rows[i][3].get(n, 0.0) for n in names] for i in chosen])
@@ -374,11 +380,8 @@ def fit_grid_steps(paths: list[str]) -> None:
           f"{GRID_PRICE_PICK_WEIGHT:g}):")
     for n, v in step_prices.items():
         print(f"  {n} = {v * 1e-6:.4g}")
-    priced = {case: [] for case in picks["fit"]}
-    for row, price in zip(rows, committed):
-        priced[row[0]].append((price, row))
-    for case, candidates in priced.items():
-        _, (_, tile, us, terms) = min(candidates, key=lambda c: c[0])
+    for case, i in ranked_first(rows, committed).items():
+        _, _, us, terms = rows[i]
         price = sum(step_prices[n] * c for n, c in terms.items())
         print(f"{case}: cost.py's pick {us:.2f} µs a step, priced {price:.2f} ({us / price:.2f})")
 

@@ -2161,11 +2161,7 @@ def test_the_grid_step_prices_are_the_h200_sweeps_fit(monkeypatch):
     assert len(levels) == 32
     # grid_step_picks' level is measured over the ranking's own price; here over this price,
     # at the first of tiles ranked alike, as grid_step_price_fit weights it.
-    firsts = {}
-    for (case, _, us, _), rank, price in zip(rows, ranked, priced):
-        if case not in firsts or rank < firsts[case][0]:
-            firsts[case] = (rank, us / price)
-    levels = sorted(level for _, level in firsts.values())
+    levels = sorted(rows[i][2] / priced[i] for i in fit.ranked_first(rows, ranked).values())
     assert 0.88 <= levels[0] and levels[-1] <= 1.13, levels
 
 
