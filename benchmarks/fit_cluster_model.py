@@ -305,7 +305,7 @@ def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
 
 # cost.GRID_STEP_PRICES' fit: the tiles within GRID_PRICE_NEAR of their case's fastest (those
 # a ranking picks among), the committed model's pick of each case GRID_PRICE_PICK_WEIGHT
-# times over: that tile is the one the prices serve (persistence.grid_tile_seconds). Unweighted,
+# times over: that tile is the one the prices serve (persistence.decide_modes). Unweighted,
 # its price read LSTM fp16 H=1400-1536 B=20-32's picks 15-19% low, and the plans for graphed
 # calls there ran 1.05-1.10× slower on grid than on cuBLASLt steps
 # (results/persistence-moves-h200-2026-11-29-grid-price.txt).

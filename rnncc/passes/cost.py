@@ -1089,7 +1089,7 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
 
 
 # What a step of the grid kernel on tensor cores takes on the H200, for comparing the grid
-# tile the model above picks with the other modes (persistence.grid_tile_seconds): the step
+# tile the model above picks with the other modes (persistence.decide_modes): the step
 # alone of 1487 tiles of the planner's whole grid family at 32 cases, less the projection's
 # share measured apart (benchmarks/results/grid-tile-steps-h200-2026-11-29*.txt, kernels as at
 # 35bf5cc), fitted by least squares of the relative error to the tiles within 1.5× of their

@@ -134,10 +134,14 @@ def plan_persistence(model, plan, target):
             if math_ == "fma" and l.precision.value == "tensor":
                 what += ("; FMA priced below the tensor-core cluster kernel's best tile (half operands "
                          "are exact in fp32 either way)")
-            price = grid_tile_seconds(seconds, math_, B, H, G, best, target, itemsize) if mode == "grid" \
-                else seconds(B, H, G, best, target, itemsize)
+            own = seconds(B, H, G, best, target, itemsize)
+            # The grid tile on tensor cores that `seconds` ranked first meets the other modes
+            # at cost.grid_step_seconds, the step measured on the H200: the ranking model
+            # (cost.tensor_seconds, fitted on the H100 to older kernels) reads those steps
+            # ~1.3× high. The schedule keeps the ranking model's level (SCHEDULE_PRICE).
+            price = grid_step_seconds(B, H, G, best, itemsize) if mode == "grid" and math_ == "tensor" else own
             candidates[mode] = (price, value, what)
-            if price != (own := seconds(B, H, G, best, target, itemsize)):
+            if price != own:
                 schedule_prices[mode + SCHEDULE_PRICE] = own
         if forced is not None:
             if forced not in candidates:
@@ -261,25 +265,13 @@ def grid_family(l, batch: int, target, itemsize: int,
 
 # The key, after a mode's, of the price the schedule reads for it (schedule.step_seconds_of)
 # where the mode was chosen at another: the grid kernel on tensor cores is chosen against
-# the other modes at the H200's measured level (grid_tile_seconds), while the schedule's
+# the other modes at the H200's measured level (cost.grid_step_seconds), while the schedule's
 # constants (a chunk's launch, partitions beside each other, the pipelining margin) were
 # fitted with cost.tensor_seconds' level. Pricing its stacks at the H200 level moved 59 of
 # 1006 census stacks, 36 of them to schedules that ran slower by more than 3% (median
 # 1.08×, pipelined → sequential at 2 × LSTM fp16 H=1024 B=1-20 1.09-1.29×;
 # results/schedule-moves-h200-2026-11-29-h200-level.jsonl).
 SCHEDULE_PRICE = ", as the schedule prices it"
-
-
-def grid_tile_seconds(price, math_: str, batch: int, hidden: int, gates: int, tile, target,
-                      itemsize: int) -> float:
-    """A step of the grid tile ``tile`` that ``price`` (grid_family's) ranked first: on tensor
-    cores cost.grid_step_seconds, the price measured on the H200, since the model that ranks
-    the family (cost.tensor_seconds, fitted on the H100 to older kernels) reads their steps
-    ~1.3× high and would set the grid kernel against the other modes at that; FMA tiles at
-    their own price."""
-    if math_ == "tensor":
-        return grid_step_seconds(batch, hidden, gates, tile, itemsize)
-    return price(batch, hidden, gates, tile, target, itemsize)
 
 
 def grid_description(value: Persistent) -> str:

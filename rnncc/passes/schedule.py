@@ -234,9 +234,11 @@ def clustered(model, plan, target):
     0.77-0.93× their hybrid cluster kernel's forward, results/persistence-moves-h200-2026-11-29-two-stage.txt)
     while a stack of them runs faster pipelined in clusters. The plan itself where no layer
     changes or some layer has no cluster kernel."""
-    if not any(isinstance(l.persistence.value, Persistent) and l.persistence.value.mode == "grid"
-               and "cluster" in (l.persistence.alternatives or {}) and l.persistence.source == "model"
-               for l in plan.layers):
+    def movable(d) -> bool:  # a grid layer the model chose where a cluster kernel was priced too
+        return (isinstance(d.value, Persistent) and d.value.mode == "grid" and d.source == "model"
+                and "cluster" in (d.alternatives or {}))
+
+    if not any(movable(l.persistence) for l in plan.layers):
         return plan
     try:
         forced = plan_persistence(model, replace(plan, options=replace(plan.options, persistence="cluster")), target)
@@ -246,8 +248,7 @@ def clustered(model, plan, target):
 
     def to_cluster(l):
         d = l.persistence
-        if not (isinstance(d.value, Persistent) and d.value.mode == "grid" and d.source == "model"
-                and "cluster" in (d.alternatives or {})):
+        if not movable(d):
             return l
         cluster = ours[l.name].persistence
         why = (f"cluster in the pipelined schedule, where layers run side by side: "
