@@ -176,6 +176,17 @@ ROW_SETS = {"small": ROWS,
                                   Config("lstm", "bfloat16", 1536, 1, layers=4),
                                   Config("lstm", "float16", 1024, 8, layers=4),
                                   Config("lstm", "float16", 1024, 8, seq_len=128, layers=8, model="gnmt")],
+            # The tensor grid kernel where h's rows are not whole 16-byte vectors (H=777, 1100:
+            # stage_h's dense-run path) and batches that leave rows of a tile empty, mma.sync
+            # and wgmma tiles, a bidirectional stack (strided h rows), and an aligned control:
+            # zeroing h's padding once a launch instead of every step (2026-11-29).
+            "unaligned": [Config("lstm", "float16", 777, 1), Config("lstm", "float16", 777, 3),
+                          Config("gru", "float16", 777, 5), Config("lstm", "float16", 777, 13),
+                          Config("lstm", "float16", 1100, 1), Config("gru", "float16", 1100, 3),
+                          Config("lstm", "float16", 1100, 8), Config("lstm", "float16", 1100, 20),
+                          Config("lstm", "bfloat16", 1100, 13), Config("gru", "float16", 1100, 33),
+                          Config("lstm", "float16", 777, 3, layers=2, bidirectional=True),
+                          Config("lstm", "float16", 1024, 8)],
             # Stacks whose eager plan moves when a pipelined eager call is priced as the CUDA
             # graph the runtime replays it from (schedule.replayed; CPU census of 2026-11-28):
             # to shorter chunks, cuBLASLt's projections, sequential ↔ pipelined.
