@@ -1100,6 +1100,11 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
 # counts do (its pick runs 1.026× the fastest on average, an all-tile fit of these terms'
 # 1.044×): it picks, this prices, within 0.89-1.12 of its picks. The SMs and L2 are one
 # design on the H100 and the H200, so these prices serve both.
+# Stale where h's rows are not whole 16-byte vectors: the GRID_UNALIGNED_* terms were fitted
+# to kernels that zeroed the K padding and the rows past the batch every step; since 22a6110
+# the kernel zeroes them once a launch, and its picks at H=777/1100 ran 0.1-1.0 µs a step
+# faster (0.72-0.98× the forward in graphs, results/stage-h-padding-once-ab-h200-2026-11-29.txt).
+# So these prices read those steps high until the unaligned cases are swept again.
 GRID_STEP_PRICES = {"GRID_STEP_SECONDS": 0.0804e-6, "GRID_TILE_SECONDS": 1.842e-6, "GRID_UNIT_SECONDS": 0.02238e-6,
                     "GRID_ELEMENT_GATE_SECONDS": 0.1541e-6, "GRID_H_BYTE_SECONDS": 2.023e-11,
                     "GRID_K_STEP_SECONDS": 0.01536e-6, "GRID_RESIDENT_W_BYTE_SECONDS": 6.54e-12,
