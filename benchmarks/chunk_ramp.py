@@ -71,16 +71,9 @@ def graph_trace(m, x) -> dict:
     import torch
 
     from partition_profile import kernel_events, summary
+    from rnncc.timing import capture
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            m(x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        m(x)
+    graph, _ = capture(lambda: m(x))
     graph.replay()
     torch.cuda.synchronize()
     return summary(kernel_events(graph.replay))

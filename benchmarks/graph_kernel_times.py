@@ -72,18 +72,14 @@ def main() -> None:
         return
     import torch
 
-    from rnncc.timing import time_graph
+    from rnncc.timing import capture, time_graph
     from result_files import write_results
 
     rows = []
     for name, m, S, B in cases:
         x = torch.randn(S, B, m.model.input_size, device="cuda", dtype=getattr(torch, m.model.dtype))
         graph_ms = time_graph(lambda: m(x), warmup=3, repeats=20).median_ms
-        g = torch.cuda.CUDAGraph()
-        m(x)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            m(x)
+        g, _ = capture(lambda: m(x), warm=1)
         g.replay()
         events = kernel_events(g.replay)
         by_name: dict[str, list[float]] = {}

@@ -14,6 +14,7 @@ import torch
 
 import rnncc.nn as rnn
 from rnncc.cli import _environment
+from rnncc.timing import capture
 
 # (cell, dtype, num_layers, H, B, S): the issue's launch-bound case, and a 2-layer fp32 one.
 CASES = [("lstm", torch.float16, 1, 256, 8, 64), ("gru", torch.float16, 1, 256, 8, 64),
@@ -37,14 +38,7 @@ def per_call_us(fn, calls: int = CALLS) -> tuple[float, float]:
 
 def replay_us(fn) -> float:
     """µs a replay of fn captured in a CUDA graph (CUDA events)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+    graph, _ = capture(fn, warm=1)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     graph.replay()
     start.record()

@@ -58,23 +58,31 @@ def time_interleaved(fns: dict[str, Callable[[], object]], warmup: int = 3,
     return {name: Timing(statistics.median(t), min(t), max(t), repeats) for name, t in times.items()}
 
 
-def time_graph(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Timing:
-    """Times ``fn`` captured in a CUDA graph (``torch.cuda.graph``): a replay is the GPU
-    time of fn's work without its host time, which is what a user who captures the call
-    (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``) gets. fn runs a few
-    times on a side stream first (allocations, compiles), as capture requires; replays
-    reuse fn's inputs."""
+def capture(fn: Callable[[], object], warm: int = 2) -> tuple[object, object]:
+    """``fn`` captured in a CUDA graph (``torch.cuda.graph``), after ``warm`` calls on a
+    side stream (allocations, compiles, workspaces), as capture requires. Returns the graph
+    and what the captured call returned: tensors each replay writes again, from fn's inputs
+    as they are at the replay."""
     import torch
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):
+        for _ in range(warm):
             fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
+        out = fn()
+    return graph, out
+
+
+def time_graph(fn: Callable[[], object], warmup: int = 3, repeats: int = 20) -> Timing:
+    """Times ``fn`` captured in a CUDA graph (``capture``): a replay is the GPU time of fn's
+    work without its host time, which is what a user who captures the call
+    (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``) gets; replays reuse
+    fn's inputs."""
+    graph, _ = capture(fn)
     return time_gpu(graph.replay, warmup, repeats)
 
 

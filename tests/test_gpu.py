@@ -19,6 +19,7 @@ from rnncc import reference
 from rnncc.dtypes import max_relative_error, round_to, tolerance
 from rnncc.ir import CELL_GATES
 from rnncc.tiles import LibraryProjection, Persistent, PerStep, StagedPersistentTile, TensorTile
+from rnncc.timing import capture
 
 pytestmark = pytest.mark.gpu
 
@@ -959,15 +960,7 @@ def test_lengths_on_the_device_in_a_cuda_graph(gpu, torch):
     m = rnncc.compile(bidirectional_spec("lstm", "float16"), target="device", seq_len=29, batch=6, seed=4)
     x = torch.randn(29, 6, 19, device="cuda", dtype=torch.float16)
     lengths = torch.tensor([29, 3, 0, 17, 29, 1], dtype=torch.int32, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            m(x, lengths=lengths)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y_static, state_static = m(x, lengths=lengths)
+    graph, (y_static, state_static) = capture(lambda: m(x, lengths=lengths))
     fresh, fresh_lengths = torch.randn_like(x), [5, 29, 28, 1, 0, 11]
     x.copy_(fresh)
     lengths.copy_(torch.tensor(fresh_lengths, dtype=torch.int32))
@@ -1404,14 +1397,7 @@ def test_twins_built_alike_keep_their_own_weights(gpu, torch, monkeypatch):
         assert all(bool(torch.isfinite(g).all()) for g in step())
     # ... and captured in a CUDA graph (its levels' weights not sent inside the capture),
     # each replay drawing new masks
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static = step()
+    graph, static = capture(step, warm=1)
     replays = []
     for _ in range(2):
         graph.replay()
@@ -1749,15 +1735,8 @@ def replay_on_fresh_input(torch, fn, x, warm: int = 2):
     """(fn(x)'s output captured by torch.cuda.graph, replayed after x is refilled with fresh
     values; fn's output on those values eager; the graph). fn runs ``warm`` times on a side
     stream first (compiles, the workspace), as capture requires."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warm):
-            fn(x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static = fn(x)[0]
+    graph, out = capture(lambda: fn(x), warm)
+    static = out[0]
     fresh = torch.randn_like(x)
     x.copy_(fresh)
     graph.replay()
@@ -2206,14 +2185,8 @@ def test_pipelined_model_on_two_streams_and_in_a_graph(gpu, torch):
     serial = assert_two_streams_equal_serial(torch, m, xs, 50)
     m.check_errors()
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        m(xs[0])
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y_static = m(xs[0])[0]
+    graph, out = capture(lambda: m(xs[0]), warm=1)
+    y_static = out[0]
     xs[0].copy_(xs[1])
     graph.replay()
     torch.cuda.synchronize()

@@ -15,6 +15,7 @@ import rnncc
 from rnncc import reference_grad
 from rnncc.dtypes import max_relative_error
 from rnncc.ir import CELL_GATES
+from rnncc.timing import capture
 
 pytestmark = pytest.mark.gpu
 
@@ -321,15 +322,7 @@ def test_cuda_graph_captures_a_training_step(gpu, torch, monkeypatch):
     def step():
         y, _ = model(x)
         return torch.autograd.grad(y.square().mean(), params)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static = step()
+    graph, static = capture(step, warm=3)
     x.copy_(torch.randn_like(x))
     graph.replay()
     torch.cuda.synchronize()
