@@ -241,7 +241,7 @@ constexpr int TILES = 1;  // batch tiles a block runs each step at the planned b
 static_assert(SHARED_BYTES == 214016, "the runtime launches with the planned size");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-rnncc_recurrent_persistent_lstm_h1024_residual_f16_a30e2b3817(
+rnncc_recurrent_persistent_lstm_h1024_residual_f16_f03e9d8c6d(
     const T* __restrict__ h0,                   // [B, 1024] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
@@ -292,6 +292,8 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_a30e2b3817(
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(w_dst + 16 * e), "l"(w_src + e) : "memory");
         asm volatile("cp.async.wait_all;" ::: "memory");
     }
+    for (int e = tid; e < H_BYTES / 16; e += THREADS) reinterpret_cast<uint4*>(h_s)[e] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
 
     const int batch_tiles = (batch + BATCH - 1) / BATCH;
     if (batch_tiles <= (int)gridDim.y * TILES) {
@@ -413,20 +415,11 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_a30e2b3817(
                             }
                             for (int i = vectors * VEC + tid; i < total; i += THREADS)
                                 h_s[h_at(i / H, i % H)] = load_coherent(run + i);
-                            if constexpr (KPAD > H) {
-                                for (int e = tid; e < rows * (KPAD - H); e += THREADS)
-                                    h_s[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);
-                            }
-                            for (int e = rows * KPAD + tid; e < BATCH * KPAD; e += THREADS)
-                                h_s[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
                         } else {
+                            const int rows = min(BATCH, batch - b_base);
                 #pragma unroll 4
-                            for (int e = tid; e < BATCH * KPAD; e += THREADS) {
-                                const int row = e / KPAD, k = e % KPAD, b = b_base + row;
-                                T v = from_float(0.0f);
-                                if (b < batch && k < H) v = load_coherent(&h_prev[(long long)b * h_prev_stride_b + k]);
-                                h_s[h_at(row, k)] = v;
-                            }
+                            for (int e = tid; e < rows * H; e += THREADS)
+                                h_s[h_at(e / H, e % H)] = load_coherent(&h_prev[(long long)(b_base + e / H) * h_prev_stride_b + e % H]);
                         }
                     }
                 fence_h_for_wgmma();
@@ -574,20 +567,11 @@ rnncc_recurrent_persistent_lstm_h1024_residual_f16_a30e2b3817(
                         }
                         for (int i = vectors * VEC + tid; i < total; i += THREADS)
                             h_s[h_at(i / H, i % H)] = load_coherent(run + i);
-                        if constexpr (KPAD > H) {
-                            for (int e = tid; e < rows * (KPAD - H); e += THREADS)
-                                h_s[h_at(e / (KPAD - H), H + e % (KPAD - H))] = from_float(0.0f);
-                        }
-                        for (int e = rows * KPAD + tid; e < BATCH * KPAD; e += THREADS)
-                            h_s[h_at(e / KPAD, e % KPAD)] = from_float(0.0f);
                     } else {
+                        const int rows = min(BATCH, batch - b_base);
             #pragma unroll 4
-                        for (int e = tid; e < BATCH * KPAD; e += THREADS) {
-                            const int row = e / KPAD, k = e % KPAD, b = b_base + row;
-                            T v = from_float(0.0f);
-                            if (b < batch && k < H) v = load_coherent(&h_prev[(long long)b * h_prev_stride_b + k]);
-                            h_s[h_at(row, k)] = v;
-                        }
+                        for (int e = tid; e < rows * H; e += THREADS)
+                            h_s[h_at(e / H, e % H)] = load_coherent(&h_prev[(long long)(b_base + e / H) * h_prev_stride_b + e % H]);
                     }
                 }
             fence_h_for_wgmma();
