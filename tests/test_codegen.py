@@ -263,6 +263,31 @@ def test_persistent_kernels_write_h_n_themselves():
     assert len(forms) == 8, forms
 
 
+def test_grid_kernels_zero_h_padding_once():
+    """The tensor grid kernel zeroes its h buffer once, before its first step, and stages
+    only the batch's rows below H each step (22a6110): where h's rows are not whole 16-byte
+    vectors the K padding and the rows past the batch were zeroed element by element every
+    step (LSTM fp16 H=1100 B=1: 1.03 µs of a step,
+    benchmarks/results/stage-h-padding-once-ab-h200-2026-11-29.txt). The cluster kernels,
+    which stage h0 once a call, still zero the padding where they stage it."""
+    def kernel(persistence, H, B):
+        spec = {"name": "pad", "dtype": "float16", "input_size": 64,
+                "layers": [{"name": "l0", "cell": "lstm", "hidden_size": H}]}
+        m = rnncc.compile(spec, target="h200", batch=B, persistence=persistence, precision="tensor")
+        return m.kernel_of("l0", "recurrent")
+    per_step_zeros = ("for (int e = rows * KPAD + tid; e < BATCH * KPAD; e += THREADS)",
+                      "e < rows * (KPAD - H)")
+    for H, B in ((777, 1), (1100, 3), (1100, 13)):
+        k = kernel("grid", H, B)
+        assert k.family == "recurrent_persistent", k.family
+        once = k.source.index("e < H_BYTES / 16; e += THREADS) reinterpret_cast<uint4*>(h_s)[e] = make_uint4(0u, 0u, 0u, 0u);")
+        assert once < k.source.index("for (int t = 0; t < steps; ++t)"), (H, B)
+        assert not any(z in k.source for z in per_step_zeros), (H, B)
+        assert "const int rows = min(BATCH, batch - b_base);" in k.source  # the dense run, its rows only
+    k = kernel("cluster", 650, 3)
+    assert k.family.startswith("recurrent_cluster") and "e < H_BYTES / 16" not in k.source and any(z in k.source for z in per_step_zeros)
+
+
 @pytest.mark.parametrize("source,defines", [
     ("cluster_exchange.cu", ["-DCL=4"]),
     ("cross_cluster_exchange.cu", ["-DCL=16", "-DNC=4"]),
