@@ -285,11 +285,23 @@ def grid_step_rows(texts: list[str], projections: str) -> list:
     """(case, tile, µs a step less the projection's share, terms) of each line of the
     step-only sweeps: the projection ((S=256 − S=129) rows of the GEMM, one kernel at every
     tile of a case), which the plan prices apart, taken off each case's steps from
-    ``projections`` (grid_tile_sweep.py --projection-only lines)."""
-    shares = {(m[1], m[2], int(m[3]), int(m[4])): float(m[5]) for m in PROJECTION_LINE.finditer(projections)}
-    return [((cell, dtype, H, B), tile, us - shares[(cell, dtype, H, B)],
-             cost.grid_step_terms(B, H, GATES.get(cell, 1), tile, 4 if dtype == "float32" else 2))
-            for text in texts for cell, dtype, H, B, tile, us in grid_step_lines(text)]
+    ``projections`` (grid_tile_sweep.py --projection-only lines), else from the projection
+    lines of the sweeps themselves (--steps prints one a case). A case swept again in a later text
+    replaces its tiles of the earlier ones: its kernels changed in between (the unaligned
+    staging of 22a6110, whose cases the first sweeps measured with h's padding zeroed every
+    step)."""
+    shares = {}
+    tiles: dict = {}
+    for text in [*texts, projections]:
+        shares |= {(m[1], m[2], int(m[3]), int(m[4])): float(m[5]) for m in PROJECTION_LINE.finditer(text)}
+    for text in texts:
+        swept: dict = {}
+        for cell, dtype, H, B, tile, us in grid_step_lines(text):
+            swept.setdefault((cell, dtype, H, B), []).append((tile, us))
+        tiles |= swept
+    return [(case, tile, us - shares[case],
+             cost.grid_step_terms(case[3], case[2], GATES.get(case[0], 1), tile, 4 if case[1] == "float32" else 2))
+            for case, measured in tiles.items() for tile, us in measured]
 
 
 def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:

@@ -2132,6 +2132,28 @@ def test_the_grid_steps_measured_on_the_h200_against_the_committed_model(monkeyp
     assert sum(refit_picks) / len(refit_picks) > sum(picks) / len(picks)
 
 
+def test_a_case_swept_again_replaces_its_earlier_tiles(monkeypatch):
+    """fit_cluster_model.grid_step_rows: a case in a later sweep replaces all its tiles of the
+    earlier ones (its kernels changed in between), other cases stay, and a case no
+    projections file has takes its projection share from its own sweep's line."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    import fit_cluster_model as fit
+
+    tile = "units=8 bpb=8 ks=4 m_tiles=2 batch_blocks=1 threads=256"
+    first = (f"lstm float16 H=777 B=1: {tile}: measured 3.00 µs/step, predicted 4.00\n"
+             f"lstm float16 H=777 B=1: units=16 bpb=8 ks=2 m_tiles=4 batch_blocks=1 threads=256: measured 3.50 µs/step, predicted 4.10\n"
+             f"gru float16 H=1024 B=1: {tile}: measured 2.50 µs/step, predicted 3.00\n")
+    again = ("lstm float16 H=777 B=1: projection 0.05 µs/step\n"
+             f"lstm float16 H=777 B=1: {tile}: measured 2.25 µs/step, predicted 4.00\n")
+    projections = "gru float16 H=1024 B=1: projection 0.10 µs/step\n"
+    rows = fit.grid_step_rows([first, again], projections)
+    assert [(case, round(us, 3)) for case, _, us, _ in rows] == [
+        (("lstm", "float16", 777, 1), 2.2), (("gru", "float16", 1024, 1), 2.4)]
+
+
 def test_the_grid_step_prices_are_the_h200_sweeps_fit(monkeypatch):
     """cost.GRID_STEP_PRICES are what benchmarks/fit_cluster_model.py --grid-steps fits
     (grid_step_price_fit) to the H200's step-only sweeps, and price the tile the committed
