@@ -17,7 +17,8 @@ the shapes whose plan moves if the grid models subtract the acquire poll's savin
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
 planned on grid tiles with W_hh partly in registers; "replay_moves": stacks whose eager plan
 moves when a pipelined eager call is priced as the CUDA graph the runtime replays it from;
-"refit_moves": float32 layers whose plan moves with the staged and K-split models refitted).
+"refit_moves": float32 layers whose plan moves with the staged and K-split models refitted;
+"unaligned": the tensor grid kernel where h's rows are not whole 16-byte vectors).
 """
 
 from __future__ import annotations
