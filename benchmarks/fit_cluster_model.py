@@ -304,6 +304,21 @@ def grid_step_rows(texts: list[str], projections: str) -> list:
             for case, measured in tiles.items() for tile, us in measured]
 
 
+def committed_grid_step_rows() -> list:
+    """grid_step_rows of the committed sweeps (GRID_STEP_SWEEPS, GRID_STEP_PROJECTIONS)."""
+    results = Path(__file__).parent / "results"
+    return grid_step_rows([(results / f).read_text() for f in GRID_STEP_SWEEPS],
+                          (results / GRID_STEP_PROJECTIONS).read_text())
+
+
+def ranking_prices(rows: list) -> list[float]:
+    """cost.tensor_seconds, the model that ranks the grid family, of each row of
+    grid_step_rows on the H200's preset, in µs."""
+    target = PRESETS["h200"]
+    return [cost.tensor_seconds(B, H, GATES.get(cell, 1), tile, target, 2) * 1e6
+            for (cell, _, H, B), tile, _, _ in rows]
+
+
 def grid_step_fit(rows: list) -> tuple[dict[str, float], np.ndarray]:
     """grid_step_terms' prices by least squares of the relative error over grid_step_rows:
     {price: µs} and each row's fitted µs. (Every price comes out positive at the committed
@@ -367,10 +382,8 @@ def fit_grid_steps(paths: list[str]) -> None:
     rows = grid_step_rows([Path(p).read_text() for p in paths],
                           (Path(__file__).parent / "results" / GRID_STEP_PROJECTIONS).read_text())
     prices, fit = grid_step_fit(rows)
-    target = PRESETS["h200"]
     y = np.array([us for _, _, us, _ in rows])
-    committed = np.array([cost.tensor_seconds(B, H, GATES.get(cell, 1), tile, target, 2) * 1e6
-                          for (cell, _, H, B), tile, _, _ in rows])
+    committed = np.array(ranking_prices(rows))
     print(f"{len(rows)} tiles of {len({r[0] for r in rows})} cases, from {', '.join(paths)}")
     for n, v in prices.items():
         print(f"{n} = {v * 1e-6:.4g}")

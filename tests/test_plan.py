@@ -2110,19 +2110,13 @@ def test_the_grid_steps_measured_on_the_h200_against_the_committed_model(monkeyp
     from pathlib import Path
     from statistics import median
 
-    from rnncc.passes import cost
-
     root = Path(__file__).resolve().parent.parent
     monkeypatch.syspath_prepend(str(root / "benchmarks"))
     import fit_cluster_model as fit
 
-    results = root / "benchmarks" / "results"
-    rows = fit.grid_step_rows([(results / f).read_text() for f in fit.GRID_STEP_SWEEPS],
-                              (results / fit.GRID_STEP_PROJECTIONS).read_text())
+    rows = fit.committed_grid_step_rows()
     assert len(rows) == 1487 and len({case for case, *_ in rows}) == 32
-    target = get("h200")
-    priced = [(case, us, cost.tensor_seconds(case[3], case[2], fit.GATES.get(case[0], 1), tile, target, 2) * 1e6)
-              for case, tile, us, _ in rows]
+    priced = [(case, us, p) for (case, _, us, _), p in zip(rows, fit.ranking_prices(rows))]
     assert median(us / p for _, us, p in priced) < 0.8
     assert median(us / p for (_, _, _, B), us, p in priced if B == 1) < 0.7
     picks = [pick for pick, _ in fit.grid_step_picks(rows, [p for *_, p in priced]).values()]
@@ -2167,23 +2161,19 @@ def test_the_grid_step_prices_are_the_h200_sweeps_fit(monkeypatch):
     monkeypatch.syspath_prepend(str(root / "benchmarks"))
     import fit_cluster_model as fit
 
-    results = root / "benchmarks" / "results"
-    rows = fit.grid_step_rows([(results / f).read_text() for f in fit.GRID_STEP_SWEEPS],
-                              (results / fit.GRID_STEP_PROJECTIONS).read_text())
-    target = get("h200")
-    ranked = [cost.tensor_seconds(case[3], case[2], fit.GATES.get(case[0], 1), tile, target, 2)
-              for case, tile, _, _ in rows]
+    rows = fit.committed_grid_step_rows()
+    ranked = fit.ranking_prices(rows)
     fitted = fit.grid_step_price_fit(rows, ranked)
     assert fitted.keys() == cost.GRID_STEP_PRICES.keys()
     for name, us in fitted.items():
         assert cost.GRID_STEP_PRICES[name] == pytest.approx(us * 1e-6, rel=2e-3), name
     priced = [cost.grid_step_seconds(case[3], case[2], fit.GATES.get(case[0], 1), tile, 2) * 1e6
               for case, tile, _, _ in rows]
-    levels = [level for _, level in fit.grid_step_picks(rows, ranked).values()]
-    assert len(levels) == 32
-    # grid_step_picks' level is measured over the ranking's own price; here over this price,
-    # at the first of tiles ranked alike, as grid_step_price_fit weights it.
-    levels = sorted(rows[i][2] / priced[i] for i in fit.ranked_first(rows, ranked).values())
+    firsts = fit.ranked_first(rows, ranked)
+    assert len(firsts) == 32
+    # The measured step over this price at the tile the ranking puts first (the first of
+    # tiles ranked alike, as grid_step_price_fit weights it).
+    levels = sorted(rows[i][2] / priced[i] for i in firsts.values())
     assert 0.88 <= levels[0] and levels[-1] <= 1.13, levels
 
 
