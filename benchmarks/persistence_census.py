@@ -10,6 +10,8 @@ each move runs faster.
         # eager calls at S=256 (the host's launches included)
     python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json --launches graph
         # the same for the plans of graphed calls (CUDA-graph replays only)
+    python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json --length 35
+        # the plans for S=35 that moved (after ÷ before then reads S=35)
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json --precompile
 
 `ab` writes persistence-moves-<gpu>.jsonl, a line a moved shape: both persistences, the
@@ -60,15 +62,15 @@ def census(path: Path, target: str, dtypes=DTYPES, hidden=HIDDEN, batch=BATCH) -
     print(f"{len(out)} plans written to {path}")
 
 
-def moves(before: Path, after: Path, limit: int | None,
-          launches: str = "eager") -> list[tuple[str, str, int, int, str, str]]:
-    """(dtype, cell, H, B, persistence before, after) of each S=256 plan for ``launches``
-    calls that moved."""
+def moves(before: Path, after: Path, limit: int | None, launches: str = "eager",
+          length: int = 256) -> list[tuple[str, str, int, int, str, str]]:
+    """(dtype, cell, H, B, persistence before, after) of each plan for ``length`` steps and
+    ``launches`` calls that moved."""
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
     out = []
     for key, (persistence, _) in old.items():
         dtype, cell, H, B, S, planned_for = key.split()
-        if S == "256" and planned_for == launches and new[key][0] != persistence:
+        if int(S) == length and planned_for == launches and new[key][0] != persistence:
             out.append((dtype, cell, int(H), int(B), persistence, new[key][0]))
     return out[:limit]
 
@@ -83,15 +85,17 @@ def forced(dtype: str, cell: str, H: int, B: int, S: int, persistences: tuple[st
             for p in persistences]
 
 
-def measure(before: Path, after: Path, out_dir: Path, limit: int | None, launches: str = "eager") -> None:
+def measure(before: Path, after: Path, out_dir: Path, limit: int | None, launches: str = "eager",
+            length: int = 256) -> None:
     import torch
     from rnncc.timing import time_graph, time_interleaved
     torch.backends.cuda.matmul.allow_tf32 = False
     gpu = torch.cuda.get_device_name().split()[1].lower()
-    path = out_dir / f"persistence-moves-{gpu}{'-graph' if launches == 'graph' else ''}.jsonl"
+    path = out_dir / (f"persistence-moves-{gpu}{'-graph' if launches == 'graph' else ''}"
+                      f"{'' if length == 256 else f'-s{length}'}.jsonl")
     ratios = []
     with path.open("w") as f:
-        for dtype, cell, H, B, old, new in moves(before, after, limit, launches):
+        for dtype, cell, H, B, old, new in moves(before, after, limit, launches, length):
             row = {"dtype": dtype, "cell": cell, "H": H, "B": B, "launches": launches, "before": old, "after": new}
             for S in (256, 35):
                 torch.manual_seed(0)
@@ -104,17 +108,17 @@ def measure(before: Path, after: Path, out_dir: Path, limit: int | None, launche
                     for i, m in enumerate(models):
                         times[i].append(time_graph(lambda: m(x), 2, 5).median_ms * 1e3)
                 row[f"before_us_s{S}"], row[f"after_us_s{S}"] = (sorted(t)[1] for t in times)
-                if S == 256 and launches == "eager":  # eager calls too (the host's launches): what the plan is for
+                if S == length and launches == "eager":  # eager calls too (the host's launches): what the plan is for
                     eager = time_interleaved({"before": lambda: models[0](x), "after": lambda: models[1](x)}, 2, 6)
-                    row["before_eager_us_s256"], row["after_eager_us_s256"] = (
+                    row[f"before_eager_us_s{S}"], row[f"after_eager_us_s{S}"] = (
                         eager[k].median_ms * 1e3 for k in ("before", "after"))
-            row["after_over_before"] = row["after_us_s256"] / row["before_us_s256"]
+            row["after_over_before"] = row[f"after_us_s{length}"] / row[f"before_us_s{length}"]
             ratios.append(row["after_over_before"])
             f.write(json.dumps(row) + "\n")
             f.flush()
             print(f"{dtype} {cell} H={H} B={B}: S=256 {row['before_us_s256']:8.1f} -> {row['after_us_s256']:8.1f} µs "
-                  f"({row['after_over_before']:.3f}×), S=35 {row['before_us_s35']:7.1f} -> {row['after_us_s35']:7.1f}"
-                  + (f", eager S=256 {row['before_eager_us_s256']:8.1f} -> {row['after_eager_us_s256']:8.1f}"
+                  f"({row['after_us_s256'] / row['before_us_s256']:.3f}×), S=35 {row['before_us_s35']:7.1f} -> {row['after_us_s35']:7.1f}"
+                  + (f", eager S={length} {row[f'before_eager_us_s{length}']:8.1f} -> {row[f'after_eager_us_s{length}']:8.1f}"
                      if launches == "eager" else ""), flush=True)
     if ratios:
         ratios.sort()
@@ -123,9 +127,9 @@ def measure(before: Path, after: Path, out_dir: Path, limit: int | None, launche
     print(f"wrote {path}")
 
 
-def precompile(before: Path, after: Path, limit: int | None, launches: str = "eager") -> None:
+def precompile(before: Path, after: Path, limit: int | None, launches: str = "eager", length: int = 256) -> None:
     from staged_sweep import build_kernels  # benchmarks/ is this script's directory
-    build_kernels(m for dtype, cell, H, B, old, new in moves(before, after, limit, launches) for S in (256, 35)
+    build_kernels(m for dtype, cell, H, B, old, new in moves(before, after, limit, launches, length) for S in (256, 35)
                   for m in forced(dtype, cell, H, B, S, (old, new), "h200", launches))
 
 
@@ -147,11 +151,13 @@ if __name__ == "__main__":
     a.add_argument("--precompile", action="store_true")
     a.add_argument("--launches", choices=("eager", "graph"), default="eager",
                    help="the plans for eager calls (default) or for graphed calls that moved")
+    a.add_argument("--length", type=int, choices=LENGTHS, default=256,
+                   help="the plans for this many steps that moved (default: %(default)s)")
     args = p.parse_args()
     if args.what == "census":
         census(args.out, args.target, tuple(args.dtypes.split(",")),
                tuple(int(h) for h in args.hidden.split(",")), tuple(int(b) for b in args.batch.split(",")))
     elif args.precompile:
-        precompile(args.before, args.after, args.limit, args.launches)
+        precompile(args.before, args.after, args.limit, args.launches, args.length)
     else:
-        measure(args.before, args.after, args.out, args.limit, args.launches)
+        measure(args.before, args.after, args.out, args.limit, args.launches, args.length)
