@@ -18,7 +18,9 @@ moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers an
 planned on grid tiles with W_hh partly in registers; "replay_moves": stacks whose eager plan
 moves when a pipelined eager call is priced as the CUDA graph the runtime replays it from;
 "refit_moves": float32 layers whose plan moves with the staged and K-split models refitted;
-"unaligned": the tensor grid kernel where h's rows are not whole 16-byte vectors).
+"unaligned": the tensor grid kernel where h's rows are not whole 16-byte vectors;
+"registers_pairs": LSTM and GRU layers on the registers-form cluster kernel, W_hh all or
+partly in registers).
 """
 
 from __future__ import annotations
@@ -188,6 +190,12 @@ ROW_SETS = {"small": ROWS,
                           Config("lstm", "bfloat16", 1100, 13), Config("gru", "float16", 1100, 33),
                           Config("lstm", "float16", 777, 3, layers=2, bidirectional=True),
                           Config("lstm", "float16", 1024, 8)],
+            # The registers-form cluster kernel's pair loop (static-for-pairs.patch): plain
+            # (K in registers) and hybrid (W_hh partly in shared memory), fp16 and bf16.
+            "registers_pairs": [Config("lstm", "float16", 256, 8), Config("lstm", "float16", 512, 8),
+                                Config("gru", "float16", 384, 8), Config("lstm", "float16", 650, 8),
+                                Config("gru", "float16", 700, 4), Config("lstm", "bfloat16", 700, 20),
+                                Config("gru", "float16", 650, 64)],
             # Stacks whose eager plan moves when a pipelined eager call is priced as the CUDA
             # graph the runtime replays it from (schedule.replayed; CPU census of 2026-11-28):
             # to shorter chunks, cuBLASLt's projections, sequential ↔ pipelined.

@@ -778,12 +778,15 @@ def test_hybrid_registers_form_tile():
 
 @pytest.mark.parametrize("cell,hidden,batch,variant", [("lstm", 650, 20, "gates"), ("lstm", 520, 64, "plain"),
                                                        ("gru", 768, 16, "residual"), ("rnn_tanh", 1400, 16, "plain"),
-                                                       ("gru", 560, 64, "gates")])
+                                                       ("gru", 560, 64, "gates"), ("rnn_tanh", 1300, 1, "plain"),
+                                                       ("rnn_tanh", 1350, 8, "residual")])
 def test_hybrid_registers_form_picks_compile_without_spills(nvcc, cell, hidden, batch, variant):
     """The forward's hybrid registers form where the planner picks it on the H200 (W_hh past
     the registers of any cluster), also saving its gates (a training forward) or as a
     residual layer: part of each warp's fragments in shared memory, the shared memory the
-    plan says, and no local memory (TensorTile.with_shared_steps_for's register budget)."""
+    plan says, and no local memory (TensorTile.with_shared_steps_for's register budget; at
+    tanh H=1300 and 1350, 41 and 43 pairs of k-steps, the pair loop by static_for: NVVM left
+    it rolled under #pragma unroll, w_reg in a 592-byte stack frame)."""
     dtype = "bfloat16" if cell == "gru" else "float16"
     spec = {"name": "hybrid", "dtype": dtype, "input_size": hidden,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden, "residual": variant == "residual"}]}

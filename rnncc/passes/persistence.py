@@ -35,11 +35,10 @@ from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile,
                      grid_shared_max)
-from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
-                   cluster_tiles, h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
-                   grid_step_seconds, persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles,
-                   staged_tiles, step_kernel_seconds,
-                   tensor_seconds, tensor_tiles)
+from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds, cluster_tiles, grid_step_seconds,
+                   h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
+                   persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles,
+                   step_kernel_seconds, tensor_seconds, tensor_tiles)
 
 
 def persistence_label(value: Persistence) -> str:

@@ -55,6 +55,8 @@ CHUNKS = (16, 32, 64, 128)
 # 1/parts of the SMs, so that `parts` layers run side by side (fp16 LSTM H=1024: 64 blocks
 # of 16 units, 128 KiB of W_hh each, against 128 of 8 that hold every SM alone).
 PARTS = (2, 3, 4)
+# The label's tail of the pipelines whose grid-persistent layers run on their cluster kernels.
+CLUSTERED_VARIANT = ", grid layers in clusters"
 # Pipelined only where predicted this much below sequential: the shares are a coarse
 # picture of how kernels share SMs, and a pipelined call launches more.
 PIPELINE_MARGIN = 0.9
@@ -530,7 +532,7 @@ def plan_schedule(model, plan, target):
         # changes one.
         bases = {(1, ""): plan} | {(p, ""): q for p in PARTS if (q := partitioned(plan, p, target)) != plan}
         if (q := clustered(model, plan, target)) != plan:
-            bases[(1, ", grid layers in clusters")] = q
+            bases[(1, CLUSTERED_VARIANT)] = q
         for (parts, variant), base in bases.items():
             for chunk in chunks:
                 chunked, schedule = pipelined_plan(base, chunk, target, parts)
@@ -555,7 +557,7 @@ def plan_schedule(model, plan, target):
                     f"together ({', '.join(f'{s.layer} {s.share:.2f}' for s in schedule.stages)})")
     if schedule.parts > 1:
         side_by_side += f", their grid kernels re-tiled to 1/{schedule.parts} of the SMs each"
-    if "grid layers in clusters" in best:
+    if CLUSTERED_VARIANT in best:
         side_by_side += ", the layers priced faster alone on grid kernels here on their cluster kernels"
     if o.schedule == "pipelined" or predicted[best] < PIPELINE_MARGIN * seq_s:
         how = ("the whole sequence at once, layers that do not read each other side by side"

@@ -85,6 +85,14 @@ __device__ __forceinline__ void report_timeout(unsigned* status, unsigned code) 
     *reinterpret_cast<volatile unsigned*>(status) = code;
     __threadfence_system();
 }
+#include <utility>
+template <int FIRST, int LAST, typename F>
+__device__ __forceinline__ void static_for(F&& f) {
+    if constexpr (FIRST < LAST) {
+        f(std::integral_constant<int, FIRST>{});
+        static_for<FIRST + 1, LAST>(f);
+    }
+}
 
 constexpr int H = 512;                 // hidden units (= K of the product)
 constexpr int G = 4;                 // gates per unit
@@ -194,7 +202,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_lstm_h512_f16_e9419cd103(
+rnncc_recurrent_cluster_lstm_h512_f16_b846af477a(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
