@@ -18,12 +18,13 @@ import os
 import sys
 
 import rnncc
+from persistence_census import layer_spec, precision  # benchmarks/ is this script's directory
 
 
 def layer(cell: str, dtype: str, hidden: int, batch: int, seq_len: int, target: str):
-    spec = {"name": "l", "dtype": dtype, "input_size": hidden, "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden}]}
-    return rnncc.compile(spec, target=target, batch=batch, seq_len=seq_len,
-                         **({"precision": "exact"} if dtype == "float32" else {}))
+    """The one-layer model persistence_census plans (float32 exact, half on tensor cores)."""
+    return rnncc.compile(layer_spec(dtype, cell, hidden), target=target, batch=batch, seq_len=seq_len,
+                         **precision(dtype))
 
 
 def shapes(args: list[str]) -> list[tuple[str, str, int, int, int]]:
@@ -62,7 +63,6 @@ if __name__ == "__main__":
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     if sys.argv[1] == "--build-only":
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from staged_sweep import build_kernels
         target = os.environ.get("RNNCC_BUILD_TARGET", "h200")
         build_kernels(layer(*s, target) for s in shapes(sys.argv[2:]))
