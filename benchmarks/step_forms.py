@@ -6,11 +6,15 @@ process (rnncc.timing.time_graphs_interleaved); a step's time is (T(S=17) − T(
 which leaves out the launch-free part of a call. The plans' predicted step times are
 written beside (the models' fit).
 
-    python3 benchmarks/step_forms.py OUT_DIR [CASES]   (from the repository root; needs a GPU)
+    python3 benchmarks/step_forms.py [--build-only] OUT_DIR [CASES [FORMS]]   (from the repository root)
+
+--build-only plans for the H200 preset and builds the kernels into RNNCC_CACHE_DIR (no GPU),
+to carry to the device; FORMS: a comma list of tiles, rows, cublas (default all; the plan's
+own pick is always timed).
 
 CASES: "small" (default; the shapes the graphed cuBLASLt step was first fitted on, B ≤ 32),
-"losses" (the graphed plans the two-stage grid price, first form, moved to slower ones)
-or "wide" (B = 16-64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt
+"losses" (the graphed plans the two-stage grid price, first form, moved to slower ones),
+"unaligned" (K not whole 16-byte vectors, B = 8-256) or "wide" (B = 16-64, where a plan for graphed calls put 2 × GRU bf16 H=768 B=64 on cuBLASLt
 steps and ran 1.33× slower than the eager plan's grid kernel on the H200,
 results/graph-plans-h200-2026-11-28-at-dd06e38.json). Writes OUT_DIR/step-forms-<gpu>-<date>.json and
 prints a table.
@@ -44,36 +48,55 @@ CASE_SETS = {"small": CASES,
              "losses": [("rnn_tanh", "float16", 1400, 64, 0), ("rnn_tanh", "float16", 1536, 64, 0),
                         ("rnn_tanh", "float16", 1024, 64, 0), ("rnn_tanh", "float16", 2048, 32, 0),
                         ("lstm", "float16", 1400, 32, 0), ("lstm", "float16", 1536, 32, 0),
-                        ("lstm", "float16", 2048, 64, 0), ("gru", "float16", 2048, 32, 0)]}
+                        ("lstm", "float16", 2048, 64, 0), ("gru", "float16", 2048, 32, 0)],
+             # K not whole 16-byte vectors (H not a multiple of 8 in 16 bits): cuBLASLt's graphed
+             # step there ran 5-10 µs above its price at B = 64-256 in the unaligned grid refit's
+             # A/B (persistence-moves-h200-2026-11-29-unaligned-refit-b.txt); two aligned controls
+             "unaligned": [("gru", "float16", 650, 8, 0), ("gru", "float16", 900, 32, 0),
+                           ("gru", "float16", 900, 64, 0), ("gru", "float16", 900, 128, 0),
+                           ("gru", "float16", 1100, 16, 0), ("gru", "float16", 1100, 64, 0),
+                           ("gru", "float16", 1100, 128, 0), ("gru", "float16", 1100, 256, 0),
+                           ("gru", "float16", 1300, 64, 0), ("gru", "float16", 1300, 128, 0),
+                           ("lstm", "float16", 650, 64, 0), ("lstm", "float16", 700, 128, 0),
+                           ("lstm", "float16", 777, 64, 0), ("lstm", "float16", 777, 128, 0),
+                           ("lstm", "float16", 777, 256, 0), ("lstm", "float16", 900, 256, 0),
+                           ("lstm", "float16", 1100, 32, 0), ("lstm", "float16", 1100, 64, 0),
+                           ("lstm", "float16", 1100, 128, 0), ("lstm", "bfloat16", 900, 64, 0),
+                           ("rnn_tanh", "float16", 1300, 64, 0), ("rnn_tanh", "float16", 1100, 128, 0),
+                           ("lstm", "float16", 768, 128, 0), ("gru", "float16", 1024, 256, 0)]}
 FORMS = {"tiles": {"gemm": "rnncc", "step_kernel": "tiles"}, "rows": {"gemm": "rnncc", "step_kernel": "rows"},
          "cublas": {"gemm": "cublas"}}
 SEQS = (1, 17)
 
 
-def module_of(cell: str, dtype: str, H: int, proj: int):
+def module_of(cell: str, dtype: str, H: int, proj: int, device: str = "cuda"):
     torch.manual_seed(0)
     kind = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn_tanh": torch.nn.RNN}[cell]
     extra = {"proj_size": proj} if proj else {}
-    return kind(H, H, **extra).to("cuda", getattr(torch, dtype)).eval()
+    return kind(H, H, **extra).to(device, getattr(torch, dtype)).eval()
 
 
-def main(out: str, cases: str = "small") -> int:
-    env = _environment(torch)
+def main(out: str, cases: str = "small", form_names: str = ",".join(FORMS), build_only: bool = False) -> int:
+    env = None if build_only else _environment(torch)
     commit = os.environ.get("RNNCC_COMMIT", "unknown")
+    chosen = {name: FORMS[name] for name in form_names.split(",")}
     points = []
     for cell, dtype, H, B, proj in CASE_SETS[cases]:
-        module = module_of(cell, dtype, H, proj)
+        module = module_of(cell, dtype, H, proj, "cpu" if build_only else "cuda")
         model, weights = rnncc.from_torch(module)
         forms = {}
-        for name, options in {**FORMS, "planned": {}}.items():
-            forms[name] = {S: rnncc.compile(model, target="device", weights=weights, batch=B, seq_len=S,
+        for name, options in {**chosen, "planned": {}}.items():
+            forms[name] = {S: rnncc.compile(model, target="h200" if build_only else "device", weights=weights,
+                                            batch=B, seq_len=S,
                                             **({"persistence": "none", **options} if options else {}))
                            for S in SEQS}
         points.append(((cell, dtype, H, B, proj), module, forms))
     kernels = {k.name: k for *_, forms in points for by_s in forms.values() for m in by_s.values()
                for k in m.kernels}
     print(f"nvcc: {len(kernels)} distinct kernels", file=sys.stderr)
-    compile_all(list(kernels.values()), points[0][2]["rows"][1].target.arch)
+    compile_all(list(kernels.values()), points[0][2]["planned"][1].target.arch)
+    if build_only:
+        return 0
     rows = []
     for (cell, dtype, H, B, proj), module, forms in points:
         tdt = getattr(torch, dtype)
@@ -94,10 +117,11 @@ def main(out: str, cases: str = "small") -> int:
         call_us = {name: ms[f"{name} S=1"] * 1e3 for name in [*forms, "cudnn"]}
         planned = forms["planned"][17].plan.layers[0]
         predicted = {}
-        for name in FORMS:
+        for name in chosen:
             l = forms[name][17].plan.layers[0]
             predicted[name] = l.persistence.alternatives[persistence_label(l.persistence.value)] * 1e6
-        tiles = {name: forms[name][17].plan.layers[0].step_tile.value.to_dict() for name in ("tiles", "rows")}
+        tiles = {name: forms[name][17].plan.layers[0].step_tile.value.to_dict()
+                 for name in ("tiles", "rows") if name in chosen}
         row = {"cell": cell, "dtype": dtype, "hidden": H, "batch": B, "proj": proj, "step_us": step_us,
                "call_s1_us": call_us, "predicted_step_us": predicted, "tiles": tiles,
                "planned": f"{planned.persistence.value.mode}/{planned.persistence.value.math}/"
@@ -120,4 +144,6 @@ def main(out: str, cases: str = "small") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]) if len(sys.argv) > 1 else main("."))
+    build_only = "--build-only" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--build-only"]
+    sys.exit(main(*args[:3], build_only=build_only) if args else main(".", build_only=build_only))
