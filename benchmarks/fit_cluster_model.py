@@ -44,7 +44,7 @@ otherwise (the throughput bound) is left out and counted.
     python3 benchmarks/fit_cluster_model.py benchmarks/results/grid-tile-sweep-h100-2026-11-23.txt --tensor-grid
 
 The grid kernel on tensor cores on the H200 (--grid-steps): the step alone of every tile of
-the planner's grid family at 32 cases (GRID_STEP_SWEEPS, the projection's share measured
+the planner's grid family at 40 cases (GRID_STEP_SWEEPS, the projection's share measured
 apart and taken off), fitted by least squares to the counts of cost.grid_step_terms (as a ranking
 model: benchmarks/variants/grid-refit-h200.patch, not landed), beside cost.py's model: the error
 of each and, per case, how far each one's pick runs from the fastest tile; then
@@ -276,7 +276,8 @@ def fit_tensor_grid(path: str, text: str) -> None:
 # and the projection's share of each case's step, measured apart.
 GRID_STEP_SWEEPS = ("grid-tile-steps-h200-2026-11-29.txt", "grid-tile-steps-h200-2026-11-29-batches.txt",
                     "grid-tile-steps-h200-2026-11-29-b8-64.txt", "grid-tile-steps-h200-2026-11-29-unaligned.txt",
-                    "grid-tile-steps-h200-2026-11-29-losses.txt", "grid-tile-steps-h200-2026-11-29-graph-losses.txt")
+                    "grid-tile-steps-h200-2026-11-29-losses.txt", "grid-tile-steps-h200-2026-11-29-graph-losses.txt",
+                    "grid-tile-steps-h200-2026-11-29-unaligned-once.txt", "grid-tile-steps-h200-2026-11-29-large-batches.txt")
 GRID_STEP_PROJECTIONS = "grid-tile-steps-projections-h200-2026-11-29.txt"
 PROJECTION_LINE = re.compile(r"(\w+) (\w+) H=(\d+) B=(\d+): projection ([\d.]+) µs/step")
 

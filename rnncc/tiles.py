@@ -398,6 +398,20 @@ HYBRID_REGISTERS_PER_BATCH_TILE = 6
 HYBRID_REGISTERS_PER_ELEMENT_VALUE = 2
 
 
+# Registers a thread of the grid kernel's wgmma blocks of several batch tiles takes: a base, each batch tile's
+# accumulators (BATCH / 2 floats; the block's tiles run one after another, unrolled) and the
+# values of its (unit, row) elements (the projection's gates and the cell state,
+# element_registers in tensor_core.cuh.j2), 2 each as in HYBRID_REGISTERS_PER_ELEMENT_VALUE.
+# The base is what ptxas says (nvcc 13, rnncc/ at 2dc3007, results/local-memory-census-2026-11-29.txt)
+# of 16-unit blocks of 256 threads with batch tiles of 32: at 3 tiles a block (LSTM fp16 H=700
+# B=256: 48 + 2 × 30) all 255 registers without spills, at 4 (GRU: 64 + 2 × 32, LSTM: 64 + 2 × 40,
+# H=777-1024 B=256) 4-320 bytes spilled, and those steps ran 1.2-3.3× their price (LSTM fp16
+# H=900 B=256: 64.9 µs a step against 19.8, results/step-forms-h200-2026-11-29-unaligned.json).
+# Blocks of one batch tile are not bounded: none the planner took spilled (the census above;
+# at 512 threads, 128 registers a thread, this estimate would read them 8-20 over).
+WGMMA_GRID_BASE_REGISTERS = 128
+
+
 # The hybrid registers form's A fragments of the pair of shared-memory k-steps a warp loads
 # a pair ahead of its mma (two pairs of 16 bytes a lane).
 HYBRID_SHARED_A_REGISTERS = 16
@@ -661,14 +675,24 @@ class TensorTile:
         stage_h_polled, at most: rows of odd length go in a run)."""
         return -(-self.batch_per_block * -(-hidden * itemsize // 16) // self.threads)
 
+    def element_values(self, gates: int) -> int:
+        """Values a thread keeps in registers for its (unit, row) elements of every batch
+        tile the block runs (the projection's gates and the cell state)."""
+        return self.tiles_per_block * -(-self.units_per_block * self.batch_per_block // self.threads) * (gates + 1)
+
+    def wgmma_registers(self, gates: int) -> int:
+        """The WGMMA_GRID_* estimate of a thread's registers in a grid block with the product
+        by wgmma."""
+        return (WGMMA_GRID_BASE_REGISTERS + self.tiles_per_block * self.batch_per_block // 2
+                + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.element_values(gates))
+
     def registers_beside_w(self, gates: int) -> int:
         """The HYBRID_* estimate of a thread's registers other than its k-steps of W_hh (4
         each): a base, the B fragments of each batch tile of 8, and the values a thread
         keeps for each of its (unit, row) elements of each batch tile (the projection's
         gates and the cell state)."""
-        elements = -(-self.units_per_block * self.batch_per_block // self.threads)
         return (HYBRID_BASE_REGISTERS + HYBRID_REGISTERS_PER_BATCH_TILE * (self.batch_per_block // MMA_N)
-                + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.tiles_per_block * elements * (gates + 1))
+                + HYBRID_REGISTERS_PER_ELEMENT_VALUE * self.element_values(gates))
 
     def register_w_bytes(self, itemsize: int) -> int:
         """Bytes of W_hh a block keeps in registers (register_steps k-steps of each warp's

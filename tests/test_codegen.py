@@ -1128,3 +1128,32 @@ def test_staged_kernels_sum_their_warps_by_vectors(nvcc, tmp_path):
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "st.shared.v4.f32" in (tmp_path / "k.ptx").read_text(), k.name
+
+
+def test_grid_picks_of_several_batch_tiles_at_b256_compile_without_spills(nvcc):
+    """At B=256 the grid kernel's wgmma blocks of 4 batch tiles of 32 (16 units, 256 threads)
+    took all 255 registers and spilled 4-320 bytes (LSTM and GRU fp16 H=777-1024, rnncc/ at
+    2dc3007; LSTM H=900 ran 64.9 µs a step against a price of 19.8): their estimate
+    (TensorTile.wgmma_registers) keeps them out of the grid family, and what the planner takes
+    instead compiles without local memory."""
+    from rnncc.passes.cost import tensor_tiles
+    from rnncc.tiles import register_cap
+
+    target = rnncc.target.get("h200")
+    for cell, G in (("lstm", 4), ("gru", 3)):
+        family = tensor_tiles(900, G, 256, target, "grid", 2)
+        assert not any(t.wgmma and t.tiles_per_block == 4 and t.k_split == 2 for t in family), cell
+        assert all(t.tiles_per_block == 1 or t.wgmma_registers(G) <= register_cap(t.threads)
+                   for t in family if t.wgmma)
+    kernels = []
+    for cell, H in (("lstm", 900), ("lstm", 1024), ("gru", 1024)):
+        spec = {"name": "s", "dtype": "float16", "input_size": H, "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
+        m = rnncc.compile(spec, target="h200", batch=256, seq_len=256)
+        k = m.kernel_of("l0", "recurrent")
+        if k is not None and m.plan.layers[0].persistence.value.mode == "grid":
+            kernels.append(k)
+    assert kernels
+    for k in kernels:
+        build.compile_cubin(k, "sm_90a")
+        r = build.resources(k, "sm_90a")
+        assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (k.name, r)

@@ -14,7 +14,7 @@ from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, clusters_held,
                      ProjectionTile, RegisterPersistentTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
-                     grid_shared_max, lanes_k_tile, mma_k)
+                     grid_shared_max, lanes_k_tile, mma_k, register_cap)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -1090,26 +1090,25 @@ def tensor_seconds(batch: int, hidden: int, gates: int, tile: TensorTile, target
 
 # What a step of the grid kernel on tensor cores takes on the H200, for comparing the grid
 # tile the model above picks with the other modes (persistence.decide_modes): the step
-# alone of 1487 tiles of the planner's whole grid family at 32 cases, less the projection's
+# alone of 1830 tiles of the planner's whole grid family at 40 cases, less the projection's
 # share measured apart (benchmarks/results/grid-tile-steps-h200-2026-11-29*.txt, kernels as at
-# 35bf5cc), fitted by least squares of the relative error to the tiles within 1.5× of their
-# case's fastest, the model above's pick of each case ten times over
-# (`benchmarks/fit_cluster_model.py --grid-steps`, grid_step_price_fit). The model above,
-# fitted on the H100 to older kernels, reads those steps 1.3× high at the median (1.7-1.9× at
-# B=1, where a batch tile of 8 holds one row) but ranks a case's tiles better than these
-# counts do (its pick runs 1.026× the fastest on average, an all-tile fit of these terms'
-# 1.044×): it picks, this prices, within 0.89-1.12 of its picks. The SMs and L2 are one
-# design on the H100 and the H200, so these prices serve both.
-# Stale where h's rows are not whole 16-byte vectors: the GRID_UNALIGNED_* terms were fitted
-# to kernels that zeroed the K padding and the rows past the batch every step; since 22a6110
-# the kernel zeroes them once a launch, and its picks at H=777/1100 ran 0.1-1.0 µs a step
-# faster (0.72-0.98× the forward in graphs, results/stage-h-padding-once-ab-h200-2026-11-29.txt).
-# So these prices read those steps high until the unaligned cases are swept again.
-GRID_STEP_PRICES = {"GRID_STEP_SECONDS": 0.0804e-6, "GRID_TILE_SECONDS": 1.842e-6, "GRID_UNIT_SECONDS": 0.02238e-6,
-                    "GRID_ELEMENT_GATE_SECONDS": 0.1541e-6, "GRID_H_BYTE_SECONDS": 2.023e-11,
-                    "GRID_K_STEP_SECONDS": 0.01536e-6, "GRID_RESIDENT_W_BYTE_SECONDS": 6.54e-12,
-                    "GRID_WGMMA_K_STEP_SECONDS": 0.01496e-6, "GRID_WGMMA_STAGE_SECONDS": 0.108e-6,
-                    "GRID_UNALIGNED_SECONDS": 0.5089e-6, "GRID_UNALIGNED_ZERO_SECONDS": 0.01114e-6}
+# 35bf5cc; the nine cases where h's rows are not whole 16-byte vectors swept again on the
+# kernels of 22a6110, which zero h's padding once a launch, -unaligned-once.txt; six cases at
+# B=48-128, -large-batches.txt; both at 55324e6), fitted by least squares of the relative error
+# to the tiles within 1.5× of their case's fastest, the model above's pick of each case ten
+# times over (`benchmarks/fit_cluster_model.py --grid-steps`, grid_step_price_fit). The model
+# above, fitted on the H100 to older kernels, reads those steps 1.34× high at the median (1.6×
+# at B=1, where a batch tile of 8 holds one row) but ranks a case's tiles better than these
+# counts do (its pick runs 1.040× the fastest on average, an all-tile fit of these terms'
+# 1.049×): it picks, this prices, within 0.89-1.14 of its picks. Without the term for the
+# unaligned staging's elements, a price per batch tile alone read the unaligned picks at
+# B=128 1.2-1.4× low. The SMs and L2 are one design on the H100 and the H200, so these
+# prices serve both.
+GRID_STEP_PRICES = {"GRID_STEP_SECONDS": 0.08638e-6, "GRID_TILE_SECONDS": 1.809e-6, "GRID_UNIT_SECONDS": 0.01617e-6,
+                    "GRID_ELEMENT_GATE_SECONDS": 0.09242e-6, "GRID_H_BYTE_SECONDS": 2.351e-11,
+                    "GRID_K_STEP_SECONDS": 0.01489e-6, "GRID_RESIDENT_W_BYTE_SECONDS": 4.935e-12,
+                    "GRID_WGMMA_K_STEP_SECONDS": 0.01855e-6, "GRID_WGMMA_STAGE_SECONDS": 0.1648e-6,
+                    "GRID_UNALIGNED_SECONDS": 0.0737e-6, "GRID_UNALIGNED_ELEMENT_SECONDS": 0.02068e-6}
 
 
 def grid_step_terms(batch: int, hidden: int, gates: int, tile: TensorTile, itemsize: int) -> dict[str, float]:
@@ -1118,8 +1117,9 @@ def grid_step_terms(batch: int, hidden: int, gates: int, tile: TensorTile, items
     warps' chain (mma.sync: k-steps × batch tiles of 8; wgmma: k-steps, and h's staging past
     GRID_WGMMA_STAGED_FREE loads a thread); the bytes of h the block stages for its real
     rows; W_hh's bytes a resident tile no longer reads from shared memory (negative); where
-    h's rows are not whole 16-byte vectors, each batch tile's scattered staging and the
-    elements a thread zeroes past the batch (stage_h)."""
+    h's rows are not whole 16-byte vectors, each batch tile's scattered staging (stage_h) and
+    the elements of h a thread stages one by one there (the padding past H and past the batch
+    is zeroed once a launch, not a step)."""
     k_steps, n_tiles = tile.k_steps(hidden, itemsize), tile.batch_per_block // MMA_N
     tiles = batch_tiles_per_block(batch, tile.batch_per_block, tile.batch_blocks)
     rows = min(batch, tiles * tile.batch_per_block)
@@ -1134,9 +1134,7 @@ def grid_step_terms(batch: int, hidden: int, gates: int, tile: TensorTile, items
     if tile.resident(hidden, itemsize):
         terms["GRID_RESIDENT_W_BYTE_SECONDS"] = -tiles * tile.register_w_bytes(itemsize)
     if hidden * itemsize % 16:
-        padding_rows = -(-batch // tile.batch_per_block) * tile.batch_per_block - batch
-        terms |= {"GRID_UNALIGNED_SECONDS": tiles,
-                  "GRID_UNALIGNED_ZERO_SECONDS": padding_rows * tile.k_padded(hidden, itemsize) / tile.threads}
+        terms |= {"GRID_UNALIGNED_SECONDS": tiles, "GRID_UNALIGNED_ELEMENT_SECONDS": rows * hidden / tile.threads}
     return terms
 
 
@@ -1180,10 +1178,11 @@ def tensor_tiles(hidden: int, gates: int, batch: int, target: Target,
             if t.threads <= 512:
                 out.append(t)
             # Grid blocks also with the product by wgmma (fp16/bf16), in whole warpgroups
-            # of 64 rows (GRU's 48 padded).
+            # of 64 rows (GRU's 48 padded); blocks of several batch tiles where their
+            # registers fit (WGMMA_GRID_BASE_REGISTERS; no block of one spilled).
             if mode == "grid" and itemsize == 2:
                 w = replace(t, m_tiles=math.ceil(units * gates / 64) * 4, wgmma=True)
-                if w.threads <= 512:
+                if w.threads <= 512 and (tiles == 1 or w.wgmma_registers(gates) <= register_cap(w.threads)):
                     out.append(w)
     if mode == "cluster":
         registers = {TensorTile.registers_form(hidden, gates, c, bpb)
@@ -1375,6 +1374,17 @@ LIBRARY_STEP_EXACT_FIXED_SECONDS = 7e-6
 # ... and where K is not whole 16-byte vectors (library_unaligned), the GRU fp16 H=650 B=5
 # step of step-forms-h100-2026-11-27.json, 7.58 µs, less its weights and outputs: 7.2 µs.
 LIBRARY_STEP_UNALIGNED_FIXED_SECONDS = 7.2e-6
+# There the GEMM's multiply-adds take their own time besides: the align2 kernels run at
+# ~81 TFLOP/s (12.35 fs a FLOP), at ~48 where K's rows are not even whole 4-byte words (odd
+# K in 16 bits: 8.85 fs more). Fitted by least squares of the relative error to the 22
+# unaligned points of results/step-forms-h200-2026-11-29-unaligned.json (at 7424529: LSTM,
+# GRU and tanh RNN fp16/bf16, H=650-1300, B=8-256, 7.8-40.7 µs a step), all within 0.84-1.26×
+# of the price (RMS 10%; the one-gate steps 1.23-1.26: fewer rows, a lower rate); without
+# them those steps ran 0.95-2.5× their price, and plans for graphed
+# calls at B=64-128 moved to cuBLASLt steps that ran 1.11-1.40× slower than the grid kernel
+# (results/persistence-moves-h200-2026-11-29-unaligned-refit-b.txt).
+LIBRARY_STEP_UNALIGNED_FLOP_SECONDS = 12.35e-15
+LIBRARY_STEP_ODD_K_FLOP_SECONDS = 8.85e-15
 LIBRARY_STEP_FMA_SHARE_AT_8_ROWS = 0.08
 LIBRARY_STEP_FMA_SHARE_MAX = 0.42
 
@@ -1385,7 +1395,8 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
     by rnncc's cell kernel. Eager: the GPU's time (the GEMM, then the cell reading the
     float32 product and writing h) or the host's (a library call and a kernel launch a
     step), whichever is longer. Graphed: the GPU's time as measured in graphs
-    (LIBRARY_STEP_FIXED_SECONDS and the rates after it)."""
+    (LIBRARY_STEP_FIXED_SECONDS and the rates after it; at unaligned K also the GEMM's
+    multiply-adds)."""
     k = k or hidden
     if graphed:
         w_bytes = gates * hidden * k * itemsize
@@ -1397,9 +1408,13 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
             if precision == "exact" and itemsize == 4 else 0.0
         if not fma:  # tensor cores' rows, the bound fitted there
             weights = max(weights, k * itemsize * LIBRARY_STEP_K_BYTE_SECONDS)
+        unaligned = not fma and library_unaligned(k, itemsize)
         fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else \
-            LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if library_unaligned(k, itemsize) else LIBRARY_STEP_FIXED_SECONDS
-        return fixed + max(weights, fma) + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT
+            LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if unaligned else LIBRARY_STEP_FIXED_SECONDS
+        flops = 2.0 * gates * hidden * k * batch * (
+            LIBRARY_STEP_UNALIGNED_FLOP_SECONDS + (LIBRARY_STEP_ODD_K_FLOP_SECONDS if k * itemsize % 4 else 0.0)) \
+            if unaligned else 0.0
+        return fixed + max(weights, fma) + flops + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT
     cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
     gemm = library_gemm_seconds(gates * hidden, batch, k, itemsize, precision, target)
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
