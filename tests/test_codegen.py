@@ -781,16 +781,18 @@ def test_hybrid_registers_form_tile():
                                                        ("gru", 560, 64, "gates"), ("rnn_tanh", 1300, 1, "plain"),
                                                        ("rnn_tanh", 1350, 8, "residual")])
 def test_hybrid_registers_form_picks_compile_without_spills(nvcc, cell, hidden, batch, variant):
-    """The forward's hybrid registers form where the planner picks it on the H200 (W_hh past
-    the registers of any cluster), also saving its gates (a training forward) or as a
-    residual layer: part of each warp's fragments in shared memory, the shared memory the
-    plan says, and no local memory (TensorTile.with_shared_steps_for's register budget; at
-    tanh H=1300 and 1350, 41 and 43 pairs of k-steps, the pair loop by static_for: NVVM left
-    it rolled under #pragma unroll, w_reg in a 592-byte stack frame)."""
+    """The forward's hybrid registers form, the cluster kernel the planner takes on the H200
+    where W_hh is past the registers of any cluster (forced: at tanh H=1300 B=1, H=1400 B=16
+    and GRU H=768 B=16 the grid kernel is priced faster since 34f3f4b), also saving its gates
+    (a training forward) or as a residual layer: part of each warp's fragments in shared
+    memory, the shared memory the plan says, and no local memory
+    (TensorTile.with_shared_steps_for's register budget; at tanh H=1300 and 1350, 41 and 43
+    pairs of k-steps, the pair loop by static_for: NVVM left it rolled under #pragma unroll,
+    w_reg in a 592-byte stack frame)."""
     dtype = "bfloat16" if cell == "gru" else "float16"
     spec = {"name": "hybrid", "dtype": dtype, "input_size": hidden,
             "layers": [{"name": "l0", "cell": cell, "hidden_size": hidden, "residual": variant == "residual"}]}
-    m = rnncc.compile(spec, target="h200", batch=batch, seq_len=256,
+    m = rnncc.compile(spec, target="h200", batch=batch, seq_len=256, persistence="cluster",
                       **({"backward_gates": "save"} if variant == "gates" else {}))
     v = m.plan.layers[0].persistence.value
     assert v.mode == "cluster" and v.tile.weights_in_registers and 0 < v.tile.register_steps < v.tile.k_steps(hidden, 2)

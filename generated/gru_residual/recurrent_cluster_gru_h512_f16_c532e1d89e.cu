@@ -85,6 +85,8 @@ __device__ __forceinline__ void report_timeout(unsigned* status, unsigned code) 
     *reinterpret_cast<volatile unsigned*>(status) = code;
     __threadfence_system();
 }
+#ifndef RNNCC_STATIC_FOR  // once a source, whichever macros ask for it
+#define RNNCC_STATIC_FOR
 #include <utility>
 template <int FIRST, int LAST, typename F>
 __device__ __forceinline__ void static_for(F&& f) {
@@ -93,6 +95,7 @@ __device__ __forceinline__ void static_for(F&& f) {
         static_for<FIRST + 1, LAST>(f);
     }
 }
+#endif
 
 constexpr int H = 512;                 // hidden units (= K of the product)
 constexpr int G = 3;                 // gates per unit
@@ -202,7 +205,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[N_TILES][4], const uint4
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
-rnncc_recurrent_cluster_gru_h512_f16_5df5e87b77(
+rnncc_recurrent_cluster_gru_h512_f16_c532e1d89e(
     const T* __restrict__ h0,                   // [B, 512] initial h (nullptr: zeros); row stride h0_stride_b
     long long h0_stride_b,                      // h0: elements between batch entries
     const T* __restrict__ w_hh_fragments,       // W_hh as the kernel holds it (mma fragments, or wgmma's swizzled operand), block by block (weights.fragment_index)
