@@ -28,6 +28,7 @@ CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 8, 256), ("rn
 
 
 def planned_tile(cell: str, dtype: str, H: int, B: int):
+    """(gates, the backward tile the plan takes for the H200)."""
     target = get("h200")
     G = Model.from_dict({"name": "m", "input_size": 8, "dtype": dtype, "layers": [
         {"name": "l0", "cell": cell, "hidden_size": H}]}).layers[0].gates
@@ -37,8 +38,10 @@ def planned_tile(cell: str, dtype: str, H: int, B: int):
 
 def main(label: str) -> int:
     if label == "--build-only":
-        kernels = [codegen.render_backward(cell, H, *planned_tile(cell, dtype, H, B)[:1], dtype,
-                                           planned_tile(cell, dtype, H, B)[1]) for cell, dtype, H, B, _ in CASES]
+        kernels = []
+        for cell, dtype, H, B, _ in CASES:
+            G, tile = planned_tile(cell, dtype, H, B)
+            kernels.append(codegen.render_backward(cell, H, G, dtype, tile))
         build.compile_all(kernels, "sm_90a")
         return 0
     from backward_forms import time_forms, recurrence_inputs
