@@ -6,7 +6,7 @@ buffers padding must reach for the align2 kernels to give way (padded_k_gemm.py 
 torch's layout). CUDA-graph replays of 20 calls, the median of 5 replays, µs a call. Needs a
 GPU.
 
-    python3 benchmarks/library_step_padding.py > results/library-step-padding-<gpu>-<date>.txt
+    PYTHONPATH=.:benchmarks python3 benchmarks/library_step_padding.py > results/library-step-padding-<gpu>-<date>.txt
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 
 import torch
 
+from padded_k_gemm import replay_us  # run as a script: benchmarks/ is on sys.path
 from rnncc import cublaslt
 
 # (gates, H, B)
@@ -24,26 +25,12 @@ CASES = [(3, 650, 64), (4, 777, 64), (4, 777, 256), (3, 900, 64), (4, 900, 256),
 
 def call_us(lib, g: cublaslt.Matmul, a, b, d, scratch, reps: int = 20) -> float:
     run = lib.prepared_for(g, a.data_ptr(), b.data_ptr(), d.data_ptr())
-    stream = torch.cuda.current_stream()
 
     def calls():
         for _ in range(reps):
             run(a.data_ptr(), b.data_ptr(), d.data_ptr(), 0, torch.cuda.current_stream().cuda_stream,
                 scratch.data_ptr())
-    calls()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        calls()
-    times = []
-    for _ in range(7):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        graph.replay()
-        end.record(stream)
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / reps)
-    return sorted(times[2:])[len(times[2:]) // 2]
+    return replay_us(calls, reps)
 
 
 def main() -> int:

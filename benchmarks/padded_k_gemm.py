@@ -5,7 +5,7 @@ G·H rows to a multiple of 8: the product's rows G·Hp' elements apart): what pa
 library step would save (docs/design-notes.md, forty-third session, "Next"). torch.matmul (cuBLAS), CUDA-graph
 replays of 20 products, the median of 5 replays; µs a product. Needs a GPU.
 
-    python3 benchmarks/padded_k_gemm.py > results/padded-k-gemm-<gpu>-<date>.txt
+    PYTHONPATH=. python3 benchmarks/padded_k_gemm.py > results/padded-k-gemm-<gpu>-<date>.txt
 """
 
 from __future__ import annotations
@@ -14,19 +14,17 @@ import sys
 
 import torch
 
+from rnncc.timing import capture
+
 # (cell gates, H, B)
 CASES = [(3, 650, 8), (3, 650, 64), (4, 777, 64), (4, 777, 256), (3, 900, 64), (4, 900, 256),
          (3, 1100, 64), (4, 1100, 128), (3, 1300, 128), (1, 1300, 64), (4, 1024, 128), (3, 1024, 256)]
 
 
-def product_us(h: torch.Tensor, w: torch.Tensor, reps: int = 20) -> float:
-    out = torch.empty(h.shape[0], w.shape[0], device="cuda", dtype=h.dtype)
-    torch.matmul(h, w.t(), out=out)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            torch.matmul(h, w.t(), out=out)
+def replay_us(calls, reps: int) -> float:
+    """µs a call of ``calls`` (which makes ``reps`` of them), captured in a CUDA graph
+    (rnncc.timing.capture) and timed by torch's events: the median of 5 replays after 2."""
+    graph, _ = capture(calls)
     times = []
     for _ in range(7):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -36,6 +34,15 @@ def product_us(h: torch.Tensor, w: torch.Tensor, reps: int = 20) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / reps)
     return sorted(times[2:])[len(times[2:]) // 2]
+
+
+def product_us(h: torch.Tensor, w: torch.Tensor, reps: int = 20) -> float:
+    out = torch.empty(h.shape[0], w.shape[0], device="cuda", dtype=h.dtype)
+
+    def products():
+        for _ in range(reps):
+            torch.matmul(h, w.t(), out=out)
+    return replay_us(products, reps)
 
 
 def main() -> int:
