@@ -118,13 +118,16 @@ def projection_params(l: LayerPlan) -> tuple[Param, ...]:
 
 
 def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = False,
-                rows: bool = False) -> tuple[Param, ...]:
+                rows: bool = False, library_padding: tuple[int, int] | None = None) -> tuple[Param, ...]:
     """Parameters of the step kernel (with ``rows``, of its rows form, which reads W_hh
     rather than W_hhᵀ), or with ``library_product`` of the cell kernel that follows
-    cuBLASLt's product (hw instead of W_hhᵀ); with ``lengths``, length_params."""
+    cuBLASLt's product (hw instead of W_hhᵀ; with ``library_padding`` (K, M), the product
+    [B, M] and h written into a [B, K] copy as well, LayerPlan.library_padding); with
+    ``lengths``, length_params."""
     G, H, K = l.gates, l.hidden_size, l.out_size
     if library_product:
-        product = _ptr("step_product", "float", f"[B, {G}·{H}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
+        columns = f"{library_padding[1]} (padded)" if library_padding else f"{G}·{H}"
+        product = _ptr("step_product", "float", f"[B, {columns}] h·W_hhᵀ from cuBLASLt, column u·G+g (nullptr: zeros)")
     elif rows:
         product = _ptr("w_hh", "T", f"[{G}·{H}, {K}] W_hh, row u·G+g (gate g of unit u), K contiguous and "
                                     "padded with zeros to whole 16-byte loads (StepRows.row_stride)")
@@ -149,6 +152,9 @@ def step_params(l: LayerPlan, library_product: bool = False, lengths: bool = Fal
                _ptr("h_final", "T", f"[B, {H}] out: h_out's values again, dense (the call's h_n, "
                                     "given at its last step only), or nullptr", const=False),
                _i32("batch", "B")]
+    if library_padding:
+        params.append(_ptr("h_library", "T", f"[B, {library_padding[0]}] out: h again, the next step's cuBLASLt "
+                                             "operand (its padding stays zero)", const=False))
     if l.cell == "lstm":
         params.append(_i32("first_step", "1: take the cell state from c0 instead of c"))
     return tuple(params + residual_params(l, per_step=True) + gates_params(l, per_step=True, lengths=lengths)
@@ -538,10 +544,13 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
     elif l.persistence.value.math == "cublas":
         family, what, keys = "recurrent_step", ", cell of a recurrent step (product in cuBLASLt)", \
             CELL_DECISIONS
-        params = step_params(l, library_product=True, lengths=lengths)
+        padding = l.library_padding(DTYPES[plan.dtype].itemsize)
+        params = step_params(l, library_product=True, lengths=lengths, library_padding=padding)
         source = env.get_template("recurrent_step_cell.cu.j2").render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
+            product_columns=padding[1] if padding else l.gates * l.hidden_size,
+            library_h_columns=padding[0] if padding else 0,
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True),
             gates_step=_gates_step(l, True, lengths), h_final_when=_h_final_when(per_step=True), **common)

@@ -275,11 +275,12 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
                    xproj_strides: tuple[int, int, int], weights: dict[str, int],
                    step_product: int, residual: Residual | None = None,
                    lengths: int = 0, cell_output: int = 0, h_final: int = 0,
-                   gates: Gates = NO_GATES) -> dict[str, int]:
+                   gates: Gates = NO_GATES, library_h: int = 0) -> dict[str, int]:
     """Arguments of the step kernel for step t, the j-th of its projection chunk; a
     projected LSTM's writes r to ``cell_output`` [B, H] (its h projection writes y).
     ``h_final``: a dense [B, H] array the last step writes h into as well (h_n; 0: none,
-    h_n is then copied from y). ``gates``: as persistent_arguments'."""
+    h_n is then copied from y). ``gates``: as persistent_arguments'. ``library_h``: the
+    padded copy of h the cell kernel also writes (LayerPlan.library_padding; 0: none)."""
     h_prev, h_sb = previous_h(t, h0, y)
     xp_t, xp_b, xp_n = xproj_strides
     h_out, h_out_sb = (cell_output, l.hidden_size) if l.proj_size else (y.at(t), y.stride_b)
@@ -287,7 +288,8 @@ def step_arguments(l: LayerPlan, *, t: int, j: int, S: int, B: int, y: Sequence,
             "xproj_stride_b": xp_b, "xproj_stride_n": xp_n, "h_out": h_out,
             "h_out_stride_b": h_out_sb, "h_final": h_final if t == S - 1 else 0,
             "batch": B, "w_hh_t": weights["w_hh_t"],
-            "step_product": step_product if h_prev else 0, "bias_hn": weights.get("bias_hn", 0)}
+            "step_product": step_product if h_prev else 0, "bias_hn": weights.get("bias_hn", 0),
+            "h_library": library_h}
     if "w_hh" in weights:  # the rows form's W_hh as stored (runtime uploads it for such plans)
         args["w_hh"] = weights["w_hh"]
     if l.cell == "lstm":

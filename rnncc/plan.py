@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from . import __version__
+from .tiles import library_padded_sizes
 
 LAYOUTS = {
     "xw": "Y = X·Wᵀ",   # rows = time·batch, columns = gates; A = activations, B = weights
@@ -200,6 +201,17 @@ class LayerPlan:
         """Whether the input projection runs inside the recurrent launch, by producer blocks
         (projection_tile a tiles.FusedProjection: passes/fusion.py)."""
         return self.projection_tile is not None and self.projection_tile.value.math == "fused"
+
+    def library_padding(self, itemsize: int) -> tuple[int, int] | None:
+        """(K, M) of the step product padded (tiles.library_padded_sizes) where cuBLASLt
+        computes it and its sizes are unaligned, else None. Then the GEMM reads W_hhᵀ padded
+        with zeros to [K, M] (a weight of its own, "w_hh_t_padded") and h from a [B, K] copy
+        (the workspace's library_h) that the cell kernel writes each step's h into as well,
+        zeros after it (h0's copied in by the call), and the product is [B, M]. Not for a
+        projected LSTM, whose h comes from its h projection."""
+        if self.persistence.value.math != "cublas" or self.proj_size:
+            return None
+        return library_padded_sizes(self.out_size, self.gates * self.hidden_size, itemsize)
 
     @property
     def steps_by_rows(self) -> bool:

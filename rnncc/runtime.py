@@ -44,7 +44,7 @@ from .passes.schedule import REPLAY_BYTES, REPLAY_MIN_OPERATIONS, Task, queue_or
 from .passes.shapes import shape_class
 from .passes.workspace import part_name, pipelined, projection_chunk_bytes, workspace_parts
 from .plan import Decision, Plan
-from .tiles import StepRows
+from .tiles import StepRows, library_padded_sizes
 
 DEFAULT_SPIN_TIMEOUT_MS = 1000
 _ALIGN = 256  # bytes: every workspace part starts on this boundary
@@ -83,13 +83,17 @@ class Variant:
         return any(_uses_library(l) for l in self.plan.layers)
 
 
-def _variant_weights(l) -> tuple[str, ...]:
+def _variant_weights(l, itemsize: int) -> tuple[str, ...]:
     """Device weights layer l's plan reads beyond those every plan reads (_upload_weights):
     "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
     kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's rows kernel
-    needs whole 16-byte rows, W_hh (or the folded matrix) as a tensor-core persistent
-    kernel holds it, in its tile's order (weights.fragments_name)."""
+    needs whole 16-byte rows, "w_hh_t_padded" (W_hhᵀ padded with zeros to the sizes of
+    LayerPlan.library_padding) where cuBLASLt's step product runs at padded sizes, W_hh
+    (or the folded matrix) as a tensor-core persistent kernel holds it, in its tile's
+    order (weights.fragments_name)."""
     names = ("w_fold_t",) if l.folded else ()
+    if l.library_padding(itemsize):
+        names += ("w_hh_t_padded",)
     if l.fragments_tile is not None:
         names += (weights_mod.fragments_name(l.fragments_tile, l.hidden_size, folded=l.folded),)
     if l.steps_by_rows:
@@ -99,9 +103,10 @@ def _variant_weights(l) -> tuple[str, ...]:
     return names
 
 
-# The variant weights (_variant_weights) that are padded rows of a packed matrix
-# (weights.padded_rows): W_ih's, and W_hh's interleaved rows (weights.rows_of_w_hh).
-_PADDED_ROWS = ("w_ih_rows", "w_hh")
+# The variant weights (_variant_weights) that are a packed matrix padded with zeros
+# (weights.padded_rows), and which: W_ih's rows, W_hh's interleaved rows (W_hhᵀ transposed,
+# weights.rows_of_w_hh), W_hhᵀ padded to a library step's sizes.
+_PADDED = {"w_ih_rows": "w_ih", "w_hh": "w_hh_t", "w_hh_t_padded": "w_hh_t"}
 
 
 def _scratch(plan: Plan) -> int:
@@ -474,7 +479,7 @@ class CompiledModel:
         expected = weights_mod.expected_keys(self.model)
         base = {name for name, _ in weights_mod.PACKED_ARRAYS}
         if self._device_weights is None or set(tensors) != set(expected) \
-                or not all(name in base or name in _PADDED_ROWS or name.startswith("w_hh_fragments")
+                or not all(name in base or name in _PADDED or name.startswith("w_hh_fragments")
                            for names in self._device_weights.values() for name in names) \
                 or not all(getattr(t, "is_cuda", False) and tuple(t.shape) == expected[k]
                            for k, t in tensors.items()):
@@ -495,12 +500,14 @@ class CompiledModel:
                 # copies): each weight one copy from a view of its parameter.
                 weights_mod.pack_tensors_into(layer, tensors, packed)
                 for name in where:
-                    if name in _PADDED_ROWS:  # [G·H, row stride]: the packed rows, then zeros
-                        values = packed["w_ih"] if name == "w_ih_rows" else packed["w_hh_t"].t()
+                    if name in _PADDED:  # the packed matrix, then zeros (rows padded; W_hhᵀ's rows too)
+                        values = packed[_PADDED[name]].t() if name == "w_hh" else packed[_PADDED[name]]
                         rows, K = values.shape
-                        stride = self._device_weight_bytes[where[name]] // (rows * DTYPES[self.model.dtype].itemsize)
-                        self._weight_tensor(layer.name, name, where[name], (rows, stride),
-                                            self.model.dtype)[:, :K].copy_(values)
+                        item = DTYPES[self.model.dtype].itemsize
+                        shape = library_padded_sizes(rows, K, item) if name == "w_hh_t_padded" else \
+                            (rows, self._device_weight_bytes[where[name]] // (rows * item))
+                        self._weight_tensor(layer.name, name, where[name], shape,
+                                            self.model.dtype)[:rows, :K].copy_(values)
                     elif name not in base:  # W_hh's fragments, the one other form the check above admits
                         fragments = self._fragments_on_device(layer.name, name, packed["w_hh_t"])
                         self._weight_tensor(layer.name, name, where[name], tuple(fragments.shape),
@@ -569,7 +576,7 @@ class CompiledModel:
                     self._drop_programs()
                     self._device_weights = self._upload_weights()
         if any(name not in self._device_weights[l.name] for l in variant.plan.layers
-               for name in _variant_weights(l)):
+               for name in _variant_weights(l, DTYPES[self.model.dtype].itemsize)):
             with self._lock:
                 self._upload_variant_weights(variant)
         self._loaded.add(variant.key)
@@ -577,13 +584,14 @@ class CompiledModel:
     def _upload_variant_weights(self, variant: Variant) -> None:
         """The weights only some plans read, on the first variant that reads them
         (_variant_weights): a folded LSTMP's recurrent matrix (weights.fold_projection), W_hh
-        as stored for the step kernel's rows forms, W_ih with padded rows. Added beside the
+        as stored for the step kernel's rows forms, W_ih with padded rows, W_hhᵀ padded to a
+        library step's sizes. Added beside the
         weights, which stay where they are (a call on another stream may be reading them)."""
         import pycuda.driver as cuda
 
         for l in variant.plan.layers:
             layer_weights = self._device_weights[l.name]
-            for name in _variant_weights(l):
+            for name in _variant_weights(l, DTYPES[self.model.dtype].itemsize):
                 if name in layer_weights:
                     continue
                 layer = self.model.layer(l.name)
@@ -598,6 +606,9 @@ class CompiledModel:
                 elif name == "w_ih_rows":
                     values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_ih,
                                                      l.projection_tile.value.row_stride)
+                elif name == "w_hh_t_padded":
+                    K_pad, M_pad = l.library_padding(DTYPES[self.model.dtype].itemsize)
+                    values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_hh_t, M_pad, K_pad)
                 else:
                     values = weights_mod.rows_of_w_hh(layer, self._weights, StepRows.row_stride(
                         l.out_size, DTYPES[self.model.dtype].itemsize))
@@ -1358,7 +1369,19 @@ class CompiledModel:
         status = self._status.address(r.index)
         persistent_grid = launch.persistent_grid(l, B) if mode != "none" else None
         fused_source = tensors[l.sources[0].name] if l.projection_fused else None
-        if library_product:
+        item = DTYPES[self.model.dtype].itemsize
+        padding = l.library_padding(item)
+        library_h = 0
+        if library_product and padding:
+            # Sizes padded with zeros (LayerPlan.library_padding): hw = W_hhᵀ (M × K, the
+            # padded copy among the weights) · h (K × B, a copy the cell kernel writes each
+            # step with zeros after it, h0's at the start), [B, M] for the cell to read.
+            K_pad, M_pad = padding
+            library_h = ws[part_name(plan, "library_h", l.name)]
+            padded_product = self._library.prepared(
+                cublaslt.Matmul(self.model.dtype, l.precision.value, m=M_pad, n=B, k=K_pad, transpose_a=False,
+                                lda=M_pad, ldb=K_pad, ldd=M_pad, scratch=_scratch(plan)), 256, 256, 256)
+        elif library_product:
             # hw = h·W_hhᵀ: column-major GH × B = W_hhᵀ (GH × H, as stored) · h (H × B), h
             # being h0 or a step of y (one prepared call for each row stride; the alignment
             # is that of every step).
@@ -1439,6 +1462,9 @@ class CompiledModel:
                     gates=r.gates, source=fused_source, h_final=r.h_final, tensor_maps=tensor_maps)
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
             else:
+                if library_h and t0 == 0 and h0 and h0[0]:  # h0, zeros after it (the first product reads it)
+                    ops.memset(library_h, 0, B * K_pad * item, stream)
+                    ops.copy_rows(library_h, K_pad * item, h0[0], h0[1] * item, l.out_size * item, B, stream)
                 for j in range(steps):
                     t = t0 + j
                     product = 0
@@ -1446,12 +1472,16 @@ class CompiledModel:
                         h_prev, h_sb = launch.previous_h(t, h0, y)
                         if h_prev:
                             product = step_product
-                            ops.gemm(products[h_sb], weights["w_hh_t"], h_prev, product, 0, stream, library)
+                            if library_h:
+                                ops.gemm(padded_product, weights["w_hh_t_padded"], library_h, product, 0, stream,
+                                         library)
+                            else:
+                                ops.gemm(products[h_sb], weights["w_hh_t"], h_prev, product, 0, stream, library)
                     args = launch.step_arguments(
                         l, t=t, j=j, S=S, B=B, y=y, h0=h0, c0=c0, c_out=c_out_ptr, cell=cell,
                         xproj=xproj_at, xproj_strides=strides, weights=weights, step_product=product,
                         residual=residual, lengths=r.lengths, cell_output=cell_output,
-                        h_final=r.h_final, gates=r.gates)
+                        h_final=r.h_final, gates=r.gates, library_h=library_h)
                     self._launch(ops, step_k, step_grid, args, stream)
                     if h_projection is not None:  # h = r·W_hrᵀ into y[t]
                         self._launch(ops, h_projection, h_projection_grid, launch.h_projection_arguments(

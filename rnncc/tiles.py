@@ -380,6 +380,17 @@ class RegisterPersistentTile:
         return 4 * self.batch_per_block * (self.k_rows(hidden) + self.threads // 32 * columns + self.units_per_block)
 
 
+def library_padded_sizes(k: int, m: int, itemsize: int) -> tuple[int, int] | None:
+    """(k, m) rounded up to multiples of 8 where cuBLASLt's GEMM of K = ``k`` and M = ``m``
+    would run the align2 kernels (16-bit operands, either not whole 16-byte vectors), None
+    where it would not. Padded with zeros to those sizes, the step's product runs at the
+    aligned rate: the leading dimensions alone change nothing, the sizes 1.7-3.9× at H=650-1300
+    (results/library-step-padding-h200-2026-11-29.txt)."""
+    if itemsize != 2 or (k * itemsize % 16 == 0 and m * itemsize % 16 == 0):
+        return None
+    return -(-k // 8) * 8, -(-m // 8) * 8
+
+
 def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -> int:
     """Batch tiles of `batch_per_block` rows each block of a grid-persistent kernel runs a
     step when `batch_blocks` blocks along y share the batch."""

@@ -310,13 +310,16 @@ def fragments_tensor(w_hh_t: Any, index: Any) -> Any:
     return torch.cat([w_hh_t.reshape(-1), w_hh_t.new_zeros(1)])[index]
 
 
-def padded_rows(matrix: np.ndarray, row_stride: int) -> np.ndarray:
+def padded_rows(matrix: np.ndarray, row_stride: int, rows: int | None = None) -> np.ndarray:
     """[rows, row_stride]: each row's values, then zeros (the rows kernels read whole
-    16-byte loads)."""
-    if row_stride < matrix.shape[1]:
-        raise ValueError(f"weights: row_stride {row_stride} is below the matrix's {matrix.shape[1]} columns")
-    out = np.zeros((matrix.shape[0], row_stride), np.float32)
-    out[:, :matrix.shape[1]] = matrix
+    16-byte loads); ``rows`` (default the matrix's) adds rows of zeros below (a library
+    step's padded W_hhᵀ, LayerPlan.library_padding)."""
+    rows = matrix.shape[0] if rows is None else rows
+    if row_stride < matrix.shape[1] or rows < matrix.shape[0]:
+        raise ValueError(f"weights: padding to [{rows}, {row_stride}] is below the matrix's "
+                         f"{list(matrix.shape)}")
+    out = np.zeros((rows, row_stride), np.float32)
+    out[:matrix.shape[0], :matrix.shape[1]] = matrix
     return out
 
 

@@ -99,6 +99,9 @@ def test_all_templates_render_and_compile(nvcc):
         if case.get("gemm") == "cublas":
             assert families == {step, "merge"}
             assert all("after cuBLASLt" in k.source for k in m.kernels if k.family == step)
+            # 16-bit steps at unaligned H: the product [B, M] and h's padded copy (library_padding)
+            padded = case["dtype"] != "float32" and case["H"] % 8 != 0
+            assert all(("h_library" in [p.name for p in k.params]) == padded for k in m.kernels if k.family == step)
         else:
             assert families == {"input_projection", step, "merge"}
         if case.get("batch") == 2:  # the merged layers' (K ≥ 33); a's 17 features may take a tile

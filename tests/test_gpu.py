@@ -122,10 +122,11 @@ def test_single_layer_float32(gpu, cell, hidden, batch, seq, persistence):
 
 # cuBLASLt's products (the projection and each step's h·W_hhᵀ) with rnncc's cell kernel:
 # every cell × operand type, row strides of 33 and 36 elements (pointers 2- and 8-byte
-# aligned for fp16/bf16) and a GEMM-sized step.
+# aligned for fp16/bf16) and a GEMM-sized step; at H=33 and 650 the 16-bit step's sizes
+# padded to multiples of 8 (LayerPlan.library_padding: a padded W_hhᵀ, h0 copied, h written twice).
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("kind", ["float16", "bfloat16", "float32", "float32 tf32"])
-@pytest.mark.parametrize("hidden,batch,seq", [(33, 5, 64), (1024, 64, 7)])
+@pytest.mark.parametrize("hidden,batch,seq", [(33, 5, 64), (1024, 64, 7), (650, 20, 9)])
 def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
     dtype, _, tf32 = kind.partition(" ")
     precision = "tensor" if tf32 or dtype != "float32" else "exact"
@@ -135,6 +136,32 @@ def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
     l = m.plan.layers[0]
     assert l.persistence.value == PerStep("cublas")
     assert l.projection_tile.value == LibraryProjection()
+    assert (l.library_padding(2 if dtype != "float32" else 4) is not None) == (dtype != "float32" and hidden % 8 != 0)
+
+
+def test_refresh_weights_writes_the_padded_library_w_hh(gpu):
+    """A library step at padded sizes reads W_hhᵀ from a padded copy among the weights
+    (LayerPlan.library_padding): refresh_weights writes new weights given on the GPU there
+    too, its padding left zero, so that the next call (from h0, then from zeros) equals,
+    bit for bit, that of a model given the same weights through the host."""
+    import torch
+
+    spec = single("gru", 650, 40, "float16")
+    options = dict(target="device", seed=3, persistence="none", gemm="cublas")
+    m = rnncc.compile(spec, **options)
+    assert m.plan.layers[0].library_padding(2) == (656, 1952)
+    x = torch.randn(9, 20, 40, device="cuda", dtype=torch.float16)
+    h0 = {"l0": torch.randn(20, 650, device="cuda", dtype=torch.float16)}
+    m(x, h0)  # the weights and the padded W_hhᵀ uploaded
+    new = {k: torch.from_numpy(v * -0.5).to("cuda", torch.float16) for k, v in m.state_dict().items()}
+    assert m.refresh_weights(new, torch.cuda.current_stream().cuda_stream)
+    got = [m(x, h0), m(x)]
+    fresh = rnncc.compile(spec, **options)
+    fresh.load_state_dict({k: v.float().cpu().numpy() for k, v in new.items()})
+    want = [fresh(x, h0), fresh(x)]
+    torch.cuda.synchronize()
+    for (y, final), (y_want, final_want) in zip(got, want):
+        assert torch.equal(y, y_want) and torch.equal(final["l0"], final_want["l0"])
 
 
 @pytest.mark.parametrize("cell", CELLS)

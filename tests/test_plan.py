@@ -1320,7 +1320,8 @@ def test_pipelined_workspace_is_per_layer():
     assert {part_name(pipe, "residual_h", n) for n in "bc"} <= set(parts)
     seq = plan_of(spec, batch=8, schedule="sequential")
     assert [n for n, _ in shared_parts(seq, 256, 8)] == [
-        "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output", "tensor_maps"]
+        "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output", "tensor_maps",
+        "library_h"]
 
 
 def test_projections_run_a_chunk_ahead_on_streams_of_their_own():
@@ -1709,7 +1710,7 @@ def test_a_step_of_a_few_rows_runs_as_rows():
                           ({"persistence": "none", "gemm": "cublas", "step_kernel": "rows"}, False),
                           ({"persistence": "cluster", "step_kernel": "rows"}, False)):
         l = layer(**options)
-        assert l.steps_by_rows == rows and ("w_hh" in _variant_weights(l)) == rows, options
+        assert l.steps_by_rows == rows and ("w_hh" in _variant_weights(l, 2)) == rows, options
     # Rows of h that fit no block's static shared memory (16 rows × 16384 floats): refused.
     wide = {"name": "wide", "dtype": "float32", "input_size": 8,
             "layers": [{"name": "l0", "cell": "rnn_tanh", "hidden_size": 16384}]}
@@ -2257,3 +2258,41 @@ def test_staged_tensor_map_model_against_its_runs():
         forward = {form: at[cell, H, B, form, 256]["forward_us"] for form in ("staged", "registers", "cluster")
                    if (cell, H, B, form, 256) in at}
         assert planned in forward and forward[planned] <= 1.01 * min(forward.values()), (cell, H, B, planned, forward)
+
+
+def test_the_library_step_pads_unaligned_sizes():
+    """Where cuBLASLt computes a 16-bit step's product and its sizes are not multiples of 8,
+    the plan pads them (K = H and M = G·H up to multiples of 8; the library ran the product
+    1.7-3.9× faster so at H=650-1300, results/library-step-padding-h200-2026-11-29.txt): the
+    weights hold a padded W_hhᵀ, the workspace a padded h, the product is [B, M], the cell
+    kernel writes h into the padded copy too, and the step is priced as the padded GEMM (1.5-2.1× faster
+    steps measured, results/step-forms-h200-2026-11-29-padded.json). Not where the sizes
+    are aligned, in float32, or in a projected LSTM (its h comes from the h projection)."""
+    from rnncc.passes.cost import library_step_seconds
+    from rnncc.passes.workspace import layer_parts
+    from rnncc.runtime import _variant_weights
+    from rnncc.tiles import library_padded_sizes
+
+    assert library_padded_sizes(1100, 3300, 2) == (1104, 3304)
+    assert library_padded_sizes(777, 3108, 2) == (784, 3112)
+    assert library_padded_sizes(1024, 4096, 2) is None and library_padded_sizes(777, 3108, 4) is None
+    spec = {"name": "s", "dtype": "float16", "input_size": 1100,
+            "layers": [{"name": "l0", "cell": "gru", "hidden_size": 1100}]}
+    l = plan_of(spec, batch=64, seq_len=16, persistence="none", gemm="cublas").layers[0]
+    assert l.library_padding(2) == (1104, 3304)
+    parts = layer_parts(l, 16, 64, 2)
+    assert (parts["step_product"], parts["library_h"]) == (64 * 3304 * 4, 64 * 1104 * 2)
+    assert "padded with zeros to K=1104, M=3304" in l.persistence.reason
+    assert "w_hh_t_padded" in _variant_weights(l, 2)  # uploaded once, not made each call
+    h200 = get("h200")
+    padded = library_step_seconds(64, 1100, 3, 2, "tensor", h200, graphed=True, padded_sizes=(1104, 3304))
+    # 9.1 µs measured padded, 19.4 not (results/step-forms-h200-2026-11-29-padded.json, -unaligned.json)
+    assert 0.75 <= 9.1e-6 / padded <= 1.33
+    assert padded < 0.65 * library_step_seconds(64, 1100, 3, 2, "tensor", h200, graphed=True)
+    aligned = plan_of(dict(spec, layers=[{"name": "l0", "cell": "gru", "hidden_size": 1024}]),
+                      batch=64, seq_len=16, persistence="none", gemm="cublas").layers[0]
+    assert aligned.library_padding(2) is None and layer_parts(aligned, 16, 64, 2)["library_h"] == 0
+    assert "w_hh_t_padded" not in _variant_weights(aligned, 2)
+    projected = plan_of(dict(spec, layers=[{"name": "l0", "cell": "lstm", "hidden_size": 1100, "proj_size": 300}]),
+                        batch=64, seq_len=16, persistence="none", gemm="cublas").layers[0]
+    assert projected.library_padding(2) is None

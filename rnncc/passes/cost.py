@@ -1385,19 +1385,38 @@ LIBRARY_STEP_UNALIGNED_FIXED_SECONDS = 7.2e-6
 # (results/persistence-moves-h200-2026-11-29-unaligned-refit-b.txt).
 LIBRARY_STEP_UNALIGNED_FLOP_SECONDS = 12.35e-15
 LIBRARY_STEP_ODD_K_FLOP_SECONDS = 8.85e-15
+# Where the step's sizes are padded (LayerPlan.library_padding), a call from a given h0
+# first copies it into the padded h (a memset and a 2-D copy; the padded W_hhᵀ is among the
+# weights): 4.18 µs, the mean of what the calls of S=1 took beyond the step's own gain at the
+# 22 unaligned points of results/step-forms-h200-2026-11-29-padded-weights.json against
+# -unaligned.json (2.1-5.9 µs; an upper bound: the two aligned controls' calls ran 2.1-2.3 µs
+# slower in that process too). A call from zeros copies nothing; a plan does not know which.
+LIBRARY_PADDING_CALL_SECONDS = 4.18e-6
+# Its steps ran 1.53-2.13× faster than unpadded and 1.11-1.88× the aligned price of the padded
+# sizes (results/step-forms-h200-2026-11-29-padded.json, the first form, which copied W_hhᵀ
+# each call; -padded-weights.json's steps are within 0.95-1.03× of it): at
+# these few output rows the GEMM's multiply-adds count besides W_hhᵀ's bytes, 5.19 fs a FLOP of
+# the padded GEMM by least squares of the relative error (0.82-1.33×, RMS 13%).
+LIBRARY_STEP_PADDED_FLOP_SECONDS = 5.194e-15
 LIBRARY_STEP_FMA_SHARE_AT_8_ROWS = 0.08
 LIBRARY_STEP_FMA_SHARE_MAX = 0.42
 
 
 def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,
-                         target: Target, k: int | None = None, graphed: bool = False) -> float:
+                         target: Target, k: int | None = None, graphed: bool = False,
+                         padded_sizes: tuple[int, int] | None = None) -> float:
     """One step as h·W_hhᵀ in cuBLASLt (K = ``k``, h's width; default ``hidden``) followed
     by rnncc's cell kernel. Eager: the GPU's time (the GEMM, then the cell reading the
     float32 product and writing h) or the host's (a library call and a kernel launch a
     step), whichever is longer. Graphed: the GPU's time as measured in graphs
     (LIBRARY_STEP_FIXED_SECONDS and the rates after it; at unaligned K also the GEMM's
-    multiply-adds)."""
+    multiply-adds). ``padded_sizes``: (K, M) the GEMM's unaligned sizes are padded to
+    (LayerPlan.library_padding; the cell writes h into a padded buffer too), priced as the
+    aligned GEMM of those sizes (zero rows count as rows)."""
     k = k or hidden
+    sizes = padded_sizes
+    if sizes:
+        k = sizes[0]
     if graphed:
         w_bytes = gates * hidden * k * itemsize
         # From L2 where W_hh fits there (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND), else from HBM.
@@ -1413,11 +1432,17 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
             LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if unaligned else LIBRARY_STEP_FIXED_SECONDS
         flops = 2.0 * gates * hidden * k * batch * (
             LIBRARY_STEP_UNALIGNED_FLOP_SECONDS + (LIBRARY_STEP_ODD_K_FLOP_SECONDS if k * itemsize % 4 else 0.0)) \
-            if unaligned else 0.0
+            if unaligned else 2.0 * sizes[0] * sizes[1] * batch * LIBRARY_STEP_PADDED_FLOP_SECONDS if sizes else 0.0
         return fixed + max(weights, fma) + flops + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT
     cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
-    gemm = library_gemm_seconds(gates * hidden, batch, k, itemsize, precision, target)
+    gemm = library_gemm_seconds(sizes[1] if sizes else gates * hidden, batch, k, itemsize, precision, target)
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
+
+
+def library_padding_call_seconds(padding: tuple[int, int] | None) -> float:
+    """A call's copy of h0 into the padded h (LIBRARY_PADDING_CALL_SECONDS; 0 where the
+    step's sizes are not padded)."""
+    return LIBRARY_PADDING_CALL_SECONDS if padding else 0.0
 
 
 def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,

@@ -34,9 +34,10 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile,
-                     grid_shared_max)
+                     grid_shared_max, library_padded_sizes)
 from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds, cluster_tiles, grid_step_seconds,
-                   h_projection_seconds, library_call_seconds, library_gemm_seconds, library_step_seconds,
+                   h_projection_seconds, library_call_seconds, library_gemm_seconds, library_padding_call_seconds,
+                   library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles,
                    step_kernel_seconds, tensor_seconds, tensor_tiles)
 
@@ -300,13 +301,20 @@ def _per_step(l, o, target, itemsize: int,
     B, H, G = o.batch, l.hidden_size, l.gates
     projection = h_projection_seconds(B, H, l.proj_size, itemsize, target, o.graphed) if l.proj_size else 0.0
     fma = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size, o.graphed) + projection
-    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size, o.graphed) + projection
+    # A projected LSTM's h comes from its h projection, not the cell: its GEMM is not padded.
+    # Where it is, a call from h0 first copies h0 into the padded h (spread over the call's steps).
+    sizes = None if l.proj_size else library_padded_sizes(l.out_size, G * H, itemsize)
+    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size, o.graphed,
+                                   padded_sizes=sizes) + projection \
+        + library_padding_call_seconds(sizes) / max(1, o.seq_len)
     gemm = o.gemm_for(l.name)
     use_library = gemm == "cublas" or (gemm is None and library < fma)
     seconds = library if use_library else fma
     then = (f", then h = r·W_hrᵀ in rnncc's kernel ({projection * 1e6:.1f} µs)" if l.proj_size else "")
     if use_library:
-        what = (f"h·W_hhᵀ in cuBLASLt and the cell in rnncc's kernel, a launch per step{then} "
+        padding = (f" (its sizes padded with zeros to K={sizes[0]}, M={sizes[1]}, which the library runs at the "
+                   f"aligned rate)" if sizes else "")
+        what = (f"h·W_hhᵀ in cuBLASLt{padding} and the cell in rnncc's kernel, a launch per step{then} "
                 f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
     else:
         form = {"rows": "rows, FMA", "rows_tensor": "rows, tensor cores"}.get(step_tile.math, "tiles, FMA")

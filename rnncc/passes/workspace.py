@@ -14,7 +14,7 @@ from ..plan import Decision
 
 
 PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output",
-         "tensor_maps")
+         "tensor_maps", "library_h")
 
 TENSOR_MAP_BYTES = 128  # a CUtensorMap
 
@@ -32,17 +32,22 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     projection chunk's summed input (merge_fusion "summed") and a projected LSTM's r = o ⊙
     tanh c (storage dtype, as torch rounds it before h = r·W_hrᵀ): of one step per step,
     of every step folded (the recurrence's own sequence, read back a step later); the map of
-    y each block of a staged kernel that copies by tensor maps makes (lane_product.cuh.j2)."""
+    y each block of a staged kernel that copies by tensor maps makes (lane_product.cuh.j2);
+    the padded h of a library step whose sizes are padded (LayerPlan.library_padding; its
+    W_hhᵀ is among the weights)."""
     chunk = min(l.unroll.value, seq_len)
     persistence = l.persistence.value
+    padding = l.library_padding(itemsize)
+    product_columns = padding[1] if padding else l.gates * l.hidden_size
     return {"projection": projection_chunk_bytes(l, seq_len, batch),
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
-            "step_product": batch * l.gates * l.hidden_size * 4 if persistence.math == "cublas" else 0,
+            "step_product": batch * product_columns * 4 if persistence.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
             "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0,
             "cell_output": (seq_len if l.folded else 1) * batch * l.hidden_size * itemsize
             if l.proj_size else 0,
-            "tensor_maps": TENSOR_MAP_BYTES * persistence.blocks if getattr(persistence, "tensor_maps", False) else 0}
+            "tensor_maps": TENSOR_MAP_BYTES * persistence.blocks if getattr(persistence, "tensor_maps", False) else 0,
+            "library_h": batch * padding[0] * itemsize if padding else 0}
 
 
 def pipelined(plan) -> bool:
