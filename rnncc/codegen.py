@@ -636,14 +636,17 @@ def render_folded_first_step(plan: Plan, l: LayerPlan, users: tuple[str, ...] = 
                                              _reasons(l, ("h_projection",))))
 
 
-def _render_merge(plan: Plan, mode: str, sources, size: int) -> tuple[str, str, str, tuple]:
-    """(name, entry, source, params) of the element-wise merge kernel."""
-    params = merge_params(sources, size)
+def _render_merge(plan: Plan, mode: str, sources, size: int, padded: int = 0) -> tuple[str, str, str, tuple]:
+    """(name, entry, source, params) of the element-wise merge kernel; ``padded``: the
+    features it writes a row, zeros past ``size`` (0: ``size``)."""
+    padded = padded or size
+    params = merge_params(sources, padded)
     source = environment().get_template("merge.cu.j2").render(
         kernel=_code_header(f"{mode} of {len(sources)} sources", plan.dtype, [f"kernel: merge_{mode}"]),
-        entry=_ENTRY, params=params, merge=mode, F=size, dtype=plan.dtype,
+        entry=_ENTRY, params=params, merge=mode, F=size, padded_F=padded, dtype=plan.dtype,
         threads=MERGE_THREADS, sources=[dict(size=s.size, offset=s.offset) for s in sources])
-    return (*_identify(f"merge_{mode}{len(sources)}_f{size}_{_SHORT_DTYPE[plan.dtype]}", source), params)
+    readable = f"merge_{mode}{len(sources)}_f{size}{f'_p{padded}' if padded != size else ''}"
+    return (*_identify(f"{readable}_{_SHORT_DTYPE[plan.dtype]}", source), params)
 
 
 def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
@@ -655,15 +658,21 @@ def render_output(plan: Plan, o: OutputPlan) -> KernelSource:
                         users=(o.name,), header=header)
 
 
-def render_summed_input(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
-    """The merge kernel that sums layer l's sources for its cuBLASLt projection (merge
-    fusion "summed"); None where the layer has none."""
-    if l.merge_fusion.value != "summed":
+def render_library_input(plan: Plan, l: LayerPlan, users: tuple[str, ...] = ()) -> KernelSource | None:
+    """The merge kernel that writes the input of layer l's cuBLASLt projection where it is
+    not a source as stored: its sources' sum (merge fusion "summed"), or its source copied
+    with zeros past K (LibraryProjection.padded_k; a sum is written so padded); None
+    where the layer has neither."""
+    padded = l.projection_padded_k
+    if l.merge_fusion.value != "summed" and not padded:
         return None
     users = users or (l.name,)
-    name, entry, source, params = _render_merge(plan, l.merge, l.sources, l.input_size)
-    header = _model_header(plan, f"{_layers_what(l, users)}, its summed input",
-                           _reasons(l, ("merge_fusion",)))
+    name, entry, source, params = _render_merge(plan, l.merge if len(l.sources) > 1 else "sum", l.sources,
+                                                l.input_size, padded)
+    what = "summed input" if l.merge_fusion.value == "summed" else "input"
+    header = _model_header(plan, f"{_layers_what(l, users)}, its {what}"
+                                 f"{f' padded to K={padded} for cuBLASLt' if padded else ''}",
+                           _reasons(l, ("merge_fusion", "projection_tile") if padded else ("merge_fusion",)))
     return KernelSource(name, "merge", l.name, entry, source, params, (MERGE_THREADS, 1, 1),
                         users=users, header=header)
 
@@ -688,7 +697,7 @@ def render(plan: Plan, lengths: bool = False) -> tuple[KernelSource, ...]:
     row's state, and the mask of the outputs). Kernels are named by their code, so layers
     whose code is equal (a stack of equal layers) share one, whose ``users`` (and model
     header) lists them all."""
-    renderers = (render_summed_input, render_projection, render_folded_first_step,
+    renderers = (render_library_input, render_projection, render_folded_first_step,
                  partial(render_recurrent, lengths=lengths), partial(render_h_projection, lengths=lengths))
     first: dict[str, tuple[LayerPlan, KernelSource, object]] = {}
     users: dict[str, list[str]] = {}

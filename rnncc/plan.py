@@ -202,6 +202,13 @@ class LayerPlan:
         (projection_tile a tiles.FusedProjection: passes/fusion.py)."""
         return self.projection_tile is not None and self.projection_tile.value.math == "fused"
 
+    @property
+    def projection_padded_k(self) -> int:
+        """K of the input and W_ih that cuBLASLt's projection reads padded with zeros
+        (LibraryProjection.padded_k; a merge kernel writes the input so), 0 where none."""
+        value = self.projection_tile.value if self.projection_tile is not None else None
+        return value.padded_k if value is not None and value.math == "cublas" else 0
+
     def library_padding(self, itemsize: int) -> tuple[int, int] | None:
         """(K, M) of the step product padded (tiles.library_padded_sizes) where cuBLASLt
         computes it and its sizes are unaligned, else None. Then the GEMM reads W_hhᵀ padded
@@ -209,9 +216,15 @@ class LayerPlan:
         (the workspace's library_h) that the cell kernel writes each step's h into as well,
         zeros after it (h0's copied in by the call), and the product is [B, M]. Not for a
         projected LSTM, whose h comes from its h projection."""
-        if self.persistence.value.math != "cublas" or self.proj_size:
+        if self.persistence.value.math != "cublas":
             return None
-        return library_padded_sizes(self.out_size, self.gates * self.hidden_size, itemsize)
+        return self.library_step_sizes(itemsize)
+
+    def library_step_sizes(self, itemsize: int) -> tuple[int, int] | None:
+        """library_padding's sizes whatever the persistence (the persistence pass prices
+        the library step with them): None for a projected LSTM or aligned sizes."""
+        return None if self.proj_size else library_padded_sizes(self.out_size, self.gates * self.hidden_size,
+                                                                  itemsize)
 
     @property
     def steps_by_rows(self) -> bool:

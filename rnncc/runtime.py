@@ -88,12 +88,16 @@ def _variant_weights(l, itemsize: int) -> tuple[str, ...]:
     "w_fold_t" where it is folded, "w_hh" (W_hh as stored) where its steps run the step
     kernel's rows form, "w_ih_rows" (W_ih, rows padded) where its projection's rows kernel
     needs whole 16-byte rows, "w_hh_t_padded" (W_hhᵀ padded with zeros to the sizes of
-    LayerPlan.library_padding) where cuBLASLt's step product runs at padded sizes, W_hh
+    LayerPlan.library_padding) where cuBLASLt's step product runs at padded sizes,
+    "w_ih_padded" (W_ih's rows padded with zeros to LayerPlan.projection_padded_k) where
+    its projection does, W_hh
     (or the folded matrix) as a tensor-core persistent kernel holds it, in its tile's
     order (weights.fragments_name)."""
     names = ("w_fold_t",) if l.folded else ()
     if l.library_padding(itemsize):
         names += ("w_hh_t_padded",)
+    if l.projection_padded_k:
+        names += ("w_ih_padded",)
     if l.fragments_tile is not None:
         names += (weights_mod.fragments_name(l.fragments_tile, l.hidden_size, folded=l.folded),)
     if l.steps_by_rows:
@@ -104,9 +108,10 @@ def _variant_weights(l, itemsize: int) -> tuple[str, ...]:
 
 
 # The variant weights (_variant_weights) that are a packed matrix padded with zeros
-# (weights.padded_rows), and which: W_ih's rows, W_hh's interleaved rows (W_hhᵀ transposed,
-# weights.rows_of_w_hh), W_hhᵀ padded to a library step's sizes.
-_PADDED = {"w_ih_rows": "w_ih", "w_hh": "w_hh_t", "w_hh_t_padded": "w_hh_t"}
+# (weights.padded_rows), and which: W_ih's rows (for rnncc's rows kernel, or for cuBLASLt's
+# projection), W_hh's interleaved rows (W_hhᵀ transposed, weights.rows_of_w_hh), W_hhᵀ padded
+# to a library step's sizes.
+_PADDED = {"w_ih_rows": "w_ih", "w_hh": "w_hh_t", "w_hh_t_padded": "w_hh_t", "w_ih_padded": "w_ih"}
 
 
 def _scratch(plan: Plan) -> int:
@@ -606,6 +611,9 @@ class CompiledModel:
                 elif name == "w_ih_rows":
                     values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_ih,
                                                      l.projection_tile.value.row_stride)
+                elif name == "w_ih_padded":
+                    values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_ih,
+                                                     l.projection_padded_k)
                 elif name == "w_hh_t_padded":
                     K_pad, M_pad = l.library_padding(DTYPES[self.model.dtype].itemsize)
                     values = weights_mod.padded_rows(weights_mod.pack(layer, self._weights).w_hh_t, M_pad, K_pad)
@@ -1399,7 +1407,6 @@ class CompiledModel:
             if l.fragments_tile is not None:  # the kernel's fragments are the folded matrix's
                 recurrent_weights[weights_mod.fragments_name(l.fragments_tile, l.hidden_size)] = \
                     weights[weights_mod.fragments_name(l.fragments_tile, l.hidden_size, folded=True)]
-            item = DTYPES[self.model.dtype].itemsize
             r_time = Sequence(cell_output, item, B * l.hidden_size, l.hidden_size)
             r_run, y_time = (r_time.reversed(S), y.reversed(S)) if l.reverse else (r_time, y)
             first_step = variant.kernel_of(l.name, "folded_first_step")
@@ -1496,7 +1503,9 @@ class CompiledModel:
                  ops: call_program.Queue) -> None:
         """The input projection of steps t0 .. t0+steps-1 of layer l into ``xproj``: rnncc's
         kernel, or (math: cublas) one cuBLASLt call per source, the first adding the bias,
-        after a merge kernel has summed a sum's sources into one (merge fusion "summed")."""
+        after a merge kernel has summed a sum's sources into one (merge fusion "summed") or
+        copied its source with zeros past K (LibraryProjection.padded_k; then W_ih's padded
+        copy is the other operand)."""
         GH, rows = l.gates * l.hidden_size, steps * B
         if l.projection_tile.value.math == "cublas":
             # Y [rows, GH] (layout xw) is column-major GH × rows: W_ih (stored I × GH, used
@@ -1505,24 +1514,27 @@ class CompiledModel:
             item = DTYPES[self.model.dtype].itemsize
             # (first column of W_ih, K, the operand's steps, its pointer at step t0)
             operands = [(s.offset, s.size, tensors[s.name], tensors[s.name].at(t0)) for s in l.sources]
-            if l.merge_fusion.value == "summed":
-                # The chunk's sum, dense [steps, B, I]: one GEMM over all of K reads it.
-                summed = Sequence(ws[part_name(variant.plan, "summed_input", l.name)], item,
-                                  B * l.input_size, l.input_size)
+            padded = l.projection_padded_k
+            if l.merge_fusion.value == "summed" or padded:
+                # The chunk's sum, or its one source copied with zeros past K to the padded K
+                # (LibraryProjection.padded_k), dense [steps, B, K]: one GEMM reads it.
+                K = padded or l.input_size
+                part = "summed_input" if l.merge_fusion.value == "summed" else "padded_input"
+                dense_input = Sequence(ws[part_name(variant.plan, part, l.name)], item, B * K, K)
                 k = variant.kernel_of(l.name, "merge")
-                args = launch.merge_arguments(summed, [v for _, _, v, _ in operands], steps, B, t0)
-                self._launch(ops, k, launch.merge_grid(k, rows * l.input_size, self.target.sm_count),
-                             args, stream)
-                operands = [(0, l.input_size, summed, summed.ptr)]
+                args = launch.merge_arguments(dense_input, [v for _, _, v, _ in operands], steps, B, t0)
+                self._launch(ops, k, launch.merge_grid(k, rows * K, self.target.sm_count), args, stream)
+                operands = [(0, K, dense_input, dense_input.ptr)]
+            w_ih, w_ih_stride = (weights["w_ih_padded"], padded) if padded else (weights["w_ih"], l.input_size)
             for i, (column, K, v, ptr) in enumerate(operands):
                 dense = v.stride_t == B * v.stride_b
                 g = cublaslt.Matmul(
                     self.model.dtype, l.precision.value, m=GH, n=rows if dense else B, k=K,
-                    transpose_a=True, lda=l.input_size, ldb=v.stride_b, ldd=GH,
+                    transpose_a=True, lda=w_ih_stride, ldb=v.stride_b, ldd=GH,
                     batches=1 if dense else steps, stride_b=0 if dense else v.stride_t,
                     stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0,
                     scratch=_scratch(variant.plan))
-                a = weights["w_ih"] + column * item
+                a = w_ih + column * item
                 ops.gemm(self._library.prepared_for(g, a, ptr, xproj), a, ptr, xproj,
                          weights.get("bias", 0) if g.bias else 0, stream, library)
             return

@@ -391,6 +391,17 @@ def library_padded_sizes(k: int, m: int, itemsize: int) -> tuple[int, int] | Non
     return -(-k // 8) * 8, -(-m // 8) * 8
 
 
+def projection_padded_k(k: int, columns: int, itemsize: int) -> int:
+    """K rounded up to a multiple of 8 where cuBLASLt's projection over K = ``k`` (16-bit
+    operands, rows not whole 16-byte vectors) would run the align2 kernels and its float32
+    output's rows of ``columns`` are whole 16-byte vectors, so that padding K alone aligns
+    every operand; else 0. The step's product ran 1.55-2.08× faster so
+    (results/step-forms-h200-2026-11-29-padded-weights.json)."""
+    if itemsize != 2 or k * itemsize % 16 == 0 or columns % 4:
+        return 0
+    return -(-k // 8) * 8
+
+
 def batch_tiles_per_block(batch: int, batch_per_block: int, batch_blocks: int) -> int:
     """Batch tiles of `batch_per_block` rows each block of a grid-persistent kernel runs a
     step when `batch_blocks` blocks along y share the batch."""
@@ -824,12 +835,17 @@ def rows_mma_shared_bytes(rows: int, m_rows: int, k_split: int, k: int, itemsize
 
 @dataclass(frozen=True)
 class LibraryProjection:
-    """The input projection as cuBLASLt GEMMs (one per source), no rnncc kernel."""
+    """The input projection as cuBLASLt GEMMs (one per source), no rnncc kernel of its own.
+    ``padded_k``: where the input's width is not whole 16-byte vectors of 16-bit operands
+    (projection_padded_k), the K both operands are padded to with zeros: W_ih's rows (a
+    weight of their own, "w_ih_padded") and the chunk's input, which the merge kernel copies
+    (or, for a sum, writes) into the workspace; 0: as stored."""
 
     math: ClassVar[str] = "cublas"
+    padded_k: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"math": self.math}
+        return {"math": self.math, **({"padded_k": self.padded_k} if self.padded_k else {})}
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,16 @@ def test_all_templates_render_and_compile(nvcc):
             # 16-bit steps at unaligned H: the product [B, M] and h's padded copy (library_padding)
             padded = case["dtype"] != "float32" and case["H"] % 8 != 0
             assert all(("h_library" in [p.name for p in k.params]) == padded for k in m.kernels if k.family == step)
+            # 16-bit projections at K of 17 (a's input) and 33 (c's and d's sums) with G·H a
+            # multiple of 4: the merge kernel writes the input padded to 24 and 40 (the concat
+            # b keeps a GEMM per source, unpadded)
+            pads = {l.name: l.projection_padded_k for l in m.plan.layers}
+            if case["dtype"] != "float32" and m.plan.layers[0].gates * case["H"] % 4 == 0:
+                assert pads["a"] == 24 and pads["b"] == 0
+                assert pads["c"] == pads["d"] == (-(-case["H"] // 8) * 8 if case["H"] % 8 else 0)
+                assert {k.users[0] for k in m.kernels if "_p24_" in k.name} == {"a"}
+            else:
+                assert set(pads.values()) == {0}
         else:
             assert families == {"input_projection", step, "merge"}
         if case.get("batch") == 2:  # the merged layers' (K ≥ 33); a's 17 features may take a tile

@@ -1321,7 +1321,7 @@ def test_pipelined_workspace_is_per_layer():
     seq = plan_of(spec, batch=8, schedule="sequential")
     assert [n for n, _ in shared_parts(seq, 256, 8)] == [
         "projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output", "tensor_maps",
-        "library_h"]
+        "library_h", "padded_input"]
 
 
 def test_projections_run_a_chunk_ahead_on_streams_of_their_own():
@@ -2296,3 +2296,38 @@ def test_the_library_step_pads_unaligned_sizes():
     projected = plan_of(dict(spec, layers=[{"name": "l0", "cell": "lstm", "hidden_size": 1100, "proj_size": 300}]),
                         batch=64, seq_len=16, persistence="none", gemm="cublas").layers[0]
     assert projected.library_padding(2) is None
+
+
+def test_the_library_projection_pads_unaligned_k():
+    """Where cuBLASLt projects one operand (a source, or a sum written first) whose K is not
+    whole 16-byte vectors of 16-bit values and whose float32 output rows are (G·H a
+    multiple of 4), K is padded with zeros to a multiple of 8: W_ih's rows among the
+    weights, the chunk's input by the merge kernel into the workspace, and the GEMM is
+    priced at the aligned rate of the padded K plus that copy. Not at aligned K, in
+    float32, for a concat (a GEMM per source), or where G·H is not a multiple of 4."""
+    from rnncc.passes.cost import library_gemm_seconds, merge_seconds
+    from rnncc.passes.workspace import layer_parts
+    from rnncc.runtime import _variant_weights
+    from rnncc.tiles import projection_padded_k
+
+    assert projection_padded_k(900, 3600, 2) == 904 and projection_padded_k(653, 2600, 2) == 656
+    assert projection_padded_k(1024, 4096, 2) == 0 and projection_padded_k(900, 3600, 4) == 0
+    assert projection_padded_k(777, 2331, 2) == 0  # GRU H=777: the output's rows stay unaligned
+    spec = {"name": "s", "dtype": "float16", "input_size": 900,
+            "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 900}]}
+    l = plan_of(spec, target="h200", batch=64, seq_len=256).layers[0]  # the model's pick (rnncc's tile ~5× longer)
+    assert l.projection_tile.value == LibraryProjection(padded_k=904) and l.projection_padded_k == 904
+    assert "K padded with zeros to 904" in l.projection_tile.reason
+    assert l.projection_tile.value.to_dict() == {"math": "cublas", "padded_k": 904}
+    assert "w_ih_padded" in _variant_weights(l, 2)
+    rows = min(l.unroll.value, 256) * 64
+    assert layer_parts(l, 256, 64, 2)["padded_input"] == rows * 904 * 2
+    h200 = get("h200")
+    priced = library_gemm_seconds(3600, rows, 904, 2, "tensor", h200) + merge_seconds(rows, 904, 1, 2, h200)
+    assert l.projection_tile.alternatives["cuBLASLt"] == pytest.approx(priced)
+    # the align2 price it replaces, ~4× at this size (LIBRARY_UNALIGNED_FLOPS)
+    assert library_gemm_seconds(3600, rows, 900, 2, "tensor", h200) > 3 * priced
+    aligned = plan_of(dict(spec, input_size=1024), target="h200", batch=64, seq_len=256, gemm="cublas").layers[0]
+    assert aligned.projection_tile.value == LibraryProjection() and "w_ih_padded" not in _variant_weights(aligned, 2)
+    single = plan_of(dict(spec, dtype="float32"), target="h200", batch=64, seq_len=256, gemm="cublas").layers[0]
+    assert single.projection_padded_k == 0

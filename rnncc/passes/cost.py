@@ -1413,10 +1413,7 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
     multiply-adds). ``padded_sizes``: (K, M) the GEMM's unaligned sizes are padded to
     (LayerPlan.library_padding; the cell writes h into a padded buffer too), priced as the
     aligned GEMM of those sizes (zero rows count as rows)."""
-    k = k or hidden
-    sizes = padded_sizes
-    if sizes:
-        k = sizes[0]
+    k = padded_sizes[0] if padded_sizes else k or hidden
     if graphed:
         w_bytes = gates * hidden * k * itemsize
         # From L2 where W_hh fits there (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND), else from HBM.
@@ -1430,19 +1427,18 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
         unaligned = not fma and library_unaligned(k, itemsize)
         fixed = LIBRARY_STEP_EXACT_FIXED_SECONDS if fma else \
             LIBRARY_STEP_UNALIGNED_FIXED_SECONDS if unaligned else LIBRARY_STEP_FIXED_SECONDS
-        flops = 2.0 * gates * hidden * k * batch * (
-            LIBRARY_STEP_UNALIGNED_FLOP_SECONDS + (LIBRARY_STEP_ODD_K_FLOP_SECONDS if k * itemsize % 4 else 0.0)) \
-            if unaligned else 2.0 * sizes[0] * sizes[1] * batch * LIBRARY_STEP_PADDED_FLOP_SECONDS if sizes else 0.0
+        if unaligned:
+            flops = 2.0 * gates * hidden * k * batch * (
+                LIBRARY_STEP_UNALIGNED_FLOP_SECONDS + (LIBRARY_STEP_ODD_K_FLOP_SECONDS if k * itemsize % 4 else 0.0))
+        elif padded_sizes:
+            flops = 2.0 * padded_sizes[0] * padded_sizes[1] * batch * LIBRARY_STEP_PADDED_FLOP_SECONDS
+        else:
+            flops = 0.0
         return fixed + max(weights, fma) + flops + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT
     cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
-    gemm = library_gemm_seconds(sizes[1] if sizes else gates * hidden, batch, k, itemsize, precision, target)
+    gemm = library_gemm_seconds(padded_sizes[1] if padded_sizes else gates * hidden, batch, k, itemsize, precision,
+                                target)
     return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
-
-
-def library_padding_call_seconds(padding: tuple[int, int] | None) -> float:
-    """A call's copy of h0 into the padded h (LIBRARY_PADDING_CALL_SECONDS; 0 where the
-    step's sizes are not padded)."""
-    return LIBRARY_PADDING_CALL_SECONDS if padding else 0.0
 
 
 def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,

@@ -22,7 +22,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
-from ..tiles import LibraryProjection, Projection, StepRows, StepRowsTensor, StepTile
+from ..tiles import LibraryProjection, Projection, StepRows, StepRowsTensor, StepTile, projection_padded_k
 from .cost import (PROJECTION_TILES, TENSOR_PROJECTION_TILES, library_call_seconds, library_gemm_seconds,
                    merge_seconds, projection_operand_load_bytes, projection_seconds, rows_projection_seconds,
                    rows_projection_tensor_seconds, rows_projection_tensor_tiles, rows_projection_tiles,
@@ -116,10 +116,15 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     # several sources: summed once by a merge kernel, then one call over all of K
     # (a call per source would repeat the whole GEMM for each).
     summed = l.merge == "sum" and len(l.sources) > 1
-    library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
+    # One operand (a single source, or a sum summed first) whose K is not whole 16-byte
+    # vectors: padded with zeros, W_ih once among the weights and the input by the merge
+    # kernel (a copy, or the sum itself) each chunk, so that the library runs its aligned
+    # kernels (LibraryProjection.padded_k; its align2 ones ran at LIBRARY_UNALIGNED_FLOPS).
+    padded_k = projection_padded_k(l.input_size, cols, itemsize) if summed or len(l.sources) == 1 else 0
+    library = sum(library_gemm_seconds(cols, rows, padded_k or s.size, itemsize, l.precision.value, target)
                   for s in (l.sources[:1] if summed else l.sources))
-    if summed:
-        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target, gpu_only)
+    if summed or padded_k:
+        library += merge_seconds(rows, padded_k or l.input_size, len(l.sources), itemsize, target, gpu_only)
     if l.layout.value != "xw":
         if gemm == "cublas":
             reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
@@ -136,7 +141,9 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
                f"{f' after a merge kernel sums its {len(l.sources)} sources' if summed else ''} "
                f"predicted {library * 1e6:.1f} µs in cuBLASLt (and {host_note}) "
                f"vs {costs[best] * 1e6:.1f} µs in rnncc's best kernel ({projection_label(best)})")
-        return Decision(LibraryProjection(), why + "; bias in the library's epilogue",
+        padding = (f"; K padded with zeros to {padded_k} (W_ih's rows, and the input by the merge kernel), "
+                   "so that the library runs its aligned kernels" if padded_k else "")
+        return Decision(LibraryProjection(padded_k), why + padding + "; bias in the library's epilogue",
                         chooser if gemm == "cublas" else "model", alternatives)
     reason += f" (cuBLASLt predicted {library * 1e6:.1f} µs and {host_note})"
     return Decision(value, reason, alternatives=alternatives)

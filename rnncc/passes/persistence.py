@@ -34,9 +34,9 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile,
-                     grid_shared_max, library_padded_sizes)
-from .cost import (cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds, cluster_tiles, grid_step_seconds,
-                   h_projection_seconds, library_call_seconds, library_gemm_seconds, library_padding_call_seconds,
+                     grid_shared_max)
+from .cost import (LIBRARY_PADDING_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+                   cluster_tiles, grid_step_seconds, h_projection_seconds, library_call_seconds, library_gemm_seconds,
                    library_step_seconds,
                    persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles,
                    step_kernel_seconds, tensor_seconds, tensor_tiles)
@@ -303,10 +303,10 @@ def _per_step(l, o, target, itemsize: int,
     fma = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size, o.graphed) + projection
     # A projected LSTM's h comes from its h projection, not the cell: its GEMM is not padded.
     # Where it is, a call from h0 first copies h0 into the padded h (spread over the call's steps).
-    sizes = None if l.proj_size else library_padded_sizes(l.out_size, G * H, itemsize)
+    sizes = l.library_step_sizes(itemsize)
     library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size, o.graphed,
                                    padded_sizes=sizes) + projection \
-        + library_padding_call_seconds(sizes) / max(1, o.seq_len)
+        + (LIBRARY_PADDING_CALL_SECONDS / max(1, o.seq_len) if sizes else 0.0)
     gemm = o.gemm_for(l.name)
     use_library = gemm == "cublas" or (gemm is None and library < fma)
     seconds = library if use_library else fma

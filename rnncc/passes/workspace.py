@@ -14,7 +14,7 @@ from ..plan import Decision
 
 
 PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output",
-         "tensor_maps", "library_h")
+         "tensor_maps", "library_h", "padded_input")
 
 TENSOR_MAP_BYTES = 128  # a CUtensorMap
 
@@ -34,7 +34,8 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     of every step folded (the recurrence's own sequence, read back a step later); the map of
     y each block of a staged kernel that copies by tensor maps makes (lane_product.cuh.j2);
     the padded h of a library step whose sizes are padded (LayerPlan.library_padding; its
-    W_hhᵀ is among the weights)."""
+    W_hhᵀ is among the weights); a chunk's input padded for cuBLASLt's projection
+    (LayerPlan.projection_padded_k; a summed input is written padded in its own part)."""
     chunk = min(l.unroll.value, seq_len)
     persistence = l.persistence.value
     padding = l.library_padding(itemsize)
@@ -43,11 +44,14 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
             "step_product": batch * product_columns * 4 if persistence.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
-            "summed_input": chunk * batch * l.input_size * itemsize if l.merge_fusion.value == "summed" else 0,
+            "summed_input": chunk * batch * (l.projection_padded_k or l.input_size) * itemsize
+            if l.merge_fusion.value == "summed" else 0,
             "cell_output": (seq_len if l.folded else 1) * batch * l.hidden_size * itemsize
             if l.proj_size else 0,
             "tensor_maps": TENSOR_MAP_BYTES * persistence.blocks if getattr(persistence, "tensor_maps", False) else 0,
-            "library_h": batch * padding[0] * itemsize if padding else 0}
+            "library_h": batch * padding[0] * itemsize if padding else 0,
+            "padded_input": chunk * batch * l.projection_padded_k * itemsize
+            if l.merge_fusion.value != "summed" else 0}
 
 
 def pipelined(plan) -> bool:
