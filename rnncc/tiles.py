@@ -393,11 +393,14 @@ def library_padded_sizes(k: int, m: int, itemsize: int) -> tuple[int, int] | Non
 
 def projection_padded_k(k: int, columns: int, itemsize: int) -> int:
     """K rounded up to a multiple of 8 where cuBLASLt's projection over K = ``k`` (16-bit
-    operands, rows not whole 16-byte vectors) would run the align2 kernels and its float32
-    output's rows of ``columns`` are whole 16-byte vectors, so that padding K alone aligns
-    every operand; else 0. The step's product ran 1.55-2.08× faster so
-    (results/step-forms-h200-2026-11-29-padded-weights.json)."""
-    if itemsize != 2 or k * itemsize % 16 == 0 or columns % 4:
+    operands, rows not whole 16-byte vectors) runs its unaligned kernels and padding K
+    alone lets it run the aligned ones: where the output's ``columns`` (M = G·H) are a
+    multiple of 8 too; else 0. Measured (results/projection-moves-h200-2026-11-29.jsonl,
+    profiled): at M % 8 = 0 the padded GEMM ran 2-5× faster (LSTM fp16 H=500 B=256 S=35:
+    119.5 → 41.7 µs); at M % 8 = 4 (GRU, tanh RNN at H % 8 = 4) it ran as slowly as the
+    unpadded one (GRU H=1100 B=64 S=35: 270.9 → 268.4), so padding there bought only the
+    merge kernel's copy."""
+    if itemsize != 2 or k * itemsize % 16 == 0 or columns % 8:
         return 0
     return -(-k // 8) * 8
 

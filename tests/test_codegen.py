@@ -103,10 +103,10 @@ def test_all_templates_render_and_compile(nvcc):
             padded = case["dtype"] != "float32" and case["H"] % 8 != 0
             assert all(("h_library" in [p.name for p in k.params]) == padded for k in m.kernels if k.family == step)
             # 16-bit projections at K of 17 (a's input) and 33 (c's and d's sums) with G·H a
-            # multiple of 4: the merge kernel writes the input padded to 24 and 40 (the concat
+            # multiple of 8: the merge kernel writes the input padded to 24 and 40 (the concat
             # b keeps a GEMM per source, unpadded)
             pads = {l.name: l.projection_padded_k for l in m.plan.layers}
-            if case["dtype"] != "float32" and m.plan.layers[0].gates * case["H"] % 4 == 0:
+            if case["dtype"] != "float32" and m.plan.layers[0].gates * case["H"] % 8 == 0:
                 assert pads["a"] == 24 and pads["b"] == 0
                 assert pads["c"] == pads["d"] == (-(-case["H"] // 8) * 8 if case["H"] % 8 else 0)
                 assert {k.users[0] for k in m.kernels if "_p24_" in k.name} == {"a"}

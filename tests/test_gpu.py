@@ -137,10 +137,10 @@ def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
     assert l.persistence.value == PerStep("cublas")
     assert isinstance(l.projection_tile.value, LibraryProjection)
     assert (l.library_padding(2 if dtype != "float32" else 4) is not None) == (dtype != "float32" and hidden % 8 != 0)
-    # The input (hidden + 3 features) padded for cuBLASLt's projection where its float32
-    # output rows are whole 16-byte vectors (G·H a multiple of 4)
+    # The input (hidden + 3 features) padded for cuBLASLt's projection where G·H is a
+    # multiple of 8 (tiles.projection_padded_k)
     assert l.projection_padded_k == (-(-(hidden + 3) // 8) * 8 if dtype != "float32" and (hidden + 3) % 8
-                                     and l.gates * hidden % 4 == 0 else 0)
+                                     and l.gates * hidden % 8 == 0 else 0)
 
 
 def test_refresh_weights_writes_the_padded_library_w_hh(gpu):

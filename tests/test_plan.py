@@ -2300,11 +2300,11 @@ def test_the_library_step_pads_unaligned_sizes():
 
 def test_the_library_projection_pads_unaligned_k():
     """Where cuBLASLt projects one operand (a source, or a sum written first) whose K is not
-    whole 16-byte vectors of 16-bit values and whose float32 output rows are (G·H a
-    multiple of 4), K is padded with zeros to a multiple of 8: W_ih's rows among the
+    whole 16-byte vectors of 16-bit values and whose G·H is a multiple of 8 (else cuBLASLt
+    ran its slow kernels padded or not), K is padded with zeros to a multiple of 8: W_ih's rows among the
     weights, the chunk's input by the merge kernel into the workspace, and the GEMM is
     priced at the aligned rate of the padded K plus that copy. Not at aligned K, in
-    float32, for a concat (a GEMM per source), or where G·H is not a multiple of 4."""
+    float32, for a concat (a GEMM per source), or where G·H is not a multiple of 8."""
     from rnncc.passes.cost import library_gemm_seconds, merge_seconds
     from rnncc.passes.workspace import layer_parts
     from rnncc.runtime import _variant_weights
@@ -2313,6 +2313,7 @@ def test_the_library_projection_pads_unaligned_k():
     assert projection_padded_k(900, 3600, 2) == 904 and projection_padded_k(653, 2600, 2) == 656
     assert projection_padded_k(1024, 4096, 2) == 0 and projection_padded_k(900, 3600, 4) == 0
     assert projection_padded_k(777, 2331, 2) == 0  # GRU H=777: the output's rows stay unaligned
+    assert projection_padded_k(1100, 3300, 2) == 0  # GRU H=1100: M % 8 = 4 ran as slowly padded
     spec = {"name": "s", "dtype": "float16", "input_size": 900,
             "layers": [{"name": "l0", "cell": "lstm", "hidden_size": 900}]}
     l = plan_of(spec, target="h200", batch=64, seq_len=256).layers[0]  # the model's pick (rnncc's tile ~5× longer)
