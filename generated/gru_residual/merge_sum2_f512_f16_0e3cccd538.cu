@@ -11,9 +11,12 @@
 // kernel: merge_sum
 
 //
-// A sum of 2 sources written once, element-wise (a grid-stride loop over
-// [S, B, 512], features fastest): a model output into the caller's array, or the summed
-// input of a layer that cuBLASLt projects with one GEMM.
+// A sum of 2 sources written once, element-wise: a model output into the
+// caller's array, or the summed input of a layer that cuBLASLt projects with one GEMM.
+// A warp a row of [S, B, ·] (a grid-stride loop over rows), its lanes along the features: the
+// row's offsets are computed once, in 32-bit index math, and a lane's loads are unrolled so that
+// several are in flight (an element a thread, with two 64-bit divisions each, ran far below
+// the memory's bandwidth).
 
 #include <cuda_fp16.h>
 typedef __half T;  // storage type of activations and weights
@@ -23,9 +26,10 @@ __device__ __forceinline__ T from_float(float v) { return __float2half_rn(v); }
 
 constexpr int F = 512;  // features of the merged tensor
 constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-rnncc_merge_sum2_f512_f16_849c73a6fe(
+rnncc_merge_sum2_f512_f16_0e3cccd538(
     const T* __restrict__ x0,                   // source 0: [S, B, 512], features contiguous
     long long x0_stride_t,                      // x0: elements between time steps
     long long x0_stride_b,                      // x0: elements between batch entries
@@ -38,17 +42,17 @@ rnncc_merge_sum2_f512_f16_849c73a6fe(
     int seq_len,                                // S (steps in this launch)
     int batch)                                  // B
 {
-    const long long total = (long long)seq_len * batch * F;
-    for (long long e = (long long)blockIdx.x * THREADS + threadIdx.x; e < total;
-         e += (long long)gridDim.x * THREADS) {
-        const int k = (int)(e % F);
-        const long long row = e / F;
-        const int t = (int)(row / batch), b = (int)(row % batch);
+    const int rows = seq_len * batch, lane = threadIdx.x % 32;
+    for (int row = blockIdx.x * WARPS + threadIdx.x / 32; row < rows; row += gridDim.x * WARPS) {
+        const int t = row / batch, b = row - t * batch;
         long long offset[2];
         offset[0] = (long long)(t) * x0_stride_t + (long long)(b) * x0_stride_b;
         offset[1] = (long long)(t) * x1_stride_t + (long long)(b) * x1_stride_b;
 
-        out[(long long)t * out_stride_t + (long long)b * out_stride_b + k] =
-            from_float((to_float(x0[offset[0] + k]) + to_float(x1[offset[1] + k])));
+        T* dst = out + (long long)t * out_stride_t + (long long)b * out_stride_b;
+#pragma unroll 4
+        for (int k = lane; k < F; k += 32) {
+            dst[k] = from_float((to_float(x0[offset[0] + k]) + to_float(x1[offset[1] + k])));
+        }
     }
 }
