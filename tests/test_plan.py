@@ -1947,6 +1947,14 @@ def test_graph_plans_are_the_ones_measured_and_none_ran_slower(monkeypatch):
     newest = json.loads((root / "benchmarks" / "results" / "graph-plans-h200-2026-11-29.json").read_text())
     moved_to_grid = {r["label"]: r for r in newest["results"] if r["label"] == "1×lstm float16 H=1024 B=13 S=4"}
     assert len(moved_to_grid) == 1
+    # The projection padded for cuBLASLt (f2030f6) moved LSTM fp16 H=650 B=5 S=1's graph plan
+    # from rnncc's rows kernel to a merge kernel's padded copy and the library, which ran 1.30×
+    # the eager plan's time in that file; the merge kernel's shortest run (MERGE_MIN_SECONDS)
+    # prices it back, and both plans are the eager one again (checked below: no row in the
+    # H100 files, so the two must agree).
+    padded = [r for r in newest["results"] if r["label"] == "1×lstm float16 H=650 B=5 S=1"]
+    assert len(padded) == 1 and padded[0]["graph_plan"] == "none/fma+cublas sequential"
+    assert padded[0]["graph_plan_over_eager_plan"] > 1.2
     results = root / "benchmarks" / "results"
     measured = json.loads((results / "graph-plans-h100-2026-11-28.json").read_text())
     by_label = {r["label"]: r for r in measured["results"]}
@@ -2303,8 +2311,9 @@ def test_the_library_projection_pads_unaligned_k():
     whole 16-byte vectors of 16-bit values and whose G·H is a multiple of 8 (else cuBLASLt
     ran its slow kernels padded or not), K is padded with zeros to a multiple of 8: W_ih's rows among the
     weights, the chunk's input by the merge kernel into the workspace, and the GEMM is
-    priced at the aligned rate of the padded K plus that copy. Not at aligned K, in
-    float32, for a concat (a GEMM per source), or where G·H is not a multiple of 8."""
+    priced at the aligned rate of the padded K plus that copy, taken where that prices
+    below the GEMM at K as stored. Not at aligned K, in float32, for a concat (a GEMM per
+    source), or where G·H is not a multiple of 8."""
     from rnncc.passes.cost import library_gemm_seconds, merge_seconds
     from rnncc.passes.workspace import layer_parts
     from rnncc.runtime import _variant_weights
@@ -2328,6 +2337,13 @@ def test_the_library_projection_pads_unaligned_k():
     assert l.projection_tile.alternatives["cuBLASLt"] == pytest.approx(priced)
     # the align2 price it replaces, ~4× at this size (LIBRARY_UNALIGNED_FLOPS)
     assert library_gemm_seconds(3600, rows, 900, 2, "tensor", h200) > 3 * priced
+    assert l.projection_tile.alternatives["cuBLASLt, K as stored"] == pytest.approx(
+        library_gemm_seconds(3600, rows, 900, 2, "tensor", h200))
+    # On 35 rows the copy's kernel (MERGE_MIN_SECONDS) costs more than the padding saves:
+    # the library reads K as stored
+    few = plan_of(spec, target="h200", batch=1, seq_len=35).layers[0]
+    assert few.projection_tile.value == LibraryProjection() and "w_ih_padded" not in _variant_weights(few, 2)
+    assert few.projection_tile.alternatives["cuBLASLt, K padded to 904"] > few.projection_tile.alternatives["cuBLASLt"]
     aligned = plan_of(dict(spec, input_size=1024), target="h200", batch=64, seq_len=256, gemm="cublas").layers[0]
     assert aligned.projection_tile.value == LibraryProjection() and "w_ih_padded" not in _variant_weights(aligned, 2)
     single = plan_of(dict(spec, dtype="float32"), target="h200", batch=64, seq_len=256, gemm="cublas").layers[0]

@@ -1325,11 +1325,21 @@ def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
     return max(compute, memory)
 
 
+# The merge kernel's shortest run: 1.6 µs (35 rows × 336 features) and 2.2-2.6 µs for the
+# others of ≤ 280 rows, profiled on the H200 in benchmarks/results/projection-moves-h200-2026-11-29.jsonl
+# (at ad44617). Bytes alone priced the padded copy of LSTM fp16 H=650 B=5 S=1's graphed call at
+# ~0, so its padded cuBLASLt projection (1.8 µs) beat rnncc's rows kernel (2.9) and the call ran
+# 11.2 µs against 8.6 (graph-plans-h200-2026-11-29.json, at f2030f6).
+MERGE_MIN_SECONDS = 1.6e-6
+
+
 def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Target,
                   graphed: bool = False) -> float:
     """An element-wise merge kernel over `rows` rows of `size` features: every source read
-    once and the result written once at HBM bandwidth, plus its launch (launch_seconds)."""
-    return launch_seconds(graphed) + (sources + 1) * rows * size * itemsize / target.memory_bandwidth
+    once and the result written once at HBM bandwidth, no shorter than MERGE_MIN_SECONDS,
+    plus its launch (launch_seconds)."""
+    return launch_seconds(graphed) + max(MERGE_MIN_SECONDS,
+                                         (sources + 1) * rows * size * itemsize / target.memory_bandwidth)
 
 
 # A step of mode none as cuBLASLt's product and rnncc's cell kernel, in CUDA-graph replays

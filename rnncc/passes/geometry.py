@@ -116,19 +116,27 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     # several sources: summed once by a merge kernel, then one call over all of K
     # (a call per source would repeat the whole GEMM for each).
     summed = l.merge == "sum" and len(l.sources) > 1
-    # One operand (a single source, or a sum summed first) whose K is not whole 16-byte
-    # vectors: padded with zeros, W_ih once among the weights and the input by the merge
-    # kernel (a copy, or the sum itself) each chunk, so that the library runs its aligned
-    # kernels (LibraryProjection.padded_k; its align2 ones ran at LIBRARY_UNALIGNED_FLOPS).
-    padded_k = projection_padded_k(l.input_size, cols, itemsize) if summed or len(l.sources) == 1 else 0
-    library = sum(library_gemm_seconds(cols, rows, padded_k or s.size, itemsize, l.precision.value, target)
+    library = sum(library_gemm_seconds(cols, rows, s.size, itemsize, l.precision.value, target)
                   for s in (l.sources[:1] if summed else l.sources))
-    if summed or padded_k:
-        library += merge_seconds(rows, padded_k or l.input_size, len(l.sources), itemsize, target, gpu_only)
+    if summed:
+        library += merge_seconds(rows, l.input_size, len(l.sources), itemsize, target, gpu_only)
     if l.layout.value != "xw":
         if gemm == "cublas":
             reason = "gemm='cublas' asked, but cuBLASLt's bias needs layout Y = X·Wᵀ; " + reason
         return Decision(value, reason, alternatives=alternatives)
+    # One operand (a single source, or a sum summed first) whose K is not whole 16-byte
+    # vectors may be padded with zeros, W_ih once among the weights and the input by the
+    # merge kernel (a copy, or the sum itself) each chunk, so that the library runs its
+    # aligned kernels (LibraryProjection.padded_k; its align2 ones ran at
+    # LIBRARY_UNALIGNED_FLOPS): taken where that prices below the GEMM at K as stored (the
+    # copy's kernel can cost more than it saves on a few rows, MERGE_MIN_SECONDS).
+    padded_k = projection_padded_k(l.input_size, cols, itemsize) if summed or len(l.sources) == 1 else 0
+    if padded_k:
+        padded = (library_gemm_seconds(cols, rows, padded_k, itemsize, l.precision.value, target)
+                  + merge_seconds(rows, padded_k, len(l.sources), itemsize, target, gpu_only))
+        alternatives[f"cuBLASLt, K {'as stored' if padded < library else f'padded to {padded_k}'}"] = \
+            max(library, padded)
+        padded_k, library = (padded_k, padded) if padded < library else (0, library)
     alternatives[projection_label(LibraryProjection())] = library
     host = library_call_seconds(gpu_only) * (1 if summed else len(l.sources))
     host_note = ("its host time priced apart by the schedule: per chunk, or as the call's graph replay"
