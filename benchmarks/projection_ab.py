@@ -1,12 +1,15 @@
-"""The one-layer half plans whose input projection the padded K moved (cuBLASLt's GEMM
-over K padded to a multiple of 8, tiles.projection_padded_k), and, on the GPU, each moved
-plan timed both ways: what padding the projection's K buys, call by call.
+"""The one-layer half plans whose input projection a change moved, and, on the GPU, each
+moved plan timed both ways: what the change buys, call by call. The change is the padded K
+(cuBLASLt's GEMM over K padded to a multiple of 8, tiles.projection_padded_k; "before"
+plans with it switched off), or, with ``--before unaligned=F,R``, the price of cuBLASLt's
+unaligned GEMMs ("before" plans with cost.LIBRARY_UNALIGNED_FIXED_SECONDS = F and
+LIBRARY_UNALIGNED_FLOPS = R, "after" with the code's).
 
-    python3 benchmarks/projection_ab.py census OUT.json [--target h200]
+    python3 benchmarks/projection_ab.py census OUT.json [--target h200] [--before ...]
         # no GPU: {"dtype cell H B S launches": {"before": .., "after": .., predicted µs each}}
         # for every plan whose projection moved
     RNNCC_CACHE_DIR=.cubins python3 benchmarks/projection_ab.py ab CENSUS.json --precompile [--every N]
-    python3 benchmarks/projection_ab.py ab CENSUS.json -o DIR [--every N]
+    python3 benchmarks/projection_ab.py ab CENSUS.json -o DIR [--every N] [--before ...] [--among MOVES.jsonl]
         # GPU: each moved plan compiled both ways (same seed, same weights), its outputs compared,
         # timed as CUDA-graph replays and, for plans of eager calls, as eager calls, interleaved;
         # and one eager call of each profiled (torch.profiler): the GPU µs of its merge,
@@ -16,11 +19,12 @@ plan timed both ways: what padding the projection's K buys, call by call.
         # the ratios by the projection before (rnncc's tile or cuBLASLt unpadded) and by
         # whether G·H is a multiple of 8, and each kind's cuBLASLt µs before and after
 
-"Before" is the plan as the planner makes it with the padding switched off
+By default "before" is the plan as the planner makes it with the padding switched off
 (``projection_padded_k`` answering 0 in passes/geometry.py), which is the plan of the
-commit before the padding; the persistence of both must agree (else the point is skipped
+commit before the padding. The persistence of both must agree (else the point is skipped
 and said so), so that a ratio reads the projection alone. ``--every N`` takes every Nth
-moved plan (in the census's order: dtype, cell, H, B, S, launches), to fit a time budget.
+moved plan (in the census's order: dtype, cell, H, B, S, launches), to fit a time budget;
+``--among MOVES.jsonl`` only the plans an earlier A/B timed (whose kernels it built).
 
 Writes DIR/projection-moves-<gpu>.jsonl, a line a point, and prints a summary.
 """
@@ -37,6 +41,7 @@ import warnings
 from pathlib import Path
 
 import rnncc
+import rnncc.passes.cost as cost
 import rnncc.passes.geometry as geometry
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -49,19 +54,31 @@ LENGTHS = (35, 256)
 
 
 @contextlib.contextmanager
-def unpadded():
-    """The planner with the projection's padding switched off (the plan before it)."""
-    original = geometry.projection_padded_k
-    geometry.projection_padded_k = lambda *args: 0
+def planned_before(before: str):
+    """The planner as it was before the change: "padding-off" (``projection_padded_k``
+    answering 0), or "unaligned=F,R" (cuBLASLt's unaligned GEMMs priced at a fixed F seconds
+    and R FLOP/s)."""
+    if before == "padding-off":
+        saved = [(geometry, "projection_padded_k", lambda *args: 0)]
+    elif before.startswith("unaligned="):
+        fixed, flops = (float(v) for v in before.removeprefix("unaligned=").split(","))
+        saved = [(cost, "LIBRARY_UNALIGNED_FIXED_SECONDS", fixed), (cost, "LIBRARY_UNALIGNED_FLOPS", flops)]
+    else:
+        raise ValueError(f"projection_ab: --before {before!r}, expected padding-off or unaligned=F,R")
+    originals = [(module, name, getattr(module, name)) for module, name, _ in saved]
+    for module, name, value in saved:
+        setattr(module, name, value)
     try:
         yield
     finally:
-        geometry.projection_padded_k = original
+        for module, name, value in originals:
+            setattr(module, name, value)
 
 
-def compiled(key: str, target: str, padded: bool):
+def compiled(key: str, target: str, before: str | None):
+    """The plan of ``key`` after the change (``before`` None) or before it."""
     dtype, cell, H, B, S, launches = key.split()
-    with contextlib.nullcontext() if padded else unpadded():
+    with contextlib.nullcontext() if before is None else planned_before(before):
         return rnncc.compile(layer_spec(dtype, cell, int(H)), target=target, batch=int(B), seq_len=int(S),
                              launches=launches, seed=0)
 
@@ -75,12 +92,12 @@ def describe(model) -> dict:
             "predicted_us": predicted and predicted * 1e6}
 
 
-def census(path: Path, target: str) -> None:
+def census(path: Path, target: str, before_change: str) -> None:
     out = {}
     for dtype, cell, H, B, S, launches in itertools.product(("float16",), CELLS, HIDDEN, BATCH, LENGTHS,
                                                             ("eager", "graph")):
         key = f"{dtype} {cell} {H} {B} {S} {launches}"
-        before, after = (describe(compiled(key, target, padded)) for padded in (False, True))
+        before, after = (describe(compiled(key, target, b)) for b in (before_change, None))
         if before["projection"] != after["projection"]:
             out[key] = {"before": before, "after": after}
     path.write_text(json.dumps(out, indent=0))
@@ -90,13 +107,17 @@ def census(path: Path, target: str) -> None:
           f"{sum(v['before']['persistence'] != v['after']['persistence'] for v in out.values())}")
 
 
-def points(path: Path, every: int) -> list[str]:
-    return list(json.loads(path.read_text()))[::every]
+def points(path: Path, every: int, among: Path | None = None) -> list[str]:
+    keys = list(json.loads(path.read_text()))
+    if among is not None:
+        timed = {json.loads(line)["key"] for line in among.read_text().splitlines()}
+        keys = [k for k in keys if k in timed]
+    return keys[::every]
 
 
-def precompile(path: Path, every: int) -> None:
+def precompile(path: Path, every: int, before: str, among: Path | None) -> None:
     from staged_sweep import build_kernels  # benchmarks/ is this script's directory
-    build_kernels(compiled(key, "h200", padded) for key in points(path, every) for padded in (False, True))
+    build_kernels(compiled(key, "h200", b) for key in points(path, every, among) for b in (before, None))
 
 
 def kernel_us(model, x) -> dict[str, float]:
@@ -114,7 +135,7 @@ def kernel_us(model, x) -> dict[str, float]:
     return out
 
 
-def measure(path: Path, out_dir: Path, every: int) -> None:
+def measure(path: Path, out_dir: Path, every: int, before: str, among: Path | None) -> None:
     import torch
     from rnncc.dtypes import max_relative_error, tolerance
     from rnncc.timing import time_graphs_interleaved, time_interleaved
@@ -122,9 +143,9 @@ def measure(path: Path, out_dir: Path, every: int) -> None:
     out = out_dir / f"projection-moves-{gpu}.jsonl"
     ratios = {"graph": [], "eager": []}
     with out.open("w") as f:
-        for key in points(path, every):
+        for key in points(path, every, among):
             dtype, cell, H, B, S, launches = key.split()
-            models = {"before": compiled(key, "device", False), "after": compiled(key, "device", True)}
+            models = {"before": compiled(key, "device", before), "after": compiled(key, "device", None)}
             row = {"key": key, **{k: describe(m) for k, m in models.items()}}
             if row["before"]["persistence"] != row["after"]["persistence"]:
                 print(f"{key}: skipped, the persistence moved too ({row['before']['persistence']} -> "
@@ -196,17 +217,21 @@ if __name__ == "__main__":
     c.add_argument("out", type=Path)
     c.add_argument("--target", default="h200")
     a = sub.add_parser("ab")
+    for parser in (c, a):
+        parser.add_argument("--before", default="padding-off",
+                            help="the planner before the change: padding-off (default) or unaligned=F,R")
     a.add_argument("census", type=Path)
     a.add_argument("-o", "--out", type=Path, default=Path("."))
     a.add_argument("--every", type=int, default=1, help="every Nth moved plan (default: %(default)s)")
     a.add_argument("--precompile", action="store_true")
+    a.add_argument("--among", type=Path, help="only the plans this earlier A/B's jsonl timed")
     sub.add_parser("summary").add_argument("moves", type=Path)
     args = p.parse_args()
     if args.what == "summary":
         summary(args.moves)
     elif args.what == "census":
-        census(args.out, args.target)
+        census(args.out, args.target, args.before)
     elif args.precompile:
-        precompile(args.census, args.every)
+        precompile(args.census, args.every, args.before, args.among)
     else:
-        measure(args.census, args.out, args.every)
+        measure(args.census, args.out, args.every, args.before, args.among)
