@@ -138,9 +138,12 @@ def test_cublaslt_products(gpu, cell, kind, hidden, batch, seq):
     assert isinstance(l.projection_tile.value, LibraryProjection)
     assert (l.library_padding(2 if dtype != "float32" else 4) is not None) == (dtype != "float32" and hidden % 8 != 0)
     # The input (hidden + 3 features) padded for cuBLASLt's projection where G·H is a
-    # multiple of 8 (tiles.projection_padded_k)
-    assert l.projection_padded_k == (-(-(hidden + 3) // 8) * 8 if dtype != "float32" and (hidden + 3) % 8
-                                     and l.gates * hidden % 8 == 0 else 0)
+    # multiple of 8 (tiles.projection_padded_k) and the padded GEMM with its copy prices below
+    # the GEMM at K as stored, as it does at every such point here (planned for the default
+    # S and B)
+    padded = -(-(hidden + 3) // 8) * 8 if dtype != "float32" and (hidden + 3) % 8 and l.gates * hidden % 8 == 0 else 0
+    assert l.projection_padded_k == padded
+    assert (padded != 0) == ("cuBLASLt, K as stored" in l.projection_tile.alternatives)
 
 
 def test_refresh_weights_writes_the_padded_library_w_hh(gpu):
