@@ -8,7 +8,7 @@ LIBRARY_UNALIGNED_FLOPS = R, "after" with the code's).
     python3 benchmarks/projection_ab.py census OUT.json [--target h200] [--before ...]
         # no GPU: {"dtype cell H B S launches": {"before": .., "after": .., predicted µs each}}
         # for every plan whose projection moved
-    RNNCC_CACHE_DIR=.cubins python3 benchmarks/projection_ab.py ab CENSUS.json --precompile [--every N]
+    RNNCC_CACHE_DIR=.cubins python3 benchmarks/projection_ab.py ab CENSUS.json --precompile [--every N] [--before ...] [--among ...]
     python3 benchmarks/projection_ab.py ab CENSUS.json -o DIR [--every N] [--before ...] [--among MOVES.jsonl]
         # GPU: each moved plan compiled both ways (same seed, same weights), its outputs compared,
         # timed as CUDA-graph replays and, for plans of eager calls, as eager calls, interleaved;
@@ -102,6 +102,7 @@ def census(path: Path, target: str, before_change: str) -> None:
             out[key] = {"before": before, "after": after}
     path.write_text(json.dumps(out, indent=0))
     ratios = sorted(v["after"]["predicted_us"] / v["before"]["predicted_us"] for v in out.values())
+    # each side predicted at its own prices (with --before unaligned=..., two price sets)
     print(f"{len(out)} projections moved; predicted calls after ÷ before: median {statistics.median(ratios):.3f}, "
           f"{ratios[0]:.3f}-{ratios[-1]:.3f}; persistence moved at "
           f"{sum(v['before']['persistence'] != v['after']['persistence'] for v in out.values())}")
