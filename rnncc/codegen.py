@@ -549,7 +549,7 @@ def render_recurrent(plan: Plan, l: LayerPlan, users: tuple[str, ...] = (),
         source = env.get_template("recurrent_step_cell.cu.j2").render(
             kernel=_code_header(_code_what(l) + what + what_lengths, plan.dtype, _values(l, keys)),
             entry=_ENTRY, params=params, H=l.hidden_size, cell=l.cell, threads=CELL_THREADS,
-            product_columns=padding[1] if padding else l.gates * l.hidden_size,
+            product_columns=l.library_product_columns(DTYPES[plan.dtype].itemsize),
             library_h_columns=padding[0] if padding else 0,
             residual_step=_residual_step(l, per_step=True),
             lengths_step=_lengths_step(lengths, per_step=True),

@@ -220,6 +220,12 @@ class LayerPlan:
             return None
         return self.library_step_sizes(itemsize)
 
+    def library_product_columns(self, itemsize: int) -> int:
+        """Floats between batch rows of a library step's product: M where its sizes are
+        padded (library_padding), else G·H."""
+        padding = self.library_padding(itemsize)
+        return padding[1] if padding else self.gates * self.hidden_size
+
     def library_step_sizes(self, itemsize: int) -> tuple[int, int] | None:
         """library_padding's sizes whatever the persistence (the persistence pass prices
         the library step with them): None for a projected LSTM or aligned sizes."""

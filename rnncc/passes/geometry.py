@@ -134,9 +134,10 @@ def projection_decision(l, rows: int, o, target, itemsize: int, host_bound: bool
     if padded_k:
         padded = (library_gemm_seconds(cols, rows, padded_k, itemsize, l.precision.value, target)
                   + merge_seconds(rows, padded_k, len(l.sources), itemsize, target, gpu_only))
-        alternatives[f"cuBLASLt, K {'as stored' if padded < library else f'padded to {padded_k}'}"] = \
-            max(library, padded)
-        padded_k, library = (padded_k, padded) if padded < library else (0, library)
+        if padded < library:
+            alternatives["cuBLASLt, K as stored"], library = library, padded
+        else:
+            alternatives[f"cuBLASLt, K padded to {padded_k}"], padded_k = padded, 0
     alternatives[projection_label(LibraryProjection())] = library
     host = library_call_seconds(gpu_only) * (1 if summed else len(l.sources))
     host_note = ("its host time priced apart by the schedule: per chunk, or as the call's graph replay"

@@ -37,9 +37,8 @@ from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepR
                      grid_shared_max)
 from .cost import (LIBRARY_PADDING_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, grid_step_seconds, h_projection_seconds, library_call_seconds, library_gemm_seconds,
-                   library_step_seconds,
-                   persistent_seconds, persistent_start_seconds, persistent_tiles, register_tiles, staged_tiles,
-                   step_kernel_seconds, tensor_seconds, tensor_tiles)
+                   library_step_seconds, persistent_seconds, persistent_start_seconds, persistent_tiles,
+                   register_tiles, staged_tiles, step_kernel_seconds, tensor_seconds, tensor_tiles)
 
 
 def persistence_label(value: Persistence) -> str:

@@ -39,10 +39,9 @@ def layer_parts(l, seq_len: int, batch: int, itemsize: int) -> dict[str, int]:
     chunk = min(l.unroll.value, seq_len)
     persistence = l.persistence.value
     padding = l.library_padding(itemsize)
-    product_columns = padding[1] if padding else l.gates * l.hidden_size
     return {"projection": projection_chunk_bytes(l, seq_len, batch),
             "cell_state": batch * l.hidden_size * 4 if l.cell == "lstm" else 0,
-            "step_product": batch * product_columns * 4 if persistence.math == "cublas" else 0,
+            "step_product": batch * l.library_product_columns(itemsize) * 4 if persistence.math == "cublas" else 0,
             "residual_h": seq_len * batch * l.hidden_size * itemsize if l.residual else 0,
             "summed_input": chunk * batch * (l.projection_padded_k or l.input_size) * itemsize
             if l.merge_fusion.value == "summed" else 0,
