@@ -20,7 +20,7 @@ moves when a pipelined eager call is priced as the CUDA graph the runtime replay
 "refit_moves": float32 layers whose plan moves with the staged and K-split models refitted;
 "unaligned": the tensor grid kernel where h's rows are not whole 16-byte vectors;
 "registers_pairs": LSTM and GRU layers on the registers-form cluster kernel, W_hh all or
-partly in registers).
+partly in registers; "unaligned_refit": stacks the unaligned library refit moves).
 """
 
 from __future__ import annotations
@@ -232,6 +232,13 @@ ROW_SETS["priced_moves"] = [
     Config("gru", "float32", 333, 64, seq_len=35, layers=8), Config("gru", "float32", 768, 1, seq_len=100, layers=4),
     Config("gru", "float16", 333, 64, seq_len=100, layers=2), Config("lstm", "float32", 1024, 3, layers=8),
     Config("lstm", "float32", 512, 8, precision="exact", layers=4)]
+
+# Stacks that variants/unaligned-library-refit.patch moves (H200 preset, 2026-11-29): GRU bf16
+# H=777 B=5 from chunks of 16 in 4 partitions to chunks of 32 in 3 polling y (its grid tile),
+# LSTM bf16 H=333 B=64 to chunks of 32, GRU bf16 H=650 B=64's projections to cuBLASLt.
+ROW_SETS["unaligned_refit"] = [
+    Config("gru", "bfloat16", 777, 5, seq_len=100, layers=4), Config("lstm", "bfloat16", 333, 64, seq_len=100, layers=2),
+    Config("gru", "bfloat16", 650, 64, seq_len=128, layers=4)]
 
 
 def build_target() -> str:
