@@ -1050,7 +1050,7 @@ def test_planned_hybrid_w_tiles_do_not_spill(nvcc, tmp_path, monkeypatch, cell, 
 @pytest.mark.parametrize("cell,dtype,layers,hidden,batch,seq,polls", [
     ("lstm", "float16", 8, 1024, 8, 128, True), ("lstm", "bfloat16", 4, 1024, 1, 256, True),
     ("gru", "float16", 4, 1024, 8, 256, False), ("lstm", "float16", 2, 1024, 16, 256, False),
-    ("gru", "float16", 4, 1536, 8, 256, False), ("gru", "bfloat16", 4, 777, 5, 100, False)])
+    ("gru", "float16", 4, 1536, 8, 256, False), ("gru", "bfloat16", 4, 777, 5, 100, True)])
 def test_planned_partition_kernels_do_not_spill(nvcc, tmp_path, monkeypatch, cell, dtype, layers, hidden,
                                                 batch, seq, polls):
     """Stacks pipelined in SM partitions: their tensor grid kernels wait for h by polling y

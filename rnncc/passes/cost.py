@@ -1300,8 +1300,18 @@ def library_flops(itemsize: int, precision: str, target: Target) -> float:
 # within 6% at 128, 320, 384 and 512 rows; at K=333 (48 × 1332, odd K) the library ran an
 # align1 kernel in 5.0 µs, priced 7.8. Exact float32 at K % 4 ≠ 0 is not measured and keeps
 # the aligned price.
-LIBRARY_UNALIGNED_FIXED_SECONDS = 7.47e-6
-LIBRARY_UNALIGNED_FLOPS = 124.7e12
+# Refitted on the H200 (benchmarks/results/projection-moves-h200-2026-11-29.jsonl, at ad44617:
+# 108 profiled cuBLASLt projections at K % 8 ≠ 0 or G·H % 8 ≠ 0, 35-65536 rows), best fit
+# on the log of the ratio: a fixed 10 µs and 165 TFLOP/s (rms log error 0.23; the H100 fit
+# above reads 0.29 there, 1.4-1.6× long at 16384-65536 rows and short under 300 rows).
+# A/B of 58 of the 172 one-layer projections it moves (170 from rnncc's tile to cuBLASLt),
+# forced both ways: graphed calls a median 0.847× (0.676-0.977), eager 0.896× (one 1.032,
+# LSTM H=777 B=8 S=35) (results/projection-moves-h200-2026-11-29-unaligned-refit.jsonl).
+# Of the three stacks it re-plans (results/unaligned-refit-stacks-ab-h200-2026-11-29.jsonl),
+# 4 × GRU bf16 H=650 B=64 ran 0.79×, 2 × LSTM bf16 H=333 B=64 0.965×, 4 × GRU bf16 H=777 B=5
+# 1.045× (chunks of 32 in 3 partitions, polling, for 16 in 4).
+LIBRARY_UNALIGNED_FIXED_SECONDS = 10.0e-6
+LIBRARY_UNALIGNED_FLOPS = 165e12
 
 
 def library_unaligned(k: int, itemsize: int) -> bool:
