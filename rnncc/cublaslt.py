@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import DeviceUnavailable, RuntimeCheckError
+from .passes.workspace import LIBRARY_SCRATCH_BYTES
 
 # Values from cublasLt.h, cublas_api.h and library_types.h (CUDA 12 and 13).
 _CUDA_TYPE = {"float32": 0, "float16": 2, "bfloat16": 14}
@@ -38,10 +39,9 @@ _PREF_MAX_WORKSPACE_BYTES = 1
 _PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
 _ALGO_BYTES, _HEURISTIC_BYTES = 64, 96  # cublasLtMatmulAlgo_t, cublasLtMatmulHeuristicResult_t
 
-WORKSPACE_BYTES = 32 * 2**20  # scratch the library may use per call (split-K partials)
-# The scratch of each layer where layers run at once (a pipelined schedule): one per
-# layer, since two GEMMs on two streams must not share it; their chunk GEMMs are small.
-LAYER_WORKSPACE_BYTES = 4 * 2**20
+# The scratch a run is given by default (split-K partials); a call's are sized in
+# passes/workspace.py (LIBRARY_SCRATCH_BYTES, a layer's own where layers run at once).
+WORKSPACE_BYTES = LIBRARY_SCRATCH_BYTES
 
 
 @dataclass(frozen=True)

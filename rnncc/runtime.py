@@ -40,9 +40,11 @@ from .errors import DeviceTimeout, RuntimeCheckError
 from .ir import INPUT, Model
 from .launch import Sequence
 from .passes.fusion import with_persistence_forced
-from .passes.schedule import REPLAY_BYTES, REPLAY_MIN_OPERATIONS, Task, queue_order
+from .passes.cost import REPLAY_BYTES, REPLAY_MIN_OPERATIONS
+from .passes.schedule import Task, queue_order
 from .passes.shapes import shape_class
-from .passes.workspace import part_name, pipelined, projection_chunk_bytes, workspace_parts
+from .passes.workspace import (library_scratch_bytes, library_scratch_parts, part_name, pipelined,
+                               projection_chunk_bytes, uses_library, workspace_parts)
 from .plan import Decision, Plan
 from .tiles import StepRows, library_padded_sizes
 
@@ -80,7 +82,7 @@ class Variant:
     @property
     def uses_library(self) -> bool:
         """Whether a layer runs a GEMM in cuBLASLt (its projection or its step's product)."""
-        return any(_uses_library(l) for l in self.plan.layers)
+        return any(uses_library(l) for l in self.plan.layers)
 
 
 def _variant_weights(l, itemsize: int) -> tuple[str, ...]:
@@ -114,13 +116,6 @@ def _variant_weights(l, itemsize: int) -> tuple[str, ...]:
 _PADDED = {"w_ih_rows": "w_ih", "w_hh": "w_hh_t", "w_hh_t_padded": "w_hh_t", "w_ih_padded": "w_ih"}
 
 
-def _scratch(plan: Plan) -> int:
-    """Bytes of cuBLASLt scratch a layer's GEMMs get (see _workspace_layout)."""
-    return cublaslt.LAYER_WORKSPACE_BYTES if pipelined(plan) else cublaslt.WORKSPACE_BYTES
-
-
-def _uses_library(l) -> bool:
-    return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas" or l.folded
 
 
 def _device_allocation(nbytes: int):
@@ -194,7 +189,8 @@ class _CallMemory:
 # workspace and outputs for its life (up to GRAPHS_A_MODEL graphs), which bounds the bytes:
 # past them a model would hold over half a GiB for calls whose GPU time hides more of the
 # host's.
-# The planner prices pipelined eager calls by the same rule (passes/schedule.replayed).
+# The planner prices pipelined eager calls and layers a launch a step by the same rule
+# (passes/schedule.replayed, passes/persistence.per_step_replayed).
 GRAPH_MIN_OPERATIONS = REPLAY_MIN_OPERATIONS
 FORWARD_GRAPH_BYTES = REPLAY_BYTES
 GRAPHS_A_MODEL = 4
@@ -1027,13 +1023,9 @@ class CompiledModel:
         if found is None:
             # Grid barriers and fused projections' flags: one block, one memset a call.
             sync, words = launch.sync_words(variant.plan.layers, S)
-            # cuBLASLt's scratch in the same block: one allocation a call, not two; a
-            # layer's own where layers run at once.
-            # (part_name names one part for all layers where they run one after another)
-            library = [(name, _scratch(variant.plan)) for name in dict.fromkeys(
-                part_name(variant.plan, "library", l.name) for l in variant.plan.layers if _uses_library(l))]
+            # cuBLASLt's scratch in the same block: one allocation a call, not two.
             parts = workspace_parts(variant.plan, S, B) + \
-                [("barriers", 4 * words)] + library
+                [("barriers", 4 * words)] + library_scratch_parts(variant.plan)
             if len(self._layouts) >= 256:
                 self._layouts.clear()
             found = self._layouts[key] = (*_layout(parts), sync, 4 * words)
@@ -1388,7 +1380,7 @@ class CompiledModel:
             library_h = ws[part_name(plan, "library_h", l.name)]
             padded_product = self._library.prepared(
                 cublaslt.Matmul(self.model.dtype, l.precision.value, m=M_pad, n=B, k=K_pad, transpose_a=False,
-                                lda=M_pad, ldb=K_pad, ldd=M_pad, scratch=_scratch(plan)), 256, 256, 256)
+                                lda=M_pad, ldb=K_pad, ldd=M_pad, scratch=library_scratch_bytes(plan)), 256, 256, 256)
         elif library_product:
             # hw = h·W_hhᵀ: column-major GH × B = W_hhᵀ (GH × H, as stored) · h (H × B), h
             # being h0 or a step of y (one prepared call for each row stride; the alignment
@@ -1396,7 +1388,7 @@ class CompiledModel:
             h_align = cublaslt.alignment(y.ptr, y.stride_t * y.itemsize, h0[0] if h0 else 0)
             products = {h_sb: self._library.prepared(
                 cublaslt.Matmul(self.model.dtype, l.precision.value, m=GH, n=B, k=l.out_size,
-                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH, scratch=_scratch(plan)),
+                                transpose_a=False, lda=GH, ldb=h_sb, ldd=GH, scratch=library_scratch_bytes(plan)),
                 256, h_align, 256)
                 for h_sb in {y.stride_b, *([h0[1]] if h0 else [])}}
         step_grid = launch.step_grid(l, step_k, B)
@@ -1455,7 +1447,7 @@ class CompiledModel:
                 self._launch(ops, step_k, persistent_grid, args, stream, cooperative=mode == "grid")
                 g, a, b, d = launch.folded_h_projection(
                     l, dtype=self.model.dtype, t0=t0, steps=steps, S=S, B=B, r=r_time, y=y_time,
-                    w_hr=weights["w_hr"], scratch=_scratch(plan))
+                    w_hr=weights["w_hr"], scratch=library_scratch_bytes(plan))
                 ops.gemm(self._library.prepared_for(g, a, b, d), a, b, d, 0, stream, library)
                 if h0 and r.lengths and t0 + steps == S:  # rows of length 0 end on h0
                     self._launch(ops, first_step, launch.folded_first_step_grid(l, B, phase=1),
@@ -1533,7 +1525,7 @@ class CompiledModel:
                     transpose_a=True, lda=w_ih_stride, ldb=v.stride_b, ldd=GH,
                     batches=1 if dense else steps, stride_b=0 if dense else v.stride_t,
                     stride_d=0 if dense else B * GH, bias=l.bias and i == 0, accumulate=i > 0,
-                    scratch=_scratch(variant.plan))
+                    scratch=library_scratch_bytes(variant.plan))
                 a = w_ih + column * item
                 ops.gemm(self._library.prepared_for(g, a, ptr, xproj), a, ptr, xproj,
                          weights.get("bias", 0) if g.bias else 0, stream, library)

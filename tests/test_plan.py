@@ -1239,15 +1239,15 @@ def test_a_pipelined_chunks_projection_is_chosen_by_its_gpu_time():
 def test_a_replayed_eager_pipelined_call_is_priced_as_its_graph():
     """The runtime replays an eager call seen before from a CUDA graph where it queues at
     least REPLAY_MIN_OPERATIONS operations and its buffers fit REPLAY_BYTES (runtime reads
-    both from the schedule pass). Such a pipelined call is priced as the graphed plan plus
+    both from the cost model). Such a pipelined call is priced as the graphed plan plus
     REPLAYED_CALL_SECONDS, not a host launch per chunk: 4 × LSTM fp16 H=1024 B=8 then takes
     the graphed call's plan (cuBLASLt's projections), which ran 1.698 ms eager against 2.180
     for the pick of the host's price (rnncc's projections;
     results/ab-replay-moves-h100-2026-11-28.jsonl). Past REPLAY_BYTES a call runs directly
     and its chunks' host time counts."""
     from rnncc import runtime
-    from rnncc.passes.schedule import (PIPELINED_CHUNK_HOST_SECONDS, REPLAY_BYTES, REPLAY_MIN_OPERATIONS,
-                                       REPLAYED_CALL_SECONDS, predicted_seconds, replayed)
+    from rnncc.passes.cost import REPLAY_BYTES, REPLAY_MIN_OPERATIONS, REPLAYED_CALL_SECONDS
+    from rnncc.passes.schedule import PIPELINED_CHUNK_HOST_SECONDS, predicted_seconds, replayed
     from rnncc.passes.workspace import call_bytes
 
     assert (runtime.GRAPH_MIN_OPERATIONS, runtime.FORWARD_GRAPH_BYTES) == (REPLAY_MIN_OPERATIONS, REPLAY_BYTES)
@@ -1265,6 +1265,42 @@ def test_a_replayed_eager_pipelined_call_is_priced_as_its_graph():
     short = plan_of(stack(2, 256), batch=8, seq_len=16, schedule="pipelined", unroll=16)
     assert not replayed(short, short.schedule.value, 16)
 
+
+
+def test_a_replayed_eager_call_prices_a_launch_a_step_as_its_graph():
+    """An eager call whose layer runs a launch a step queues one or two operations a step, so
+    the runtime replays it from a CUDA graph once seen again where its buffers, cuBLASLt's
+    scratch among them, fit REPLAY_BYTES (persistence.per_step_replayed). Its step is then
+    priced as graphed plus REPLAYED_CALL_SECONDS over the steps, not a host launch a step:
+    LSTM fp16 H=1400 B=64 S=35 so takes cuBLASLt's step over the grid kernel (it ran 0.62×
+    eager, results/persistence-moves-h200-2026-11-29-replay-s35.jsonl). GRU fp16 H=1400 B=128,
+    whose call with the scratch passes REPLAY_BYTES (the runtime ran it directly, 1.38× the
+    grid kernel's), keeps the grid kernel, and exact float32 is priced as the host queues it."""
+    from rnncc import runtime
+    from rnncc.passes.cost import REPLAY_BYTES, REPLAYED_CALL_SECONDS
+    from rnncc.passes.persistence import per_step_replayed
+    from rnncc.passes.workspace import LIBRARY_SCRATCH_BYTES, call_bytes, library_scratch_parts
+
+    library = "none (cuBLASLt + cell kernel)"
+    eager = plan_of(lstm(1400, 1400, "float16"), target="h200", batch=64, seq_len=35)
+    graphed = plan_of(lstm(1400, 1400, "float16"), target="h200", batch=64, seq_len=35, launches="graph")
+    d = eager.layers[0].persistence
+    assert d.value == PerStep("cublas") and "replayed from a CUDA graph" in d.reason, d.reason
+    assert d.alternatives[library] == pytest.approx(
+        graphed.layers[0].persistence.alternatives[library] + REPLAYED_CALL_SECONDS / 35)
+    assert library_scratch_parts(eager) == [("library", LIBRARY_SCRATCH_BYTES)]
+    assert call_bytes(eager, 35, 64) <= REPLAY_BYTES
+    # Where the scratch takes the call past the bound, the host's launches are priced.
+    wide = plan_of(gru(1400, 1400, "float16"), target="h200", batch=128, seq_len=35)
+    assert wide.layers[0].persistence.value.mode == "grid"
+    assert not per_step_replayed(wide, wide.layers[0], library=True)
+    assert call_bytes(wide, 35, 128) > REPLAY_BYTES >= call_bytes(wide, 35, 128) - LIBRARY_SCRATCH_BYTES
+    # Too few operations to be replayed: a step or three.
+    short = plan_of(lstm(1400, 1400, "float16"), target="h200", batch=64, seq_len=3)
+    assert not per_step_replayed(short, short.layers[0], library=True)
+    exact = plan_of(lstm(1300, 1300, "float32"), target="h200", batch=1, seq_len=256, precision="exact")
+    assert not per_step_replayed(exact, exact.layers[0], library=True)
+    assert runtime.library_scratch_parts is library_scratch_parts
 
 def test_the_pipelined_queue_carries_each_tasks_projection_stream():
     """CompiledModel._queue, kept per shape class and chunk count: every (layer, chunk) once,

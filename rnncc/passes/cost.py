@@ -57,6 +57,31 @@ def persistent_start_seconds(steps: int, graphed: bool = False) -> float:
     return (PERSISTENT_START_SECONDS + launch_seconds(graphed)) / max(1, steps)
 
 
+# An eager call of PyTorch tensors whose signature was seen before (initial states copied in
+# with x) is replayed from a CUDA graph (runtime.CompiledModel._run, call_graphs.py) where it queues
+# at least REPLAY_MIN_OPERATIONS operations and its buffers (workspace, input, outputs) fit
+# REPLAY_BYTES; runtime.py reads both from here, and the schedule (pipelined plans) and
+# persistence (layers a launch a step) price such calls. Its host then queues a copy and a graph
+# launch instead of a call or launch a chunk, so schedule.PIPELINED_CHUNK_HOST_SECONDS does not bound
+# it: 4 × LSTM fp16 H=1024 B=8 in 4 partitions, 32 chunks, ran 1.787 ms eager with cuBLASLt's
+# projections (67 µs a chunk priced, 2.14 ms) and 2.177 with rnncc's kernel, which the host's
+# price had chosen (results/partition-profile-graph-plans-h100-2026-11-28.jsonl,
+# ab-hybrid-moves-h100-2026-11-28.jsonl). A pipelined plan for such calls is priced as a
+# graphed one plus REPLAYED_CALL_SECONDS, what the replay costs an eager call beyond what
+# the sequential plans' eager prices carry (a launch, ~10 µs over the graphed price). In that
+# A/B file eager calls measured 65-134 µs (median 81) over the same plan in the caller's own
+# graph where replayed (7 stacks), 39-129 (median 55) where run directly (6 single layers):
+# the replay ~26 µs more, and 26 + 10 is the price. A layer run a launch a step is priced so
+# too where its eager calls are replayed (persistence.per_step_replayed): of 16 one-layer
+# 16-bit plans at S=35 that this moved from the grid kernel to cuBLASLt's step, 12 ran a
+# median 0.72× eager (0.60-0.86); the other 4 were not replayed (cuBLASLt's scratch took
+# their calls past REPLAY_BYTES, which call_bytes now counts, so they stay) and ran
+# 1.34-1.98× (results/persistence-moves-h200-2026-11-29-replay-s35.jsonl).
+REPLAY_MIN_OPERATIONS = 8
+REPLAY_BYTES = 128 << 20
+REPLAYED_CALL_SECONDS = 36e-6
+
+
 def clock_hz(target: Target) -> float:
     return target.fp32_flops / (target.sm_count * 128 * 2)
 

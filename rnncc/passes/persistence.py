@@ -35,10 +35,12 @@ from ..errors import PlanError
 from ..plan import Decision
 from ..tiles import (TENSOR_MAP_STAGING, Persistence, Persistent, PerStep, StepRows, StepRowsTensor, StepTile,
                      grid_shared_max)
-from .cost import (LIBRARY_PADDING_CALL_SECONDS, cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
+from .cost import (LIBRARY_PADDING_CALL_SECONDS, REPLAY_BYTES, REPLAY_MIN_OPERATIONS, REPLAYED_CALL_SECONDS,
+                   cluster_exchange_seconds, cluster_seconds, cluster_sync_seconds,
                    cluster_tiles, grid_step_seconds, h_projection_seconds, library_call_seconds, library_gemm_seconds,
                    library_step_seconds, persistent_seconds, persistent_start_seconds, persistent_tiles,
                    register_tiles, staged_tiles, step_kernel_seconds, tensor_seconds, tensor_tiles)
+from .workspace import call_bytes_before_persistence
 
 
 def persistence_label(value: Persistence) -> str:
@@ -63,7 +65,7 @@ def plan_persistence(model, plan, target):
         B, H, G = o.batch, l.hidden_size, l.gates
         step_tile = l.step_tile.value
         w_mb = G * H * H * itemsize / 2**20
-        none, per_step = _per_step(l, o, target, itemsize, step_tile)
+        none, per_step = _per_step(plan, l, target, itemsize, step_tile)
         tuned = o.measured(l.name)
         forced, source = (tuned.persistence, "measured") if tuned else (o.persistence, "user")
         measured = dict(tuned.times) if tuned else None
@@ -171,7 +173,7 @@ def plan_persistence(model, plan, target):
         """A projected LSTM, per step or folded (module docstring), whichever is predicted
         faster, or as forced: persistence none is per step; grid or cluster, folded."""
         B, H, P, G = o.batch, l.hidden_size, l.proj_size, l.gates
-        none, per_step = _per_step(l, o, target, itemsize, l.step_tile.value)
+        none, per_step = _per_step(plan, l, target, itemsize, l.step_tile.value)
         tuned = o.measured(l.name)
         forced, source = (tuned.persistence, "measured") if tuned else (o.persistence, "user")
         measured = dict(tuned.times) if tuned else None
@@ -291,35 +293,72 @@ def grid_description(value: Persistent) -> str:
     return f"{where}, {product}{form}, {wait}"
 
 
-def _per_step(l, o, target, itemsize: int,
+def per_step_replayed(plan, l, library: bool) -> bool:
+    """Whether an eager call in which layer l runs a launch a step is replayed from a CUDA
+    graph once seen again (runtime.CompiledModel._graph_worthy, by cost.REPLAY_MIN_OPERATIONS
+    and REPLAY_BYTES): the layer's steps alone queue a launch each (two where cuBLASLt
+    computes the product, one more for a projected LSTM's h projection) and its projection
+    one; the call's bytes as far as they are known before this pass."""
+    o = plan.options
+    if o.graphed or l.precision.value == "exact" and DTYPES[plan.dtype].itemsize == 4:
+        # Exact float32 is priced as queued by the host: its per-step prices for graphs
+        # read up to 2× off in the A/B of this rule (results/persistence-moves-h200-2026-11-29-replay-s35.jsonl
+        # and -replay.jsonl: the FMA step kernel at B=1, H ≥ 1300 ran 0.55× its price, the
+        # library's exact step at B=48 twice its), and 8 of its 11 moves at S=256 ran slower.
+        return False
+    operations = o.seq_len * (1 + library + bool(l.proj_size)) + 1
+    return (operations >= REPLAY_MIN_OPERATIONS
+            and call_bytes_before_persistence(plan, o.seq_len, o.batch, library) <= REPLAY_BYTES)
+
+
+def _per_step(plan, l, target, itemsize: int,
               step_tile: StepTile | StepRows | StepRowsTensor) -> tuple[tuple[float, PerStep, str], dict[str, float]]:
     """((seconds per step, value, description), predicted seconds of each variant) of mode
     none: rnncc's FMA step kernel, or cuBLASLt's product and rnncc's cell kernel, whichever
     is predicted faster (or the one option ``gemm`` names); a projected LSTM's steps with
-    their h projection."""
+    their h projection. An eager call the runtime replays from a CUDA graph
+    (per_step_replayed) is priced as a graphed one, plus REPLAYED_CALL_SECONDS over its steps:
+    its host queues a copy and a graph launch, not a launch a step."""
+    o = plan.options
     B, H, G = o.batch, l.hidden_size, l.gates
-    projection = h_projection_seconds(B, H, l.proj_size, itemsize, target, o.graphed) if l.proj_size else 0.0
-    fma = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size, o.graphed) + projection
     # A projected LSTM's h comes from its h projection, not the cell: its GEMM is not padded.
     # Where it is, a call from h0 first copies h0 into the padded h (spread over the call's steps).
     sizes = l.library_step_sizes(itemsize)
-    library = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size, o.graphed,
-                                   padded_sizes=sizes) + projection \
-        + (LIBRARY_PADDING_CALL_SECONDS / max(1, o.seq_len) if sizes else 0.0)
+
+    def priced(library: bool) -> tuple[float, float, bool]:
+        """(seconds a step, of which the h projection's, whether replayed) of the FMA step
+        kernel (``library`` False) or the library's product and the cell kernel."""
+        replayed = per_step_replayed(plan, l, library)
+        graphed = o.graphed or replayed
+        projection = h_projection_seconds(B, H, l.proj_size, itemsize, target, graphed) if l.proj_size else 0.0
+        if library:
+            step = library_step_seconds(B, H, G, itemsize, l.precision.value, target, l.out_size, graphed,
+                                        padded_sizes=sizes) \
+                + (LIBRARY_PADDING_CALL_SECONDS / max(1, o.seq_len) if sizes else 0.0)
+        else:
+            step = step_kernel_seconds(B, H, G, step_tile, target, itemsize, l.out_size, graphed)
+        replay = REPLAYED_CALL_SECONDS / max(1, o.seq_len) if replayed else 0.0
+        return step + projection + replay, projection, replayed
+
+    fma, library = priced(False), priced(True)
     gemm = o.gemm_for(l.name)
-    use_library = gemm == "cublas" or (gemm is None and library < fma)
-    seconds = library if use_library else fma
+    use_library = gemm == "cublas" or (gemm is None and library[0] < fma[0])
+    seconds, projection, replayed = library if use_library else fma
     then = (f", then h = r·W_hrᵀ in rnncc's kernel ({projection * 1e6:.1f} µs)" if l.proj_size else "")
+    if replayed:
+        then += (f"; an eager call replayed from a CUDA graph once seen again (≥ {REPLAY_MIN_OPERATIONS} "
+                 f"operations): the steps' GPU time and {REPLAYED_CALL_SECONDS * 1e6:.0f} µs a call over "
+                 f"{o.seq_len} steps")
     if use_library:
         padding = (f" (its sizes padded with zeros to K={sizes[0]}, M={sizes[1]}, which the library runs at the "
                    f"aligned rate)" if sizes else "")
         what = (f"h·W_hhᵀ in cuBLASLt{padding} and the cell in rnncc's kernel, a launch per step{then} "
-                f"(rnncc's FMA step kernel: {fma * 1e6:.1f} µs/step)")
+                f"(rnncc's FMA step kernel: {fma[0] * 1e6:.1f} µs/step)")
     else:
         form = {"rows": "rows, FMA", "rows_tensor": "rows, tensor cores"}.get(step_tile.math, "tiles, FMA")
         what = f"rnncc's step kernel ({form}), a launch per step{then}" + (
-            "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library * 1e6:.1f} µs/step)")
-    variants = {persistence_label(PerStep("fma")): fma}
+            "" if gemm == "rnncc" else f" (cuBLASLt and a cell kernel: {library[0] * 1e6:.1f} µs/step)")
+    variants = {persistence_label(PerStep("fma")): fma[0]}
     if gemm != "rnncc":
-        variants[persistence_label(PerStep("cublas"))] = library
+        variants[persistence_label(PerStep("cublas"))] = library[0]
     return (seconds, PerStep("cublas" if use_library else "fma"), what), variants

@@ -45,7 +45,8 @@ from ..dtypes import DTYPES
 from ..errors import PlanError
 from ..plan import Decision, Schedule, Stage
 from ..tiles import Persistent
-from .cost import LIBRARY_CALL_SECONDS, STEP_LAUNCH_SECONDS, clusters_at_once, partition_units
+from .cost import (LIBRARY_CALL_SECONDS, REPLAY_BYTES, REPLAY_MIN_OPERATIONS, REPLAYED_CALL_SECONDS,
+                   STEP_LAUNCH_SECONDS, clusters_at_once, partition_units)
 from .geometry import projection_decision, projection_seconds_of
 from .persistence import SCHEDULE_PRICE, grid_description, grid_family, persistence_label, plan_persistence
 from .workspace import call_bytes
@@ -116,23 +117,6 @@ PIPELINED_LIBRARY_CALL_SECONDS = 17e-6
 # benchmarks/results/graph-plans-h100-2026-11-27-before-exact-floor.json): 0.15 ms and the
 # 24 µs predicted the other way over 32 more chunks, ~5 µs a chunk.
 PIPELINED_CHUNK_GRAPH_SECONDS = 5e-6
-# An eager call of PyTorch tensors whose signature was seen before (initial states copied in
-# with x) is replayed from a CUDA graph (runtime.CompiledModel._run, call_graphs.py) where it queues
-# at least REPLAY_MIN_OPERATIONS operations and its buffers (workspace, input, outputs) fit
-# REPLAY_BYTES; runtime.py reads both from here. Its host then queues a copy and a graph
-# launch instead of a call or launch a chunk, so PIPELINED_CHUNK_HOST_SECONDS does not bound
-# it: 4 × LSTM fp16 H=1024 B=8 in 4 partitions, 32 chunks, ran 1.787 ms eager with cuBLASLt's
-# projections (67 µs a chunk priced, 2.14 ms) and 2.177 with rnncc's kernel, which the host's
-# price had chosen (results/partition-profile-graph-plans-h100-2026-11-28.jsonl,
-# ab-hybrid-moves-h100-2026-11-28.jsonl). A pipelined plan for such calls is priced as a
-# graphed one plus REPLAYED_CALL_SECONDS, what the replay costs an eager call beyond what
-# the sequential plans' eager prices carry (a launch, ~10 µs over the graphed price). In that
-# A/B file eager calls measured 65-134 µs (median 81) over the same plan in the caller's own
-# graph where replayed (7 stacks), 39-129 (median 55) where run directly (6 single layers):
-# the replay ~26 µs more, and 26 + 10 is the price.
-REPLAY_MIN_OPERATIONS = 8
-REPLAY_BYTES = 128 << 20
-REPLAYED_CALL_SECONDS = 36e-6
 
 
 def replayed(plan, schedule: Schedule, seq_len: int) -> bool:

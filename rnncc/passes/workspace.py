@@ -13,6 +13,13 @@ from ..dtypes import DTYPES
 from ..plan import Decision
 
 
+# cuBLASLt's scratch (split-K partials), which a call gives its layers' GEMMs in its workspace
+# block: one part for every layer that calls the library where layers run one after another,
+# one a layer where they run at once (two GEMMs on two streams must not share it; a chunk's
+# GEMMs are small). The runtime lays it out (library_scratch_parts) and cublaslt.py reads it.
+LIBRARY_SCRATCH_BYTES = 32 << 20
+LAYER_LIBRARY_SCRATCH_BYTES = 4 << 20
+
 PARTS = ("projection", "cell_state", "step_product", "residual_h", "summed_input", "cell_output",
          "tensor_maps", "library_h", "padded_input")
 
@@ -100,14 +107,51 @@ def workspace_bytes(plan, seq_len: int, batch: int) -> dict[str, int]:
             "layer_sequences": sum(n for _, n in sequence_parts(plan, seq_len, batch))}
 
 
-def call_bytes(plan, seq_len: int, batch: int) -> int:
-    """The bytes a call takes and makes besides its weights: the workspace, the input and
-    the output sequences and final states (what a CUDA graph replaying it keeps)."""
+def io_bytes(plan, seq_len: int, batch: int) -> int:
+    """The bytes of a call's input, output sequences and final states."""
     itemsize = DTYPES[plan.dtype].itemsize
     outputs = sum(seq_len * batch * l.tensor_width * itemsize for l in plan.layers if l.is_output and l.column == 0)
     states = sum(batch * (l.out_size + (l.hidden_size if l.cell == "lstm" else 0)) * itemsize for l in plan.layers)
     x = seq_len * batch * plan.layers[0].input_size * itemsize if plan.layers else 0
-    return sum(workspace_bytes(plan, seq_len, batch).values()) + outputs + states + x
+    return outputs + states + x
+
+
+def uses_library(l) -> bool:
+    """Whether layer l runs a GEMM in cuBLASLt: its projection, its step's product, or a
+    folded LSTMP's h."""
+    return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas" or l.folded
+
+
+def library_scratch_bytes(plan) -> int:
+    """The bytes of one part of cuBLASLt's scratch in ``plan``'s calls."""
+    return LAYER_LIBRARY_SCRATCH_BYTES if pipelined(plan) else LIBRARY_SCRATCH_BYTES
+
+
+def library_scratch_parts(plan) -> list[tuple[str, int]]:
+    """cuBLASLt's scratch as workspace parts (LIBRARY_SCRATCH_BYTES)."""
+    return [(name, library_scratch_bytes(plan)) for name in dict.fromkeys(
+        part_name(plan, "library", l.name) for l in plan.layers if uses_library(l))]
+
+
+def call_bytes(plan, seq_len: int, batch: int) -> int:
+    """The bytes a call takes and makes besides its weights: the workspace with cuBLASLt's
+    scratch, the input and the output sequences and final states (what a CUDA graph
+    replaying it keeps)."""
+    return (sum(workspace_bytes(plan, seq_len, batch).values()) + sum(n for _, n in library_scratch_parts(plan))
+            + io_bytes(plan, seq_len, batch))
+
+
+def call_bytes_before_persistence(plan, seq_len: int, batch: int, library: bool) -> int:
+    """call_bytes as far as it is known before the persistence pass, for layers run one
+    after another: the input, outputs, states, the layers' sequences, the largest projection
+    chunk, and cuBLASLt's scratch where a projection is the library's or ``library`` says a
+    layer's steps will be. Left out are the parts that persistence and the passes after it
+    size (layer_parts' step product, summed and padded input, tensor maps, padded h: at most
+    a chunk's input and a step's gates)."""
+    chunk = max((projection_chunk_bytes(l, seq_len, batch) for l in plan.layers), default=0)
+    library = library or any(l.projection_tile.value.math == "cublas" for l in plan.layers)
+    return (io_bytes(plan, seq_len, batch) + chunk + sum(n for _, n in sequence_parts(plan, seq_len, batch))
+            + library * LIBRARY_SCRATCH_BYTES)
 
 
 def plan_workspace(model, plan, target):
