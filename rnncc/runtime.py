@@ -116,8 +116,6 @@ def _variant_weights(l, itemsize: int) -> tuple[str, ...]:
 _PADDED = {"w_ih_rows": "w_ih", "w_hh": "w_hh_t", "w_hh_t_padded": "w_hh_t", "w_ih_padded": "w_ih"}
 
 
-
-
 def _device_allocation(nbytes: int):
     """Raw device memory, for array kinds without an allocator of their own."""
     import pycuda.driver as cuda

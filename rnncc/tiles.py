@@ -380,13 +380,19 @@ class RegisterPersistentTile:
         return 4 * self.batch_per_block * (self.k_rows(hidden) + self.threads // 32 * columns + self.units_per_block)
 
 
+def library_unaligned(k: int, itemsize: int) -> bool:
+    """Whether cuBLASLt's GEMM over K = ``k`` runs the align2 kernels: 16-bit operands whose
+    rows are not whole 16-byte vectors."""
+    return itemsize == 2 and k * itemsize % 16 != 0
+
+
 def library_padded_sizes(k: int, m: int, itemsize: int) -> tuple[int, int] | None:
     """(k, m) rounded up to multiples of 8 where cuBLASLt's GEMM of K = ``k`` and M = ``m``
     would run the align2 kernels (16-bit operands, either not whole 16-byte vectors), None
     where it would not. Padded with zeros to those sizes, the step's product runs at the
     aligned rate: the leading dimensions alone change nothing, the sizes 1.7-3.9× at H=650-1300
     (results/library-step-padding-h200-2026-11-29.txt)."""
-    if itemsize != 2 or (k * itemsize % 16 == 0 and m * itemsize % 16 == 0):
+    if not (library_unaligned(k, itemsize) or library_unaligned(m, itemsize)):
         return None
     return -(-k // 8) * 8, -(-m // 8) * 8
 
@@ -400,7 +406,7 @@ def projection_padded_k(k: int, columns: int, itemsize: int) -> int:
     119.5 → 41.7 µs); at M % 8 = 4 (GRU, tanh RNN at H % 8 = 4) it ran as slowly as the
     unpadded one (GRU H=1100 B=64 S=35: 270.9 → 268.4), so padding there bought only the
     merge kernel's copy."""
-    if itemsize != 2 or k * itemsize % 16 == 0 or columns % 8:
+    if not library_unaligned(k, itemsize) or columns % 8:
         return 0
     return -(-k // 8) * 8
 

@@ -49,7 +49,7 @@ from .cost import (LIBRARY_CALL_SECONDS, REPLAY_BYTES, REPLAY_MIN_OPERATIONS, RE
                    STEP_LAUNCH_SECONDS, clusters_at_once, partition_units)
 from .geometry import projection_decision, projection_seconds_of
 from .persistence import SCHEDULE_PRICE, grid_description, grid_family, persistence_label, plan_persistence
-from .workspace import call_bytes
+from .workspace import call_bytes, projection_uses_library
 
 CHUNKS = (16, 32, 64, 128)
 # SM partitions tried for a pipelined stack's grid-persistent layers: each re-tiled to hold
@@ -280,7 +280,7 @@ def host_seconds(l, steps: int) -> float:
     call or launch, and the recurrent launch (a launch per step for mode none, two for a
     projected LSTM's per step, whose h projection is a kernel of its own; a folded one's h
     projection is a library call a chunk)."""
-    projection = LIBRARY_CALL_SECONDS if l.projection_tile.value.math == "cublas" else STEP_LAUNCH_SECONDS
+    projection = LIBRARY_CALL_SECONDS if projection_uses_library(l) else STEP_LAUNCH_SECONDS
     launches = 1 if isinstance(l.persistence.value, Persistent) else steps * (2 if l.proj_size else 1)
     return projection + launches * STEP_LAUNCH_SECONDS + (LIBRARY_CALL_SECONDS if l.folded else 0.0)
 
@@ -289,8 +289,7 @@ def pipelined_host_seconds(l) -> float:
     """Host time of one chunk of layer l in a pipelined call: PIPELINED_CHUNK_HOST_SECONDS,
     measured with rnncc's projection kernel, plus PIPELINED_LIBRARY_CALL_SECONDS where the
     projection is a cuBLASLt call."""
-    library = l.projection_tile.value.math == "cublas"
-    return PIPELINED_CHUNK_HOST_SECONDS + library * PIPELINED_LIBRARY_CALL_SECONDS
+    return PIPELINED_CHUNK_HOST_SECONDS + projection_uses_library(l) * PIPELINED_LIBRARY_CALL_SECONDS
 
 
 def simulate(work: dict[tuple[str, int], float], share: dict[str, float],
@@ -523,7 +522,7 @@ def plan_schedule(model, plan, target):
                 pipelines[schedule.label + variant] = (chunked, schedule)
                 predicted[schedule.label + variant] = predicted_seconds(chunked, schedule, o.seq_len, target)
                 if not graph_priced(chunked, schedule, o.seq_len) and \
-                        any(l.projection_tile.value.math == "cublas" for l in chunked.layers):
+                        any(map(projection_uses_library, chunked.layers)):
                     # Where the host bounds the call, rnncc's projection kernel costs it less.
                     own, schedule = pipelined_plan(base, chunk, target, parts, host_bound=True)
                     label = f"{schedule.label}{variant}, rnncc projections"

@@ -116,10 +116,15 @@ def io_bytes(plan, seq_len: int, batch: int) -> int:
     return outputs + states + x
 
 
+def projection_uses_library(l) -> bool:
+    """Whether layer l's input projection is a cuBLASLt GEMM."""
+    return l.projection_tile.value.math == "cublas"
+
+
 def uses_library(l) -> bool:
     """Whether layer l runs a GEMM in cuBLASLt: its projection, its step's product, or a
     folded LSTMP's h."""
-    return l.projection_tile.value.math == "cublas" or l.persistence.value.math == "cublas" or l.folded
+    return projection_uses_library(l) or l.persistence.value.math == "cublas" or l.folded
 
 
 def library_scratch_bytes(plan) -> int:
@@ -149,9 +154,9 @@ def call_bytes_before_persistence(plan, seq_len: int, batch: int, library: bool)
     size (layer_parts' step product, summed and padded input, tensor maps, padded h: at most
     a chunk's input and a step's gates)."""
     chunk = max((projection_chunk_bytes(l, seq_len, batch) for l in plan.layers), default=0)
-    library = library or any(l.projection_tile.value.math == "cublas" for l in plan.layers)
+    library = library or any(map(projection_uses_library, plan.layers))
     return (io_bytes(plan, seq_len, batch) + chunk + sum(n for _, n in sequence_parts(plan, seq_len, batch))
-            + library * LIBRARY_SCRATCH_BYTES)
+            + library * library_scratch_bytes(plan))
 
 
 def plan_workspace(model, plan, target):
