@@ -14,7 +14,7 @@ from ..target import Target
 from ..tiles import (H_PROJECTION_BLOCK, MMA_M, MMA_N, ClusterTile, PersistentTile, clusters_held,
                      ProjectionTile, RegisterPersistentTile, StagedPersistentTile,
                      RowsProjection, RowsProjectionTensor, StepRows, StepRowsTensor, StepTile, TensorProjectionTile, TensorTile, batch_tiles_per_block,
-                     grid_shared_max, lanes_k_tile, mma_k, register_cap)
+                     grid_shared_max, lanes_k_tile, library_unaligned, mma_k, register_cap)
 
 STEP_L2_BYTES_PER_CLOCK = 16.0 # per SM, effective for the step kernel's tile loads (fitted)
 STEP_WARPS_TO_HIDE = 16        # resident warps per SM that hide the step's latencies (fitted)
@@ -207,16 +207,41 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
 
 
 # The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
-# warp reads its unit's G rows of W_hh once for all the block's rows of h. Fitted by hand to
-# benchmarks/results/step-rows-sweep-h100-2026-11-27.json (at a7646a0; CUDA-graph replays,
-# a step's GPU time): a fixed 1.6 µs (staging h, the sums' shuffles, the cell), then W_hh's
-# bytes at 2.4 TB/s (read again by each block along y; LSTM fp16 H=1024 B=1 5.7 µs, fp32
-# 7.7, GRU fp32 H=256 2.6), or the multiply-adds at 7% of the FMA peak on the SMs the
-# blocks occupy (each h value from shared memory feeds G FMAs: LSTM fp32 H=1024 B=8 16–19
-# µs, fp16 B=4 6.8–9.0), whichever is longer.
-STEP_ROWS_FIXED_SECONDS = 1.6e-6
-STEP_ROWS_BYTES_PER_SECOND = 2.4e12
-STEP_ROWS_FMA_EFFICIENCY = 0.07
+# warp reads its unit's G rows of W_hh once for all the block's rows of h. Fitted by
+# benchmarks/fit_step_rows.py (least squares of the relative error; its docstring has the
+# command) to 265 rows steps on the H200: every rows tile of
+# results/step-rows-sweep-h200-2026-11-29-{fp32,half}-same-projection.json (CUDA-graph
+# replays, a step's GPU time; LSTM/GRU/tanh RNN, float32 H=256-2048 B=1-64, fp16/bf16
+# H=1024-2048 B=1-8) and the rows steps of the S=256 forwards timed in this fit's A/B
+# (results/step-rows-forwards-h200-2026-11-29.json, from persistence-moves-h200-2026-11-29-rows-fit-*.jsonl
+# less the projection's price; float32, B up to 256). A fixed 2.0 µs; W_hh's first read at
+# 6.3 TB/s where it stays in L2 from step to step (WEIGHTS_L2_SHARE), else at 80% of HBM
+# bandwidth; each further block along y (⌈B / rows⌉ of them) reads it again at 9.9 TB/s (the
+# blocks run together and share the reads); the multiply-adds at 65% of the FMA peak; and
+# 3.6 ns a (row, gate, unit) sum (a warp's shuffles) and 14.8 ns a (row, unit) cell on an SM,
+# both over the SMs the blocks occupy. Within 0.67-1.72× of the measured, RMS 15% (the 16-bit
+# tiles and tanh RNN B=16-32 at H=650 the worst). The fit before (1.6 µs, 2.4 TB/s for every
+# read, the FMAs at 7%, the larger of the two alone) was made to a sweep whose rows kernels
+# ran rnncc's projection and cuBLASLt's form the library's, so that the projection's extra
+# rows read as the rows kernel's steps (step-rows-sweep-h100-2026-11-27.json;
+# step_rows_sweep.py --same-projection keeps them apart now): it priced the sweep's tiles
+# 0.29-1.30× their time (median 0.52), so that float32 plans for graphed calls took cuBLASLt's
+# step at GRU H=1500 B=1 (2.0× slower) and the tiles form at B=16 (LSTM H=1024: 24.6 µs a
+# step, the rows form 11.8).
+STEP_ROWS_FIXED_SECONDS = 2.00e-6
+STEP_ROWS_L2_BYTES_PER_SECOND = 6.34e12
+STEP_ROWS_HBM_SHARE = 0.798
+STEP_ROWS_REREAD_BYTES_PER_SECOND = 9.88e12
+STEP_ROWS_FMA_EFFICIENCY = 0.654
+STEP_ROWS_OUTPUT_SECONDS = 3.63e-9
+STEP_ROWS_CELL_SECONDS = 14.8e-9
+# W_hh read whole each step stays in L2 from step to step only up to about 2/3 of it: the
+# rows kernel's float32 steps ran at the L2 rate at LSTM H=1536 (37.7 MB of the H200's 60
+# MiB), at HBM's past it (LSTM H=1700, 46.2 MB: 15.8 µs at B=1 in S=256 forwards; H=1800,
+# 51.8 MB: 16.8), as did cuBLASLt's step (LSTM H=1800 B=1: 17.9 µs, priced 15.4 at the L2
+# rate, 17.8 at HBM's; step-rows-sweep-h200-2026-11-29-fp32-same-projection.json,
+# step-rows-forwards-h200-2026-11-29.json). The boundary lies within 0.60-0.73 of L2.
+WEIGHTS_L2_SHARE = 2 / 3
 
 
 def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[StepRows]:
@@ -237,11 +262,16 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
     k = k or hidden
     y_blocks = math.ceil(batch / tile.rows)
     blocks = math.ceil(hidden / tile.warps) * y_blocks
-    memory = y_blocks * gates * hidden * k * itemsize / STEP_ROWS_BYTES_PER_SECOND
+    w_bytes = gates * hidden * k * itemsize
+    first = w_bytes / (STEP_ROWS_L2_BYTES_PER_SECOND if w_bytes <= WEIGHTS_L2_SHARE * target.l2_bytes
+                       else STEP_ROWS_HBM_SHARE * target.memory_bandwidth)
+    memory = first + (y_blocks - 1) * w_bytes / STEP_ROWS_REREAD_BYTES_PER_SECOND
     sms = min(blocks, target.sm_count)
     compute = 2.0 * y_blocks * tile.rows * gates * hidden * k / \
         (target.fp32_flops * sms / target.sm_count * STEP_ROWS_FMA_EFFICIENCY)
-    return launch_seconds(graphed) + STEP_ROWS_FIXED_SECONDS + max(memory, compute)
+    cells = y_blocks * tile.rows * math.ceil(hidden / tile.warps) * tile.warps / sms
+    sums = cells * (gates * STEP_ROWS_OUTPUT_SECONDS + STEP_ROWS_CELL_SECONDS)
+    return launch_seconds(graphed) + STEP_ROWS_FIXED_SECONDS + memory + compute + sums
 
 
 # The rows kernels on tensor cores (rows_mma.cuh.j2: the step's and the projection's of a
@@ -1339,12 +1369,6 @@ LIBRARY_UNALIGNED_FIXED_SECONDS = 10.0e-6
 LIBRARY_UNALIGNED_FLOPS = 165e12
 
 
-def library_unaligned(k: int, itemsize: int) -> bool:
-    """Whether cuBLASLt's GEMM over K = ``k`` runs the align2 kernels (16-bit operands whose
-    rows are not whole 16-byte vectors)."""
-    return itemsize == 2 and k * itemsize % 16 != 0
-
-
 def library_gemm_seconds(m: int, n: int, k: int, itemsize: int, precision: str,
                          target: Target) -> float:
     """GPU time of C[m,n] (float32) = A[m,k]·B[k,n] in cuBLASLt, operands of `itemsize`
@@ -1461,8 +1485,8 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
     k = padded_sizes[0] if padded_sizes else k or hidden
     if graphed:
         w_bytes = gates * hidden * k * itemsize
-        # From L2 where W_hh fits there (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND), else from HBM.
-        weights = w_bytes / (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND if w_bytes <= target.l2_bytes
+        # From L2 where W_hh stays there (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND), else from HBM.
+        weights = w_bytes / (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND if w_bytes <= WEIGHTS_L2_SHARE * target.l2_bytes
                              else target.memory_bandwidth)
         share = min(LIBRARY_STEP_FMA_SHARE_MAX, LIBRARY_STEP_FMA_SHARE_AT_8_ROWS * max(1.0, batch / 8))
         fma = 2.0 * gates * hidden * k * batch / (target.fp32_flops * share) \

@@ -300,11 +300,15 @@ def per_step_replayed(plan, l, library: bool) -> bool:
     computes the product, one more for a projected LSTM's h projection) and its projection
     one; the call's bytes as far as they are known before this pass."""
     o = plan.options
-    if o.graphed or l.precision.value == "exact" and DTYPES[plan.dtype].itemsize == 4:
-        # Exact float32 is priced as queued by the host: its per-step prices for graphs
-        # read up to 2× off in the A/B of this rule (results/persistence-moves-h200-2026-11-29-replay-s35.jsonl
-        # and -replay.jsonl: the FMA step kernel at B=1, H ≥ 1300 ran 0.55× its price, the
-        # library's exact step at B=48 twice its), and 8 of its 11 moves at S=256 ran slower.
+    # Exact float32 too, since the rows step's refit (cost.STEP_ROWS_*): before it, its
+    # per-step prices for graphs read up to 2× off, and 8 of 11 moves at S=256 ran slower
+    # (results/persistence-moves-h200-2026-11-29-replay.jsonl). After it, over the 87
+    # one-layer float32 pairs timed in the refit's A/B (results/persistence-moves-h200-2026-11-29-rows-fit-*.jsonl),
+    # the side the plan picks ran a geometric mean 1.070× the faster side with eager calls
+    # priced as replayed, 1.078× priced as queued by the host, 1.143× before the refit
+    # (benchmarks/plan_choice_check.py; of the 84 pairs where it picks one of the two, the
+    # slower by > 3% at 26, most where the grid and cluster FMA models read small H 1.3-1.5× slow).
+    if o.graphed:
         return False
     operations = o.seq_len * (1 + library + bool(l.proj_size)) + 1
     return (operations >= REPLAY_MIN_OPERATIONS

@@ -1,0 +1,58 @@
+"""Which side of each timed persistence pair the planner picks now, against what ran faster:
+for a change to the cost model, whether it ranks the pairs that A/B runs measured. No GPU.
+
+    PYTHONPATH=.:benchmarks python3 benchmarks/plan_choice_check.py [GLOB]
+        # default: results/persistence-moves-h200-2026-11-29-rows-fit-*.jsonl
+
+A pair is one line of persistence_census.py ab: the one-layer model forced to two
+persistences and timed (eager calls where the line has them, else CUDA-graph replays). Prints
+each pair whose pick ran slower by more than 3%, then the geometric mean of picked ÷ faster.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from persistence_census import layer_spec, precision  # benchmarks/, beside this file
+from rnncc import spec as spec_mod
+from rnncc.pipeline import build_plan
+from rnncc.plan import CompileOptions
+from rnncc.target import get
+
+
+def key_of(persistence: str) -> str:
+    """The label of the persistence's alternative (persistence.persistence_label's short form)."""
+    if persistence.startswith("PerStep"):
+        return "none/lib" if "cublas" in persistence else "none/fma"
+    return persistence.split("'")[1]
+
+
+def main(pattern: str) -> None:
+    target, logs, wrong, picked = get("h200"), [], 0, 0
+    for path in sorted(Path(__file__).resolve().parent.glob(pattern)):
+        S = 35 if "s35" in path.name else 256
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            model = spec_mod.load(layer_spec(r["dtype"], r["cell"], r["H"]))
+            l = build_plan(model, target, CompileOptions(batch=r["B"], seq_len=S, launches=r["launches"],
+                                                         **precision(r["dtype"]))).layers[0]
+            kind = "eager_us" if f"before_eager_us_s{S}" in r else "us"
+            times = {key_of(r[side]): r[f"{side}_{kind}_s{S}"] for side in ("before", "after")}
+            pick = key_of(str(l.persistence.value))
+            if pick not in times:
+                continue
+            picked += 1
+            ratio = times[pick] / min(times.values())
+            logs.append(math.log(ratio))
+            if ratio > 1.03:
+                wrong += 1
+                print(f"{path.name}: {r['cell']} H={r['H']} B={r['B']} S={S} {r['launches']}: picks {pick}, "
+                      f"{ratio:.2f}× the faster ({times})")
+    print(f"{picked} pairs where the plan picks one of the two; slower by > 3%: {wrong}; picked ÷ faster "
+          f"geometric mean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "results/persistence-moves-h200-2026-11-29-rows-fit-*.jsonl")
