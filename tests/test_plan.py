@@ -2467,3 +2467,36 @@ def test_the_rows_step_price_is_its_measurement():
     sweep = "step-rows-sweep-h200-2026-11-29-fp32-same-projection"
     for key in ((sweep, "lstm", "float32", 1300, 1, "rows 8w×1b"), (sweep, "gru", "float32", 1536, 1, "rows 8w×1b")):
         assert 1 / 1.15 <= ratios[key] <= 1.15, (key, ratios[key])
+
+
+def test_the_step_sweep_times_every_form_on_one_projection(monkeypatch):
+    """step_rows_sweep.py --same-projection forces each step form on the planner's own plan,
+    so that every form runs the same input projection and T(S) − T(S') is the steps' alone.
+    With gemm='rnncc' (the sweep's default forms) the rows forms also ran rnncc's projection
+    while cuBLASLt's form ran the library's, and LSTM fp32 H=1300 B=1's rows step read 12.0
+    µs against 7.2 on one projection (results/step-rows-sweep-h200-2026-11-29-fp32-exact.json,
+    -fp32-same-projection.json)."""
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import step_rows_sweep
+    from step_forms import module_of
+
+    from rnncc.tiles import StepRows
+
+    model, weights = rnncc.from_torch(module_of("lstm", "float32", 1300, 0, "cpu"))
+    forms = step_rows_sweep.same_projection_forms(model, weights, "h200", 1, (17, 33),
+                                                  {"persistence": "none", "precision": "exact"})
+    fma = forms.pop("fma")
+    forms["rows 8w×1b"] = {S: step_rows_sweep.with_step_tile(m, StepRows(8, 1)) for S, m in fma.items()}
+    for S in (17, 33):
+        layers = {name: by_s[S].plan.layers[0] for name, by_s in forms.items()}
+        assert len({str(l.projection_tile.value) for l in layers.values()}) == 1, S
+        assert layers["cublas"].persistence.value == PerStep("cublas")
+        assert all(l.persistence.value == PerStep("fma") for name, l in layers.items() if name != "cublas")
+        assert layers["rows 8w×1b"].step_tile.value == StepRows(8, 1)
+    # The default forms' rows kernels run rnncc's projection: not the library's of the others.
+    own = rnncc.compile(model, target="h200", weights=weights, batch=1, seq_len=17, gemm="rnncc",
+                        persistence="none", precision="exact").plan.layers[0]
+    assert str(own.projection_tile.value) != str(layers["cublas"].projection_tile.value)
