@@ -49,13 +49,19 @@ def precision(dtype: str) -> dict:
     return {"precision": "exact"} if dtype == "float32" else {}
 
 
+def layer_plan(dtype: str, cell: str, H: int, B: int, S: int, launches: str, target, **options):
+    """The one layer's plan (a LayerPlan) for B, S and ``launches`` calls on ``target`` (a
+    Target), in the census's precision, with further CompileOptions ``options``."""
+    model = spec_mod.load(layer_spec(dtype, cell, H))
+    return build_plan(model, target, CompileOptions(batch=B, seq_len=S, launches=launches, **precision(dtype),
+                                                    **options)).layers[0]
+
+
 def census(path: Path, target: str, dtypes=DTYPES, hidden=HIDDEN, batch=BATCH) -> None:
     t, out = get(target), {}
     for dtype, cell, H, B, S in itertools.product(dtypes, CELLS, hidden, batch, LENGTHS):
-        model = spec_mod.load(layer_spec(dtype, cell, H))
         for launches in ("eager", "graph"):
-            options = CompileOptions(batch=B, seq_len=S, launches=launches, backward_gates="auto", **precision(dtype))
-            layer = build_plan(model, t, options).layers[0]
+            layer = layer_plan(dtype, cell, H, B, S, launches, t, backward_gates="auto")
             out[f"{dtype} {cell} {H} {B} {S} {launches}"] = [
                 str(layer.persistence.value), str(layer.backward_tile and layer.backward_tile.value)]
     path.write_text(json.dumps(out, indent=0))

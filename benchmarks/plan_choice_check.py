@@ -15,10 +15,7 @@ import math
 import sys
 from pathlib import Path
 
-from persistence_census import layer_spec, precision  # benchmarks/, beside this file
-from rnncc import spec as spec_mod
-from rnncc.pipeline import build_plan
-from rnncc.plan import CompileOptions
+from persistence_census import layer_plan  # benchmarks/, beside this file
 from rnncc.target import get
 
 
@@ -35,9 +32,7 @@ def main(pattern: str) -> None:
         S = 35 if "s35" in path.name else 256
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            model = spec_mod.load(layer_spec(r["dtype"], r["cell"], r["H"]))
-            l = build_plan(model, target, CompileOptions(batch=r["B"], seq_len=S, launches=r["launches"],
-                                                         **precision(r["dtype"]))).layers[0]
+            l = layer_plan(r["dtype"], r["cell"], r["H"], r["B"], S, r["launches"], target)
             kind = "eager_us" if f"before_eager_us_s{S}" in r else "us"
             times = {key_of(r[side]): r[f"{side}_{kind}_s{S}"] for side in ("before", "after")}
             pick = key_of(str(l.persistence.value))

@@ -16,11 +16,8 @@ import sys
 from pathlib import Path
 
 import rnncc.passes.cost as cost
-from persistence_census import layer_spec, precision  # benchmarks/, beside this file
-from rnncc import spec as spec_mod
+from persistence_census import layer_plan  # benchmarks/, beside this file
 from rnncc.passes.geometry import projection_seconds_of
-from rnncc.pipeline import build_plan
-from rnncc.plan import CompileOptions
 from rnncc.target import get
 from rnncc.tiles import StepRows
 
@@ -46,9 +43,7 @@ def main(out: Path) -> None:
                 if r[side] != "PerStep(math='fma')" or (r["cell"], r["H"], r["B"]) in seen:
                     continue
                 seen.add((r["cell"], r["H"], r["B"]))
-                model = spec_mod.load(layer_spec(r["dtype"], r["cell"], r["H"]))
-                l = build_plan(model, target, CompileOptions(batch=r["B"], seq_len=S, launches=launches,
-                                                             **precision(r["dtype"]))).layers[0]
+                l = layer_plan(r["dtype"], r["cell"], r["H"], r["B"], S, launches, target)
                 tile = l.step_tile.value
                 if isinstance(tile, StepRows):
                     step = r[f"{side}_us_s{S}"] / S - projection_seconds_of(l.projection_tile) / S * 1e6

@@ -2440,13 +2440,14 @@ def test_the_rows_step_price_is_its_measurement():
     GRU H=1536 6.3) priced within 15%."""
     from pathlib import Path
 
+    from rnncc.dtypes import DTYPES
+    from rnncc.ir import CELL_GATES
     from rnncc.passes.cost import step_rows_seconds
     from rnncc.target import PRESETS
     from rnncc.tiles import StepRows
 
     results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
     h200 = PRESETS["h200"]
-    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1}
     ratios = {}
     for name in ("step-rows-sweep-h200-2026-11-29-fp32-same-projection", "step-rows-sweep-h200-2026-11-29-half-same-projection",
                  "step-rows-forwards-h200-2026-11-29"):
@@ -2455,9 +2456,8 @@ def test_the_rows_step_price_is_its_measurement():
                 m = re.fullmatch(r"rows (\d+)w×(\d+)b", label)
                 if m:
                     tile = StepRows(int(m[1]), int(m[2]))
-                    itemsize = 4 if r["dtype"] == "float32" else 2
-                    priced = step_rows_seconds(r["batch"], r["hidden"], gates[r["cell"]], tile, h200, itemsize,
-                                               graphed=True) * 1e6
+                    priced = step_rows_seconds(r["batch"], r["hidden"], len(CELL_GATES[r["cell"]]), tile, h200,
+                                               DTYPES[r["dtype"]].itemsize, graphed=True) * 1e6
                     ratios[(name, r["cell"], r["dtype"], r["hidden"], r["batch"], label)] = us / priced
     assert len(ratios) == 265
     logs = np.log(np.array(list(ratios.values())))
