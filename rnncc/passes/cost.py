@@ -410,6 +410,21 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
     return out
 
 
+# The FMA persistent forms on the H200 (forty-eighth session, 2026-11-29): the GRID_FMA_,
+# REGISTERS_, STAGED_TENSOR_MAP_, CLUSTER_ and LANES_ prices below are refitted by
+# benchmarks/fit_fma_forms.py (non-negative least squares, relative error, each family's
+# terms as before) to benchmarks/results/fma-forms-sweep-h200-2026-11-29.jsonl and
+# -large-half.jsonl (benchmarks/fma_forms_sweep.py: 131 float32 cases, H 100-2048, B 1-256,
+# the model's best 2-3 tiles of every form, 1079 steps; the step timed alone as CUDA-graph
+# forwards at S=256 less S=129, the input projection's share taken off). Fitted on the H100,
+# they read these steps a median 1.20-1.28× slow (GRID_FMA 0.71-1.55×, CLUSTER 0.86-2.11×);
+# refitted, 0.99-1.00 (RMS 7-11%), and the pick among every form timed runs 1.043× the
+# fastest (geometric mean over 135 cases, 1.080 before). Timed plan moves:
+# results/persistence-moves-h200-2026-11-29-fma-forms-*.jsonl. Kept: terms no swept tile
+# counts, GRID_FMA_TILE_SECONDS (one batch tile a block at 251 of its 294 points: the fit
+# cannot tell it from the fixed step) and STAGED_LOOP_SECONDS (2 points). The notes of each
+# family below are of its first fit.
+#
 # The FMA grid kernel's step (recurrent_persistent.cu.j2), fitted by
 # benchmarks/fit_cluster_model.py --grid (non-negative least squares, relative error) to
 # the 284 tiles of benchmarks/results/grid-tile-sweep-fma-h100-2026-11-24.txt (10 cases,
@@ -432,12 +447,12 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
 # and GRU fp16 H=2048 B=20 S=4 eager (the grid start of 225 KiB blocks, unpriced: ~50%
 # slower). Until those two models are fixed, the plans stay as they were and the saving
 # stays with the kernels.
-GRID_FMA_STEP_SECONDS = 1.7309e-6   # the grid barrier and the fixed part of a step
+GRID_FMA_STEP_SECONDS = 1.3297e-6   # the grid barrier and the fixed part of a step
 GRID_FMA_TILE_SECONDS = 0.1173e-6   # a batch tile a block runs (its block barriers)
-GRID_FMA_LOAD_SECONDS = 0.0251e-6   # a thread's load of h into shared memory, for a batch tile
-GRID_FMA_ISSUE_SECONDS = 0.0016e-6  # an FMA or shared load of a thread's chain × warps a scheduler
-GRID_FMA_CELL_SECONDS = 0.3991e-6   # a (row, unit) of one cell thread's epilogue, its h stored
-GRID_FMA_LOOP_SECONDS = 0.8887e-6   # a batch tile on the path past the planned batch
+GRID_FMA_LOAD_SECONDS = 0.0321e-6   # a thread's load of h into shared memory, for a batch tile
+GRID_FMA_ISSUE_SECONDS = 0.0013e-6  # an FMA or shared load of a thread's chain × warps a scheduler
+GRID_FMA_CELL_SECONDS = 0.1750e-6   # a (row, unit) of one cell thread's epilogue, its h stored
+GRID_FMA_LOOP_SECONDS = 1.0108e-6   # a batch tile on the path past the planned batch
 GRID_FMA_PRICES = {name: value for name, value in dict(globals()).items()
                    if name.startswith("GRID_FMA_") and name.endswith("_SECONDS")}
 
@@ -496,6 +511,7 @@ STAGED_LOAD_SECONDS = 1.6022e-9   # a lane's shared load of the product (h's flo
 STAGED_FMA_SECONDS = 1.7515e-9    # a lane's multiply-add
 STAGED_CELL_SECONDS = 0.1709e-6   # a cell a thread runs (its sums read, h stored)
 STAGED_LOOP_SECONDS = 0.4650e-6   # a batch tile on the path past the planned batch
+STAGED_W_SECONDS = 0.0            # a (K row, gate column) of W_hhᵀ a warp reads (not in this fit)
 STAGED_PRICES = {name: value for name, value in dict(globals()).items()
                  if name.startswith("STAGED_") and name.endswith("_SECONDS")}
 # The same terms priced for the kernel whose chunks are copied by tensor maps (sm_90,
@@ -510,11 +526,12 @@ STAGED_PRICES = {name: value for name, value in dict(globals()).items()
 # 1.08× at GRU H=512 B=32 and 1.19× at LSTM H=768 B=32 (12 units × 16 rows × 2 blocks along
 # y against 6 × 32: no term tried told the two apart). The cp.async prices above read these
 # kernels' steps a median 1.23× slow (0.84-1.48×; LSTM H=1024 B=64: 20.7 µs predicted, 15.9
-# timed).
-STAGED_TENSOR_MAP_PRICES = {"STAGED_STEP_SECONDS": 1.6354e-6, "STAGED_CHUNK_SECONDS": 0.4341e-6,
-                            "STAGED_COPY_SECONDS": 0.0526e-9, "STAGED_LOAD_SECONDS": 1.1023e-9,
-                            "STAGED_FMA_SECONDS": 1.2046e-9, "STAGED_CELL_SECONDS": 0.0,
-                            "STAGED_LOOP_SECONDS": 0.3690e-6}
+# timed). Refitted on the H200 with the FMA forms (above GRID_FMA_STEP_SECONDS), with
+# STAGED_W_SECONDS added (RMS 9.6% → 7.4%).
+STAGED_TENSOR_MAP_PRICES = {"STAGED_STEP_SECONDS": 1.903e-6, "STAGED_CHUNK_SECONDS": 0.0957e-6,
+                            "STAGED_COPY_SECONDS": 0.0354e-6, "STAGED_LOAD_SECONDS": 0.6284e-9,
+                            "STAGED_FMA_SECONDS": 0.962e-9, "STAGED_CELL_SECONDS": 0.0,
+                            "STAGED_LOOP_SECONDS": 0.3690e-6, "STAGED_W_SECONDS": 0.3461e-9}
 
 
 def staged_terms(batch: int, hidden: int, gates: int, tile: StagedPersistentTile) -> dict[str, float]:
@@ -536,7 +553,12 @@ def staged_terms(batch: int, hidden: int, gates: int, tile: StagedPersistentTile
             "STAGED_LOAD_SECONDS": tiles * loads,
             "STAGED_FMA_SECONDS": tiles * fmas,
             "STAGED_CELL_SECONDS": tiles * cells,
-            "STAGED_LOOP_SECONDS": tiles if looped else 0.0}
+            "STAGED_LOOP_SECONDS": tiles if looped else 0.0,
+            # The block's reads of W_hhᵀ from shared memory, which the loads above count by
+            # instruction: a tile of one row a lane (8 rows a block) and 12-16 columns read
+            # the most W a multiply-add and ran 1.2-1.4× its price without this term
+            # (results/fma-forms-sweep-h200-2026-11-29*.jsonl).
+            "STAGED_W_SECONDS": tiles * (tile.threads // 32) * k_lane * columns}
 
 
 # The staged kernel's candidates start at this batch. Below it, the FMA grid kernel
@@ -595,13 +617,13 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
 # --fit`, results/registers-sweep-h100-2026-11-27.jsonl (at cd14e68). Median error 4.6%,
 # worst 14.9%; at 12 of 12 cases the pick is within 4% of the fastest tile timed. The
 # acquire poll's 0.40 µs is not subtracted (see GRID_FMA_STEP_SECONDS).
-REGISTERS_STEP_SECONDS = 1.9828e-6      # the grid barrier and the fixed part of a step
-REGISTERS_COPY_SECONDS = 0.15157e-6     # a lane's 16-byte copy of h (its warp waits for all)
-REGISTERS_FLOAT_SECONDS = 0.45764e-6    # a lane's round of 8 float loads of h (H % 4 ≠ 0)
-REGISTERS_LOAD_SECONDS = 0.79034e-9     # a float4 of h a warp reads, over the SM's warps
-REGISTERS_FMA_SECONDS = 0.060363e-9     # a warp's multiply-add, over the SM's warps
-REGISTERS_SHUFFLE_SECONDS = 0.71730e-9  # a warp's shuffle of the phases' sums, over the SM's warps
-REGISTERS_SUM_SECONDS = 0.050892e-6     # a warp's sums a thread adds
+REGISTERS_STEP_SECONDS = 1.7613e-6      # the grid barrier and the fixed part of a step
+REGISTERS_COPY_SECONDS = 0.041183e-6     # a lane's 16-byte copy of h (its warp waits for all)
+REGISTERS_FLOAT_SECONDS = 0.0    # a lane's round of 8 float loads of h (H % 4 ≠ 0)
+REGISTERS_LOAD_SECONDS = 1.1373e-9     # a float4 of h a warp reads, over the SM's warps
+REGISTERS_FMA_SECONDS = 0.18214e-9     # a warp's multiply-add, over the SM's warps
+REGISTERS_SHUFFLE_SECONDS = 2.0554e-9  # a warp's shuffle of the phases' sums, over the SM's warps
+REGISTERS_SUM_SECONDS = 0.0     # a warp's sums a thread adds
 REGISTERS_CELL_SECONDS = 0.0            # fitted 0: every tile swept runs one cell a thread (in the fixed part)
 # Not in the sweep (no candidate loops at its planned batch): the staged kernel's, whose
 # path past the planned batch is the same loop.
@@ -765,12 +787,12 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target,
 # measured (3.7 before). A refit with those waves (fit_cluster_model.py --waves-at-once:
 # median error 6%) ran slower at shapes outside the sweep, so these stand (docs/design-notes.md,
 # "Clusters past what the GPU holds").
-CLUSTER_FMA_SECONDS = 0.0064e-6            # a multiply-add of one thread's chain, W in shared memory
-CLUSTER_FMA_REGISTERS_SECONDS = 0.0064e-6  # the same with W in registers
-CLUSTER_LOAD_SECONDS = 0.0056e-6           # a shared load (h, and W unless in registers)
-CLUSTER_REDUCE_SECONDS = 0.0095e-6         # a partial sum of the K split, summed by one thread
-CLUSTER_FMA_STEP_SECONDS = 0.1104e-6       # the cell and the barriers of a step
-CLUSTER_FMA_SEND_SECONDS = 0.0045e-6       # a round of st.async of the block's slice to its peers
+CLUSTER_FMA_SECONDS = 0.00085e-6            # a multiply-add of one thread's chain, W in shared memory
+CLUSTER_FMA_REGISTERS_SECONDS = 0.0013e-6  # the same with W in registers
+CLUSTER_LOAD_SECONDS = 0.0068e-6           # a shared load (h, and W unless in registers)
+CLUSTER_REDUCE_SECONDS = 0.0059e-6         # a partial sum of the K split, summed by one thread
+CLUSTER_FMA_STEP_SECONDS = 0.2055e-6       # the cell and the barriers of a step
+CLUSTER_FMA_SEND_SECONDS = 0.0230e-6       # a round of st.async of the block's slice to its peers
 # The constants above by name: cluster_shared_terms counts each step's work under these names.
 CLUSTER_PRICES = {name: value for name, value in dict(globals()).items()
                   if name.startswith("CLUSTER_") and name.endswith("_SECONDS")}
@@ -817,13 +839,13 @@ def send_rounds(hidden: int, tile: ClusterTile) -> int:
 # keeps its fit to the first sweep, results/cluster-tile-sweep-lanes-h100-2026-11-23.txt.
 LANES_FMA_SECONDS = 0.0197e-6            # a multiply-add of one thread's chain, W in shared memory
 LANES_FMA_REGISTERS_SECONDS = 0.0        # the same with W in registers: hidden behind the loads (fitted 0)
-LANES_LOAD_SECONDS = 0.0095e-6           # a shared load of h
-LANES_SHUFFLE_SECONDS = 0.0208e-6        # a shuffle round of one partial sum
-LANES_PUSH_SECONDS = 0.2055e-6           # the cell of one (row, unit), its stores and sends of h
+LANES_LOAD_SECONDS = 0.0060e-6           # a shared load of h
+LANES_SHUFFLE_SECONDS = 0.0209e-6        # a shuffle round of one partial sum
+LANES_PUSH_SECONDS = 0.0674e-6           # the cell of one (row, unit), its stores and sends of h
 LANES_STEP_SECONDS = 0.0                 # the fixed work of a step (fitted 0)
-LANES_WARP_SECONDS = 0.0240e-6           # a warp of the block (the wait, or __syncthreads in a cluster of 1)
-LANES_PEER_SECONDS = 0.0                 # a lane's st.async of one cell's h to a peer (fitted 0)
-LANES_REMOTE_SECONDS = 0.0154e-6         # a peer block: the wait for the slowest of more blocks' h
+LANES_WARP_SECONDS = 0.0159e-6           # a warp of the block (the wait, or __syncthreads in a cluster of 1)
+LANES_PEER_SECONDS = 0.0620e-6                 # a lane's st.async of one cell's h to a peer (fitted 0)
+LANES_REMOTE_SECONDS = 0.0211e-6         # a peer block: the wait for the slowest of more blocks' h
 # The constants above by name: lanes_terms counts each step's work under these names.
 LANES_PRICES = {name: value for name, value in dict(globals()).items()
                 if name.startswith("LANES_") and name.endswith("_SECONDS")}
@@ -902,7 +924,14 @@ def lanes_terms(hidden: int, gates: int, tile: ClusterTile) -> dict[str, float]:
 # half cases (GRU, LSTM, RNN; H 33–256; B 1–20) they ran 0.72–0.99×, median 0.81×, of the
 # float32 model's price (benchmarks/results/half-tensor-or-fma-h100-2026-11-25.txt); priced
 # at float32's, they lost to tensor-core tiles that ran 1.06–2.0× slower than they did.
-HALF_FMA_CLUSTER_FACTOR = 0.81
+# Against the H200 refit of the float32 prices (2026-11-29), the 160 float16 FMA cluster steps
+# of results/fma-forms-sweep-h200-2026-11-29-large-half.jsonl (32 cases, H 100-384) fit 0.97
+# (least squares of the relative error, ±30%). But at 0.97 rnn_tanh H=100 goes to the
+# tensor-core cluster kernel, whose model reads its step 1.6-2.0× fast there (0.43 µs priced,
+# 0.69-0.87 timed): the picks among every form timed run 1.04× the fastest at any factor
+# from 0.75 to 0.95 and 1.11× at 1.0 (benchmarks/fit_fma_forms.py prints the scan). So 0.85,
+# the middle of that range, a ranking constant more than a price.
+HALF_FMA_CLUSTER_FACTOR = 0.85
 
 
 def cluster_seconds(batch: int, hidden: int, gates: int, tile: ClusterTile, target: Target,
