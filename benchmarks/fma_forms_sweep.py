@@ -6,8 +6,10 @@ session's Next).
 For each case (cell, float32, H, B) and each form, the model's best FORMS_PER_GROUP tiles of
 that form are put into the one-layer plan in turn (CompiledModel.with_persistence), and the
 step is timed alone: CUDA-graph replays of the forward at S=256 and S=129, the difference
-over 127 steps (the launch cancels) less the input projection's share of it (its kernels'
-GPU time at both lengths, torch.profiler). The forms:
+over 127 steps (the launch cancels) less the input projection's share of it (the GPU time
+of the kernels other than the recurrence at both lengths, torch.profiler:
+grid_tile_sweep.projection_us_a_step; the committed runs, at 12e2bbc, counted the kernels
+named input_projection, the same kernels in these one-layer plans). The forms:
 - grid: the plain FMA grid kernel (PersistentTile, cost.grid_fma_terms), h staged by chunks
   (StagedPersistentTile, cost.staged_terms; with or without tensor maps) and W_hhᵀ in
   registers (RegisterPersistentTile, cost.register_terms), as persistence.grid_family lists them;
@@ -39,8 +41,8 @@ from rnncc.passes.cost import cluster_seconds, cluster_tiles, persistent_seconds
 from rnncc.passes.persistence import grid_family
 from rnncc.tiles import ClusterTile, Persistent, RegisterPersistentTile, StagedPersistentTile, TensorTile
 from ab_rows import build_target
+from grid_tile_sweep import S, S_SHORT, projection_us_a_step  # the step less the projection's share
 
-S, S_SHORT = 256, 129
 FORMS_PER_GROUP = 2
 WIDE_PER_GROUP = 3  # with --wide
 # --large: float32 shapes past the wide grid (B up to 256, H up to 2048) where the refit to
@@ -165,23 +167,6 @@ def main(path: str | None, build_only: bool, only: list[tuple] | None, sets: tup
                 print(json.dumps(record), file=out, flush=True)
                 print(f"{cell} H={H} B={B} {form}: {record.get('measured_us', float('nan')):.2f} µs measured, "
                       f"{record['predicted_us']:.2f} predicted{'  (picked)' if chosen else ''}", flush=True)
-
-
-def projection_us_a_step(m, x, calls: int = 5) -> float:
-    """µs a step of the input projection's kernels (torch.profiler's GPU time of the kernels
-    named input_projection, at S and S_SHORT steps, the difference over S − S_SHORT): the
-    forward's two lengths differ by the projection's rows too, which the step prices leave out."""
-    import torch
-    from partition_profile import kernel_events
-
-    def projection(xs) -> float:
-        for _ in range(3):
-            m(xs)
-        torch.cuda.synchronize()
-        events = kernel_events(lambda: [m(xs) for _ in range(calls)])
-        return sum(e["dur"] for e in events if "input_projection" in e["name"]) / calls
-
-    return (projection(x) - projection(x[:S_SHORT])) / (S - S_SHORT)
 
 
 if __name__ == "__main__":
