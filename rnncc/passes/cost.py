@@ -415,15 +415,16 @@ def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
 # benchmarks/fit_fma_forms.py (non-negative least squares, relative error, each family's
 # terms as before) to benchmarks/results/fma-forms-sweep-h200-2026-11-29.jsonl and
 # -large-half.jsonl (benchmarks/fma_forms_sweep.py: 131 float32 cases, H 100-2048, B 1-256,
-# the model's best 2-3 tiles of every form, 1079 steps; the step timed alone as CUDA-graph
+# the model's best 2-3 tiles of every form, 919 steps of these forms; the step timed alone as CUDA-graph
 # forwards at S=256 less S=129, the input projection's share taken off). Fitted on the H100,
 # they read these steps a median 1.20-1.28× slow (GRID_FMA 0.71-1.55×, CLUSTER 0.86-2.11×);
 # refitted, 0.99-1.00 (RMS 7-11%), and the pick among every form timed runs 1.043× the
 # fastest (geometric mean over 135 cases, 1.080 before). Timed plan moves:
 # results/persistence-moves-h200-2026-11-29-fma-forms-*.jsonl. Kept: terms no swept tile
 # counts, GRID_FMA_TILE_SECONDS (one batch tile a block at 251 of its 294 points: the fit
-# cannot tell it from the fixed step) and STAGED_LOOP_SECONDS (2 points). The notes of each
-# family below are of its first fit.
+# cannot tell it from the fixed step) and STAGED_LOOP_SECONDS (2 points). The sweep ran the
+# kernels with the grid barrier's acquire poll, so the fixed parts now hold its gain (the
+# paragraph on it below is of the H100 fits). The notes of each family below are of its first fit.
 #
 # The FMA grid kernel's step (recurrent_persistent.cu.j2), fitted by
 # benchmarks/fit_cluster_model.py --grid (non-negative least squares, relative error) to
@@ -618,12 +619,12 @@ def staged_tiles(hidden: int, gates: int, batch: int, target: Target,
 # worst 14.9%; at 12 of 12 cases the pick is within 4% of the fastest tile timed. The
 # acquire poll's 0.40 µs is not subtracted (see GRID_FMA_STEP_SECONDS).
 REGISTERS_STEP_SECONDS = 1.7613e-6      # the grid barrier and the fixed part of a step
-REGISTERS_COPY_SECONDS = 0.041183e-6     # a lane's 16-byte copy of h (its warp waits for all)
-REGISTERS_FLOAT_SECONDS = 0.0    # a lane's round of 8 float loads of h (H % 4 ≠ 0)
-REGISTERS_LOAD_SECONDS = 1.1373e-9     # a float4 of h a warp reads, over the SM's warps
-REGISTERS_FMA_SECONDS = 0.18214e-9     # a warp's multiply-add, over the SM's warps
+REGISTERS_COPY_SECONDS = 0.041183e-6    # a lane's 16-byte copy of h (its warp waits for all)
+REGISTERS_FLOAT_SECONDS = 0.0          # a lane's round of 8 float loads of h (H % 4 ≠ 0; fitted 0 on the H200)
+REGISTERS_LOAD_SECONDS = 1.1373e-9      # a float4 of h a warp reads, over the SM's warps
+REGISTERS_FMA_SECONDS = 0.18214e-9      # a warp's multiply-add, over the SM's warps
 REGISTERS_SHUFFLE_SECONDS = 2.0554e-9  # a warp's shuffle of the phases' sums, over the SM's warps
-REGISTERS_SUM_SECONDS = 0.0     # a warp's sums a thread adds
+REGISTERS_SUM_SECONDS = 0.0            # a warp's sums a thread adds (fitted 0 on the H200)
 REGISTERS_CELL_SECONDS = 0.0            # fitted 0: every tile swept runs one cell a thread (in the fixed part)
 # Not in the sweep (no candidate loops at its planned batch): the staged kernel's, whose
 # path past the planned batch is the same loop.
@@ -787,7 +788,7 @@ def persistent_tiles(hidden: int, gates: int, batch: int, target: Target,
 # measured (3.7 before). A refit with those waves (fit_cluster_model.py --waves-at-once:
 # median error 6%) ran slower at shapes outside the sweep, so these stand (docs/design-notes.md,
 # "Clusters past what the GPU holds").
-CLUSTER_FMA_SECONDS = 0.00085e-6            # a multiply-add of one thread's chain, W in shared memory
+CLUSTER_FMA_SECONDS = 0.00085e-6          # a multiply-add of one thread's chain, W in shared memory
 CLUSTER_FMA_REGISTERS_SECONDS = 0.0013e-6  # the same with W in registers
 CLUSTER_LOAD_SECONDS = 0.0068e-6           # a shared load (h, and W unless in registers)
 CLUSTER_REDUCE_SECONDS = 0.0059e-6         # a partial sum of the K split, summed by one thread
@@ -844,7 +845,7 @@ LANES_SHUFFLE_SECONDS = 0.0209e-6        # a shuffle round of one partial sum
 LANES_PUSH_SECONDS = 0.0674e-6           # the cell of one (row, unit), its stores and sends of h
 LANES_STEP_SECONDS = 0.0                 # the fixed work of a step (fitted 0)
 LANES_WARP_SECONDS = 0.0159e-6           # a warp of the block (the wait, or __syncthreads in a cluster of 1)
-LANES_PEER_SECONDS = 0.0620e-6                 # a lane's st.async of one cell's h to a peer (fitted 0)
+LANES_PEER_SECONDS = 0.0620e-6           # a lane's st.async of one cell's h to a peer (0 in the H100 fit)
 LANES_REMOTE_SECONDS = 0.0211e-6         # a peer block: the wait for the slowest of more blocks' h
 # The constants above by name: lanes_terms counts each step's work under these names.
 LANES_PRICES = {name: value for name, value in dict(globals()).items()
