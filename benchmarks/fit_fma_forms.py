@@ -21,9 +21,11 @@ A family with fewer points than MIN_POINTS, or a term no point of it counts, kee
 constants. Float16 points (fma_forms_sweep.py --half) fit no family: the FMA cluster forms'
 refit float32 prices scale to them by one factor, HALF_FMA_CLUSTER_FACTOR (least squares
 of the relative error, and the half cases' picks at each factor of a scan); the cluster
-kernel on tensor cores keeps its recorded price. Prints each family's constants before and after with the error of each, then
-per case the measured step of the tile each set of prices picks among all the forms timed
-(a launch a step at its recorded price) against the fastest.
+kernel on tensor cores keeps its recorded price.
+
+Prints each family's constants before and after with the error of each, then per case the
+measured step of the tile each set of prices picks among all the forms timed (a launch a
+step at its recorded price) against the fastest.
 """
 
 from __future__ import annotations
@@ -118,6 +120,26 @@ def half_factor(points: list, table: dict, target) -> float:
     return sum(ratios) / sum(q * q for q in ratios)
 
 
+def half_picks(records: list, table: dict, target,
+               factors=(0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)) -> list[tuple[float, float]]:
+    """(factor, geometric mean of pick ÷ fastest over the half cases) for each factor: the
+    FMA cluster forms priced by ``table`` times the factor, the tensor-core cluster kernel
+    and a launch a step at their recorded prices (a ranking, not a fit)."""
+    cases: dict[tuple, list] = {}
+    for r in records:
+        if r["dtype"] != "float32":
+            cases.setdefault((r["cell"], r["H"], r["B"]), []).append(r)
+    out = []
+    for factor in factors:
+        def scaled(r):
+            family = family_of(r["form"])
+            return r["predicted_us"] if family is None else \
+                factor * priced(family, table[family], r, tile_of(r["tile"]), target) * 1e6
+        ratios = [min(rs, key=scaled)["measured_us"] / min(r["measured_us"] for r in rs) for rs in cases.values()]
+        out.append((factor, math.exp(statistics.fmean(map(math.log, ratios)))))
+    return out
+
+
 def main(paths: list[str]) -> None:
     target = get("h200")
     records = [json.loads(line) for p in paths for line in open(p) if line.strip()]
@@ -159,20 +181,8 @@ def main(paths: list[str]) -> None:
               f"{statistics.median(before):.2f} ({min(before):.2f}-{max(before):.2f}) → {statistics.median(after):.2f} "
               f"({min(after):.2f}-{max(after):.2f})\n    HALF_FMA_CLUSTER_FACTOR = {factors['refit']:.3f}   "
               f"# was {cost.HALF_FMA_CLUSTER_FACTOR}")
-    if halves:  # the half cases' picks by factor: a ranking against the tensor-core kernel's prices
-        half_cases: dict[tuple, list] = {}
-        for r in records:
-            if r["dtype"] != "float32":
-                half_cases.setdefault((r["cell"], r["H"], r["B"]), []).append(r)
-        scan = []
-        for factor in (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0):
-            def scaled(r):
-                family = family_of(r["form"])
-                return r["predicted_us"] if family is None else \
-                    factor * priced(family, refitted[family], r, tile_of(r["tile"]), target) * 1e6
-            ratios = [min(rs, key=scaled)["measured_us"] / min(r["measured_us"] for r in rs) for rs in half_cases.values()]
-            scan.append(f"{factor:.2f}: {math.exp(statistics.fmean(map(math.log, ratios))):.3f}")
-        print("    half picks ÷ fastest (geometric mean) by factor: " + ", ".join(scan))
+        print("    half picks ÷ fastest (geometric mean) by factor: " + ", ".join(
+            f"{factor:.2f}: {mean:.3f}" for factor, mean in half_picks(records, refitted, target)))
     # Per case: what each set of prices picks among every form timed.
     cases: dict[tuple, list] = {}
     for r in records:

@@ -1,7 +1,7 @@
-"""The step of every FMA persistent form the planner weighs for a float32 exact layer, beside
-the model's price: the data for refitting the forms' fixed parts on the H200, where the
-grid and cluster models read small H 1.3-1.5× slow (docs/design-notes.md, forty-seventh
-session's Next).
+"""The step of every FMA persistent form the planner weighs for a layer, beside the model's
+price: the data for refitting the forms' prices on the H200 (benchmarks/fit_fma_forms.py),
+where the H100 fits read small H 1.3-1.5× slow (docs/design-notes.md, forty-seventh and
+forty-eighth sessions).
 
 For each case (cell, float32, H, B) and each form, the model's best FORMS_PER_GROUP tiles of
 that form are put into the one-layer plan in turn (CompiledModel.with_persistence), and the
@@ -26,7 +26,8 @@ named input_projection, the same kernels in these one-layer plans). The forms:
     python3 benchmarks/fma_forms_sweep.py OUT.jsonl --large --half   # LARGE_CASES and HALF_CASES
 
 One JSON line a tile: the case, the form, the tile (its class and fields), the µs a step
-measured (the projection's share taken off, recorded beside) and predicted, and whether the planner picks it for the layer in its mode.
+measured (the projection's share taken off, recorded beside) and predicted, and whether the
+planner picks it for the layer in its mode.
 """
 
 from __future__ import annotations
@@ -133,10 +134,14 @@ def variants(cell: str, H: int, B: int, target: str, per_group: int = FORMS_PER_
 def main(path: str | None, build_only: bool, only: list[tuple] | None, sets: tuple[str, ...] = ()) -> None:
     """``sets``: "wide", "large" and "half" add those cases (the wide ones at WIDE_PER_GROUP
     tiles a form); none: CASES; ``only``: these float32 cases alone."""
-    chosen = [(*c, "float32") for c in only] if only else \
-        [(*c, "float32") for c in CASES + [c for c in WIDE_CASES if c not in CASES]] if "wide" in sets else \
-        [] if sets else [(*c, "float32") for c in CASES]
-    chosen += [(*c, "float32") for c in LARGE_CASES] * ("large" in sets) + [(*c, "float16") for c in HALF_CASES] * ("half" in sets)
+    if only:
+        float32 = list(only)
+    elif "wide" in sets:
+        float32 = CASES + [c for c in WIDE_CASES if c not in CASES]
+    else:
+        float32 = [] if sets else CASES
+    float32 += LARGE_CASES if "large" in sets else []
+    chosen = [(*c, "float32") for c in float32] + [(*c, "float16") for c in HALF_CASES if "half" in sets]
     per_group = WIDE_PER_GROUP if "wide" in sets else FORMS_PER_GROUP
     cases = [(c, variants(*c[:3], build_target() if build_only else "device", per_group, c[3])) for c in chosen]
     kernels = {k.name: k for _, vs in cases for *_, m, _ in vs for k in m.kernels}
