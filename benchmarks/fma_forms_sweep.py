@@ -24,6 +24,7 @@ named input_projection, the same kernels in these one-layer plans). The forms:
     python3 benchmarks/fma_forms_sweep.py OUT.jsonl [--case=gru,333,16 ...]             # GPU
     python3 benchmarks/fma_forms_sweep.py OUT.jsonl --wide   # CASES and WIDE_CASES, 3 tiles a form
     python3 benchmarks/fma_forms_sweep.py OUT.jsonl --large --half   # LARGE_CASES and HALF_CASES
+    python3 benchmarks/fma_forms_sweep.py OUT.jsonl --grid-large     # GRID_LARGE_CASES
 
 One JSON line a tile: the case, the form, the tile (its class and fields), the µs a step
 measured (the projection's share taken off, recorded beside) and predicted, and whether the
@@ -52,6 +53,11 @@ LARGE_CASES = [("gru", 200, 256), ("gru", 333, 256), ("gru", 333, 128), ("rnn_ta
                ("rnn_tanh", 300, 128), ("lstm", 200, 96), ("gru", 650, 64), ("lstm", 650, 128),
                ("gru", 1024, 16), ("lstm", 1300, 32), ("lstm", 1300, 20), ("rnn_tanh", 2048, 64),
                ("rnn_tanh", 1700, 128), ("gru", 1024, 96)]
+# --grid-large: the plain FMA grid kernel's large batches beside the other forms, where the
+# refit reads it 7-15% low (GRU H=650 B=20 ran 1.16×, rnn_tanh H=650 B=128 1.30× eager the
+# launch a step it replaced; docs/design-notes.md, forty-eighth session's Next 2).
+GRID_LARGE_CASES = [(cell, H, B) for cell in ("gru", "lstm", "rnn_tanh") for H in (333, 650, 1024)
+                    for B in (20, 64, 256)]
 # --half: float16 layers where the FMA cluster kernel and the cluster kernel on tensor cores
 # compete (HALF_FMA_CLUSTER_FACTOR prices the first from the float32 terms).
 HALF_CASES = [(cell, H, B) for cell, H in (("rnn_tanh", 100), ("rnn_tanh", 200), ("rnn_tanh", 300), ("rnn_tanh", 384),
@@ -132,8 +138,8 @@ def variants(cell: str, H: int, B: int, target: str, per_group: int = FORMS_PER_
 
 
 def main(path: str | None, build_only: bool, only: list[tuple] | None, sets: tuple[str, ...] = ()) -> None:
-    """``sets``: "wide", "large" and "half" add those cases (the wide ones at WIDE_PER_GROUP
-    tiles a form); none: CASES; ``only``: these float32 cases alone."""
+    """``sets``: "wide", "large", "grid-large" and "half" add those cases (the wide ones at
+    WIDE_PER_GROUP tiles a form); none: CASES; ``only``: these float32 cases alone."""
     if only:
         float32 = list(only)
     elif "wide" in sets:
@@ -141,6 +147,7 @@ def main(path: str | None, build_only: bool, only: list[tuple] | None, sets: tup
     else:
         float32 = [] if sets else CASES
     float32 += LARGE_CASES if "large" in sets else []
+    float32 += [c for c in GRID_LARGE_CASES if c not in float32] if "grid-large" in sets else []
     chosen = [(*c, "float32") for c in float32] + [(*c, "float16") for c in HALF_CASES if "half" in sets]
     per_group = WIDE_PER_GROUP if "wide" in sets else FORMS_PER_GROUP
     cases = [(c, variants(*c[:3], build_target() if build_only else "device", per_group, c[3])) for c in chosen]
@@ -179,4 +186,4 @@ if __name__ == "__main__":
     only = [(c, int(h), int(b)) for c, h, b in
             (a.removeprefix("--case=").split(",") for a in sys.argv[1:] if a.startswith("--case="))]
     main(args[0] if args else None, "--build-only" in sys.argv, only or None,
-         tuple(name for name in ("wide", "large", "half") if f"--{name}" in sys.argv))
+         tuple(name for name in ("wide", "large", "grid-large", "half") if f"--{name}" in sys.argv))
