@@ -1,8 +1,11 @@
 """Which side of each timed persistence pair the planner picks now, against what ran faster:
 for a change to the cost model, whether it ranks the pairs that A/B runs measured. No GPU.
 
-    PYTHONPATH=.:benchmarks python3 benchmarks/plan_choice_check.py [GLOB]
+    PYTHONPATH=.:benchmarks python3 benchmarks/plan_choice_check.py [GLOB ...]
         # default: results/persistence-moves-h200-2026-11-29-rows-fit-*.jsonl
+    PYTHONPATH=.:benchmarks python3 benchmarks/plan_choice_check.py 'results/persistence-moves-h200-2026-11-28*.jsonl' \
+        'results/persistence-moves-h200-2026-11-29-[!f]*.jsonl'
+        # every pair timed on the H200 before the FMA forms' refit (the 404 of its notes)
 
 A pair is one line of persistence_census.py ab: the one-layer model forced to two
 persistences and timed (eager calls where the line has them, else CUDA-graph replays). Prints
@@ -26,17 +29,25 @@ def key_of(persistence: str) -> str:
     return persistence.split("'")[1]
 
 
-def main(pattern: str) -> None:
+def main(patterns: list[str]) -> None:
+    """Prints each timed pair whose pick ran slower by more than 3%, then the summary. Files
+    without the launches the pair was planned for (older A/B formats) are skipped, and so
+    are pairs whose two sides share a label (two tiles of one mode: the label cannot tell
+    which the plan picks)."""
     target, logs, wrong, picked = get("h200"), [], 0, 0
-    for path in sorted(Path(__file__).resolve().parent.glob(pattern)):
+    here = Path(__file__).resolve().parent
+    paths = sorted({p for pattern in patterns for p in here.glob(pattern)})
+    for path in paths:
         S = 35 if "s35" in path.name else 256
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            l = layer_plan(r["dtype"], r["cell"], r["H"], r["B"], S, r["launches"], target)
             kind = "eager_us" if f"before_eager_us_s{S}" in r else "us"
+            if "launches" not in r or f"before_{kind}_s{S}" not in r:
+                continue
             times = {key_of(r[side]): r[f"{side}_{kind}_s{S}"] for side in ("before", "after")}
+            l = layer_plan(r["dtype"], r["cell"], r["H"], r["B"], S, r["launches"], target)
             pick = key_of(str(l.persistence.value))
-            if pick not in times:
+            if pick not in times or len(times) < 2:
                 continue
             picked += 1
             ratio = times[pick] / min(times.values())
@@ -45,9 +56,9 @@ def main(pattern: str) -> None:
                 wrong += 1
                 print(f"{path.name}: {r['cell']} H={r['H']} B={r['B']} S={S} {r['launches']}: picks {pick}, "
                       f"{ratio:.2f}× the faster ({times})")
-    print(f"{picked} pairs where the plan picks one of the two; slower by > 3%: {wrong}; picked ÷ faster "
-          f"geometric mean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.2f}")
+    print(f"{len(paths)} files; {picked} pairs where the plan picks one of the two; slower by > 3%: {wrong}; "
+          f"picked ÷ faster geometric mean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.2f}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "results/persistence-moves-h200-2026-11-29-rows-fit-*.jsonl")
+    main(sys.argv[1:] or ["results/persistence-moves-h200-2026-11-29-rows-fit-*.jsonl"])
