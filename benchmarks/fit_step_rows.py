@@ -51,8 +51,18 @@ def constants(x):
 
 
 def points(files: list[str]) -> list[dict]:
+    """The rows steps of ``files``: step_rows_sweep.py's JSON (every rows tile of a point), or
+    fma_forms_sweep.py's JSON lines (.jsonl; the planner's rows tile where a launch a step
+    was timed beside the persistent forms: its form 'none fma', float32)."""
     out = []
     for f in files:
+        if f.endswith(".jsonl"):
+            for line in open(f):
+                r = json.loads(line)
+                if r["form"] == "none fma" and r["tile"]["class"] == "StepRows":
+                    out.append({"cell": r["cell"], "itemsize": DTYPES[r["dtype"]].itemsize, "H": r["H"], "B": r["B"],
+                                "tile": StepRows(r["tile"]["warps"], r["tile"]["rows"]), "us": r["measured_us"]})
+            continue
         for r in json.load(open(f))["results"]:
             for name, us in r["step_us"].items():
                 m = re.fullmatch(r"rows (\d+)w×(\d+)b", name)
