@@ -4,6 +4,8 @@ each move runs faster.
 
     python3 benchmarks/persistence_census.py census OUT.json [--target h200] [--dtypes D,..] [--hidden H,..] [--batch B,..]
         # no GPU: {"dtype cell H B S launches": [persistence, backward tile]} at CELLS × H × B × S
+    python3 benchmarks/persistence_census.py moved BEFORE.json AFTER.json
+        # no GPU: the plans that moved, grouped by dtype and persistence before → after
     python3 benchmarks/persistence_census.py ab BEFORE.json AFTER.json [-o DIR] [--limit N]
         # GPU: every S=256 eager plan whose persistence moved, both ways, forced in turn on the
         # same model and timed as CUDA-graph replays of the forward at S=256 and S=35, and as
@@ -81,6 +83,29 @@ def moves(before: Path, after: Path, limit: int | None, launches: str = "eager",
     return out[:limit]
 
 
+def mode_of(persistence: str) -> str:
+    """A persistence's mode and tile class ('grid/StagedPersistentTile'), or 'none/fma' and
+    'none/lib' for a launch a step."""
+    if persistence.startswith("PerStep"):
+        return "none/lib" if "cublas" in persistence else "none/fma"
+    return f"{persistence.split(chr(39))[1]}/{persistence.split('tile=')[1].split('(')[0]}"
+
+
+def moved(before: Path, after: Path) -> None:
+    """Prints the plans that moved between two census files, grouped by dtype and persistence
+    before → after, with the cells, H, B, lengths and launches each group spans."""
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    groups: dict[tuple, list[list[str]]] = {}
+    for key, (persistence, _) in old.items():
+        if new[key][0] != persistence:
+            groups.setdefault((key.split()[0], mode_of(persistence), mode_of(new[key][0])), []).append(key.split())
+    changes = sum(len(v) for k, v in groups.items() if k[1].split("/")[0] != k[2].split("/")[0])
+    print(f"{sum(map(len, groups.values()))} of {len(old)} plans moved; mode changes: {changes}")
+    for key, keys in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        spans = [sorted({k[i] for k in keys}, key=lambda v: (len(v), v)) for i in (1, 2, 3, 4, 5)]
+        print(len(keys), key, *(f"{name} {span}" for name, span in zip(("cells", "H", "B", "S", "launches"), spans)))
+
+
 def forced(dtype: str, cell: str, H: int, B: int, S: int, persistences: tuple[str, ...], target: str,
            launches: str = "eager"):
     """The layer compiled once (planned for ``launches`` calls), then with each persistence
@@ -149,6 +174,9 @@ if __name__ == "__main__":
     c.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated (default: %(default)s)")
     c.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="comma-separated H (default: %(default)s)")
     c.add_argument("--batch", default=",".join(map(str, BATCH)), help="comma-separated B (default: %(default)s)")
+    m = sub.add_parser("moved")
+    m.add_argument("before", type=Path)
+    m.add_argument("after", type=Path)
     a = sub.add_parser("ab")
     a.add_argument("before", type=Path)
     a.add_argument("after", type=Path)
@@ -163,6 +191,8 @@ if __name__ == "__main__":
     if args.what == "census":
         census(args.out, args.target, tuple(args.dtypes.split(",")),
                tuple(int(h) for h in args.hidden.split(",")), tuple(int(b) for b in args.batch.split(",")))
+    elif args.what == "moved":
+        moved(args.before, args.after)
     elif args.precompile:
         precompile(args.before, args.after, args.limit, args.launches, args.length)
     else:

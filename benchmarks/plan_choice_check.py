@@ -29,12 +29,13 @@ def key_of(persistence: str) -> str:
     return persistence.split("'")[1]
 
 
-def main(patterns: list[str]) -> None:
-    """Prints each timed pair whose pick ran slower by more than 3%, then the summary. Files
-    without the launches the pair was planned for (older A/B formats) are skipped, and so
-    are pairs whose two sides share a label (two tiles of one mode: the label cannot tell
-    which the plan picks)."""
-    target, logs, wrong, picked = get("h200"), [], 0, 0
+def picks(patterns: list[str]) -> tuple[list[Path], list[tuple[str, dict, float]]]:
+    """(the files matched, and for each timed pair where the plan picks one of the two sides:
+    its description, the two sides' µs and the picked side's time over the faster's). Files without the
+    launches the pair was planned for (older A/B formats) are skipped, and so are pairs whose
+    two sides share a label (two tiles of one mode: the label cannot tell which the plan
+    picks)."""
+    target, out = get("h200"), []
     here = Path(__file__).resolve().parent
     paths = sorted({p for pattern in patterns for p in here.glob(pattern)})
     for path in paths:
@@ -49,15 +50,21 @@ def main(patterns: list[str]) -> None:
             pick = key_of(str(l.persistence.value))
             if pick not in times or len(times) < 2:
                 continue
-            picked += 1
-            ratio = times[pick] / min(times.values())
-            logs.append(math.log(ratio))
-            if ratio > 1.03:
-                wrong += 1
-                print(f"{path.name}: {r['cell']} H={r['H']} B={r['B']} S={S} {r['launches']}: picks {pick}, "
-                      f"{ratio:.2f}× the faster ({times})")
-    print(f"{len(paths)} files; {picked} pairs where the plan picks one of the two; slower by > 3%: {wrong}; "
-          f"picked ÷ faster geometric mean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.2f}")
+            out.append((f"{path.name}: {r['cell']} H={r['H']} B={r['B']} S={S} {r['launches']}: picks {pick}",
+                        times, times[pick] / min(times.values())))
+    return paths, out
+
+
+def main(patterns: list[str]) -> None:
+    """Prints each timed pair whose pick ran slower by more than 3%, then the summary."""
+    paths, pairs = picks(patterns)
+    for text, times, ratio in pairs:
+        if ratio > 1.03:
+            print(f"{text}, {ratio:.2f}× the faster ({times})")
+    logs = [math.log(ratio) for _, _, ratio in pairs]
+    print(f"{len(paths)} files; {len(pairs)} pairs where the plan picks one of the two; slower by > 3%: "
+          f"{sum(r > 1.03 for _, _, r in pairs)}; picked ÷ faster geometric mean {math.exp(sum(logs) / len(logs)):.4f}, "
+          f"worst {math.exp(max(logs)):.2f}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,25 @@ def launch_seconds(graphed: bool) -> float:
     return 0.0 if graphed else STEP_LAUNCH_SECONDS
 
 
+# A launch a step queued by the host (an eager call not replayed from a CUDA graph): the host
+# queues the next step's kernel while the GPU runs this one, so a step costs the longer of
+# the two, not their sum. Past the host's STEP_LAUNCH_SECONDS the steps run back to back,
+# EAGER_STEP_GAP_SECONDS apart beyond a graph's gap: the FMA step kernels of 14 one-layer
+# float32 plans whose calls were too large to replay (past REPLAY_BYTES), GPU steps of
+# 11.6-84 µs, ran 1.26-2.66 µs a step longer eager than in CUDA-graph replays in the same
+# process, median 1.9 (S=256; results/persistence-moves-h200-2026-11-29-rows-fit-{a,b}-eager.jsonl,
+# -fma-forms-a-eager.jsonl). Priced as GPU time plus STEP_LAUNCH_SECONDS before, those
+# steps read ~7 µs high, so that the FMA grid kernel took GRU and tanh RNN H=650 B=64-128
+# from a launch a step it ran 1.2-1.5× slower than (fma-forms-sweep-h200-2026-11-29-*.jsonl).
+EAGER_STEP_GAP_SECONDS = 1.9e-6
+
+
+def eager_step_seconds(gpu_seconds: float) -> float:
+    """A step of a kernel launched a step by the host, whose GPU time in a graph is
+    ``gpu_seconds``: the host's launch or the GPU's step and the gap, whichever is longer."""
+    return max(gpu_seconds + EAGER_STEP_GAP_SECONDS, STEP_LAUNCH_SECONDS)
+
+
 # A lone persistent kernel's start on the GPU before its first step: the launch and W_hh's
 # load into shared memory or registers, which a launch per step does not pay. Measured in
 # one-step calls (benchmarks/results/short-call-kernels-h100-2026-11-27-at-356e75d.txt): the
@@ -186,7 +205,8 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
     warps share an SM, and by √(padded rows / B) for batch rows computed for nothing.
     The three STEP_ constants were fitted to two sweeps on an H100 (25–30 tiles × 7
     shapes, benchmarks/results/step-tile-sweep-h100-2026-11-23.json): over the measured
-    tiles the pick is 7% slower than the fastest on average, 30% at worst."""
+    tiles the pick is 7% slower than the fastest on average, 30% at worst. Not ``graphed``:
+    eager_step_seconds of that."""
     blocks = math.ceil(hidden / tile.units_per_block) * math.ceil(batch / tile.batch_per_block)
     per_sm = math.ceil(blocks / target.sm_count)
     warps = math.ceil(tile.threads / 32)
@@ -202,8 +222,8 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
-    return padding * max(issue, l2) / utilisation / clock_hz(target) * STEP_MEASURED_OVER_MODEL + \
-        launch_seconds(graphed)
+    gpu = padding * max(issue, l2) / utilisation / clock_hz(target) * STEP_MEASURED_OVER_MODEL
+    return gpu if graphed else eager_step_seconds(gpu)
 
 
 # The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
@@ -257,8 +277,8 @@ def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[S
 
 def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, target: Target,
                       itemsize: int, k: int | None = None, graphed: bool = False) -> float:
-    """One step of the step-rows kernel over K = ``k`` (default ``hidden``), its launch
-    included as step_seconds counts it."""
+    """One step of the step-rows kernel over K = ``k`` (default ``hidden``): its GPU time in
+    a graph, or for a host's launch a step (not ``graphed``) eager_step_seconds of it."""
     k = k or hidden
     y_blocks = math.ceil(batch / tile.rows)
     blocks = math.ceil(hidden / tile.warps) * y_blocks
@@ -271,7 +291,8 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
         (target.fp32_flops * sms / target.sm_count * STEP_ROWS_FMA_EFFICIENCY)
     cells = y_blocks * tile.rows * math.ceil(hidden / tile.warps) * tile.warps / sms
     sums = cells * (gates * STEP_ROWS_OUTPUT_SECONDS + STEP_ROWS_CELL_SECONDS)
-    return launch_seconds(graphed) + STEP_ROWS_FIXED_SECONDS + memory + compute + sums
+    gpu = STEP_ROWS_FIXED_SECONDS + memory + compute + sums
+    return gpu if graphed else eager_step_seconds(gpu)
 
 
 # The rows kernels on tensor cores (rows_mma.cuh.j2: the step's and the projection's of a
@@ -347,15 +368,16 @@ ROWS_MMA_THREE_GROUPS_SECONDS = 0.4e-6
 
 def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRowsTensor, target: Target,
                              itemsize: int, k: int | None = None, graphed: bool = False) -> float:
-    """One step of the tensor rows kernel over K = ``k`` (default ``hidden``), its launch
-    included as step_seconds counts it."""
+    """One step of the tensor rows kernel over K = ``k`` (default ``hidden``): its GPU time in
+    a graph, or for a host's launch a step (not ``graphed``) eager_step_seconds of it."""
     k = k or hidden
     unaligned = 0.0 if k * itemsize % 16 == 0 else \
         ROWS_MMA_UNALIGNED_SECONDS + ROWS_MMA_UNALIGNED_ROW_SECONDS * min(batch, 8 * tile.n_tiles)
     staged = math.ceil(hidden / tile.units) * batch * k * itemsize / ROWS_MMA_STAGE_BYTES_PER_SECOND
     three_groups = ROWS_MMA_THREE_GROUPS_SECONDS if tile.row_groups == 3 else 0.0
-    return launch_seconds(graphed) + unaligned + staged + three_groups + \
+    gpu = unaligned + staged + three_groups + \
         rows_mma_seconds(gates * hidden, batch, k, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
+    return gpu if graphed else eager_step_seconds(gpu)
 
 
 # Blocks along the rows of X of the projection's tensor rows kernel, each reading all of W_ih:
@@ -384,7 +406,7 @@ def rows_projection_tensor_seconds(m: int, n: int, tile: RowsProjectionTensor, i
 def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | StepRows | StepRowsTensor,
                         target: Target, itemsize: int, k: int | None = None, graphed: bool = False) -> float:
     """A step of rnncc's step kernel in any form: tiles (step_seconds), rows, rows on tensor
-    cores; its launch priced as ``graphed`` says (launch_seconds)."""
+    cores; for a host's launch a step (not ``graphed``) eager_step_seconds of its GPU time."""
     if isinstance(tile, StepRows):
         return step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
     if isinstance(tile, StepRowsTensor):
@@ -1444,7 +1466,7 @@ def merge_seconds(rows: int, size: int, sources: int, itemsize: int, target: Tar
 # fit (3.3 µs, HBM rate, the cell's bytes) read 1.1-3.2 µs low at B = 64 on the H200.
 # For exact float32, the multiply-adds where longer, at a share of the FMA peak that grows
 # with the batch: 8% at B ≤ 8 (LSTM fp32 H=1024 B=8, 15.2 µs a step; B=1 ran 8.8, its bytes),
-# 42% at most (B=64: 8.50 ms a call in graphs, bench-h100-2026-11-27-at-8706db6.json, less the
+# 42% at B=64 (8.50 ms a call in graphs, bench-h100-2026-11-27-at-8706db6.json, less the
 # projection's 137 GFLOP at ~50 TFLOP/s leaves ~22.5 µs a step). library_gemm_seconds, made for
 # the projection's large GEMMs, read 1.4-2.6 µs for the fp16 steps at H ≤ 1024 and 21 µs for
 # the float32 ones; eager calls hid that behind the host's 25 µs a step, graphed calls do not.
@@ -1498,18 +1520,37 @@ LIBRARY_PADDING_CALL_SECONDS = 4.18e-6
 # the padded GEMM by least squares of the relative error (0.82-1.33×, RMS 13%).
 LIBRARY_STEP_PADDED_FLOP_SECONDS = 5.194e-15
 LIBRARY_STEP_FMA_SHARE_AT_8_ROWS = 0.08
-LIBRARY_STEP_FMA_SHARE_MAX = 0.42
+# Past a few rows the share grows with the batch as SHARE_MAX · B / (B + HALF_ROWS): 0.29 at
+# B=32, 0.43 at 64, 0.56 at 128, 0.66 at 256. Fitted (benchmarks/fit_library_exact_share.py,
+# least squares of the relative error) to 56 cuBLASLt steps of exact float32 plans, B=20-256,
+# H=333-2048 (results/persistence-moves-h200-2026-11-29-eager-step-{a,b,c}.jsonl: CUDA-graph
+# replays, (T(256) − T(35)) / 221 less the projection's priced share): RMS 12% against 26%
+# for the share capped at 0.42 (fitted at B=64 on the H100), which priced the B=128-256 steps
+# 1.3-1.7× their time, so that the staged grid kernel took them at 1.1-1.5× cuBLASLt's time.
+# The A/B of the moves it made (-eager-step-d-*.jsonl) adds 12 steps: over all 68, RMS 15%
+# (the worst LSTM H=650-1300 and GRU H=1400 at B=48-128, 1.3-1.7× their price).
+LIBRARY_STEP_FMA_SHARE_MAX = 0.81
+LIBRARY_STEP_FMA_SHARE_HALF_ROWS = 57.0
+
+
+# The library's step queued by the host (an eager call not replayed): past the host's time
+# the GEMM and the cell kernel run back to back, 3.2 µs a step (median) longer than in
+# CUDA-graph replays in the same process: 23 plans too large to replay, GPU steps of
+# 31-69 µs, 2.1-4.9 µs longer (results/persistence-moves-h200-2026-11-29-rows-fit-{a,b}-eager.jsonl,
+# -fma-forms-{a,c}-eager.jsonl, -unaligned-k.jsonl, -unaligned-refit-b.jsonl). Eager steps
+# were priced by library_gemm_seconds before, the H100's GEMM model (GRU fp32 H=2000 B=32:
+# 81 µs, against 55 measured), so that the FMA rows kernel took them at 1.6× the time.
+EAGER_LIBRARY_STEP_GAP_SECONDS = 3.2e-6
 
 
 def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, precision: str,
                          target: Target, k: int | None = None, graphed: bool = False,
                          padded_sizes: tuple[int, int] | None = None) -> float:
     """One step as h·W_hhᵀ in cuBLASLt (K = ``k``, h's width; default ``hidden``) followed
-    by rnncc's cell kernel. Eager: the GPU's time (the GEMM, then the cell reading the
-    float32 product and writing h) or the host's (a library call and a kernel launch a
-    step), whichever is longer. Graphed: the GPU's time as measured in graphs
+    by rnncc's cell kernel. Graphed: the GPU's time as measured in graphs
     (LIBRARY_STEP_FIXED_SECONDS and the rates after it; at unaligned K also the GEMM's
-    multiply-adds). ``padded_sizes``: (K, M) the GEMM's unaligned sizes are padded to
+    multiply-adds). Eager: that and EAGER_LIBRARY_STEP_GAP_SECONDS, or the host's time (a
+    library call and a kernel launch a step), whichever is longer. ``padded_sizes``: (K, M) the GEMM's unaligned sizes are padded to
     (LayerPlan.library_padding; the cell writes h into a padded buffer too), priced as the
     aligned GEMM of those sizes (zero rows count as rows)."""
     k = padded_sizes[0] if padded_sizes else k or hidden
@@ -1518,7 +1559,8 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
         # From L2 where W_hh stays there (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND), else from HBM.
         weights = w_bytes / (LIBRARY_STEP_WEIGHT_BYTES_PER_SECOND if w_bytes <= WEIGHTS_L2_SHARE * target.l2_bytes
                              else target.memory_bandwidth)
-        share = min(LIBRARY_STEP_FMA_SHARE_MAX, LIBRARY_STEP_FMA_SHARE_AT_8_ROWS * max(1.0, batch / 8))
+        share = max(LIBRARY_STEP_FMA_SHARE_AT_8_ROWS,
+                    LIBRARY_STEP_FMA_SHARE_MAX * batch / (batch + LIBRARY_STEP_FMA_SHARE_HALF_ROWS))
         fma = 2.0 * gates * hidden * k * batch / (target.fp32_flops * share) \
             if precision == "exact" and itemsize == 4 else 0.0
         if not fma:  # tensor cores' rows, the bound fitted there
@@ -1534,10 +1576,8 @@ def library_step_seconds(batch: int, hidden: int, gates: int, itemsize: int, pre
         else:
             flops = 0.0
         return fixed + max(weights, fma) + flops + batch * gates * hidden * LIBRARY_STEP_SECONDS_PER_OUTPUT
-    cell = batch * hidden * (gates * 4 * 2 + 3 * itemsize) / target.memory_bandwidth
-    gemm = library_gemm_seconds(padded_sizes[1] if padded_sizes else gates * hidden, batch, k, itemsize, precision,
-                                target)
-    return max(gemm + cell, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
+    gpu = library_step_seconds(batch, hidden, gates, itemsize, precision, target, k, True, padded_sizes)
+    return max(gpu + EAGER_LIBRARY_STEP_GAP_SECONDS, STEP_LAUNCH_SECONDS + LIBRARY_CALL_SECONDS)
 
 
 def h_projection_seconds(batch: int, hidden: int, proj: int, itemsize: int,

@@ -180,7 +180,9 @@ def plan_step_tile(model, plan, target):
                             "of static shared memory in the rows form; expected step_kernel='tiles' or None")
 
         def seconds(t):
-            return step_kernel_seconds(B, H, G, t, target, itemsize, K, o.graphed)
+            """The step's GPU time: the tiles are ranked by it (an eager step's price, no lower
+            than the host's launch, would tie those below it; cost.eager_step_seconds)."""
+            return step_kernel_seconds(B, H, G, t, target, itemsize, K, graphed=True)
 
         def key(t):
             padded = (math.ceil(H / t.units_per_block) * t.units_per_block *
@@ -188,20 +190,22 @@ def plan_step_tile(model, plan, target):
             return (round(seconds(t) * 1e8), padded, t.threads)
         best = min(fits, key=key)
         blocks = math.ceil(H / best.units_per_block) * math.ceil(B / best.batch_per_block)
+        predicted = f"predicted {seconds(best) * 1e6:.1f} µs/step" + (
+            "" if o.graphed else
+            f" ({step_kernel_seconds(B, H, G, best, target, itemsize, K) * 1e6:.1f} with the host's launch a step)")
         if isinstance(best, StepRows):
             reason = (f"rows: {blocks} blocks of {best.warps} warps on {target.sm_count} SMs, a warp a "
-                      f"unit reading its {G} rows of W_hh once for {best.rows} batch rows; predicted "
-                      f"{seconds(best) * 1e6:.1f} µs/step")
+                      f"unit reading its {G} rows of W_hh once for {best.rows} batch rows; {predicted}")
         elif isinstance(best, StepRowsTensor):
             reason = (f"rows on tensor cores: {blocks} blocks of {best.warps} warps on {target.sm_count} SMs, "
                       f"{best.units} units' gate rows of W_hh a block as the mma's A operand straight from "
                       f"memory, K split {best.k_split}× over warps, {best.batch_per_block} batch rows of h; "
-                      f"predicted {seconds(best) * 1e6:.1f} µs/step")
+                      f"{predicted}")
         else:
             reason = (f"{blocks} blocks of {best.threads} threads on {target.sm_count} SMs, "
                       f"{best.batch_per_thread * best.units_per_thread * G} accumulators/thread, "
-                      f"K split {best.k_split}×; predicted {seconds(best) * 1e6:.1f} µs/step")
-        # The five best tiles and the three best rows.
+                      f"K split {best.k_split}×; {predicted}")
+        # The five best tiles and the three best rows, by GPU time.
         ranked = sorted(tiles, key=key)[:5] + sorted(rows, key=key)[:3]
         alternatives = {step_tile_label(t): seconds(t) for t in ranked if t in fits}
         assert len(alternatives) == len([t for t in ranked if t in fits])  # the names tell the tiles apart
