@@ -83,12 +83,18 @@ def moves(before: Path, after: Path, limit: int | None, launches: str = "eager",
     return out[:limit]
 
 
-def mode_of(persistence: str) -> str:
-    """A persistence's mode and tile class ('grid/StagedPersistentTile'), or 'none/fma' and
-    'none/lib' for a launch a step."""
+def key_of(persistence: str) -> str:
+    """The short label of a persistence's alternative: its mode ('grid', 'cluster'), or
+    'none/fma' and 'none/lib' for a launch a step on rnncc's kernel or cuBLASLt's."""
     if persistence.startswith("PerStep"):
         return "none/lib" if "cublas" in persistence else "none/fma"
-    return f"{persistence.split(chr(39))[1]}/{persistence.split('tile=')[1].split('(')[0]}"
+    return persistence.split("'")[1]
+
+
+def mode_of(persistence: str) -> str:
+    """key_of with a persistent mode's tile class ('grid/StagedPersistentTile')."""
+    key = key_of(persistence)
+    return key if key.startswith("none") else f"{key}/{persistence.split('tile=')[1].split('(')[0]}"
 
 
 def moved(before: Path, after: Path) -> None:

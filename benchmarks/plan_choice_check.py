@@ -18,15 +18,8 @@ import math
 import sys
 from pathlib import Path
 
-from persistence_census import layer_plan  # benchmarks/, beside this file
+from persistence_census import key_of, layer_plan  # benchmarks/, beside this file
 from rnncc.target import get
-
-
-def key_of(persistence: str) -> str:
-    """The label of the persistence's alternative (persistence.persistence_label's short form)."""
-    if persistence.startswith("PerStep"):
-        return "none/lib" if "cublas" in persistence else "none/fma"
-    return persistence.split("'")[1]
 
 
 def picks(patterns: list[str]) -> tuple[list[Path], list[tuple[str, dict, float]]]:

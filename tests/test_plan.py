@@ -2576,7 +2576,7 @@ def test_an_eager_launch_a_step_costs_the_longer_of_the_host_and_the_gpu(monkeyp
         gpu = cost.step_kernel_seconds(B, H, G, tile, h200, 4, graphed=True)
         assert cost.step_kernel_seconds(B, H, G, tile, h200, 4) == \
             max(gpu + cost.EAGER_STEP_GAP_SECONDS, cost.STEP_LAUNCH_SECONDS)
-    assert cost.step_kernel_seconds(*small[:3], small[3], h200, 4) == cost.STEP_LAUNCH_SECONDS
+    assert cost.step_kernel_seconds(*small, h200, 4) == cost.STEP_LAUNCH_SECONDS
     library = cost.library_step_seconds(256, 1024, 4, 4, "exact", h200, graphed=True)
     assert library > 40e-6  # past the host's 25 µs
     assert cost.library_step_seconds(256, 1024, 4, 4, "exact", h200) == library + cost.EAGER_LIBRARY_STEP_GAP_SECONDS
