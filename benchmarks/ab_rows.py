@@ -11,7 +11,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "training_float32": its float32 ones; "staged": the float32 layers on the staged FMA grid kernel and the float32 training row; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
+FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "training_stacks": training steps of stacks; "training_float32": its float32 ones; "staged": the float32 layers on the staged FMA grid kernel and the float32 training row; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
@@ -59,6 +59,14 @@ ROW_SETS = {"small": ROWS,
             # The half training rows, whose backward is replayed from a CUDA graph with its
             # inputs copied in (call_graphs.copy_into, 3a64af3).
             "training_half": [c for c in training_configs() if c.dtype == "float16"],
+            # Training steps of stacks (train_short_and_odd.py's shapes without dropout): PTB
+            # medium and small, a 4-layer LSTM at B=32, a GRU at an odd batch. Their layers'
+            # weight gradients run beside the layers below (backward.side_streams).
+            "training_stacks": [Config(c, d, h, b, seq_len=s, layers=n, passes="forward+backward")
+                                for c, d, h, b, s, n in (("lstm", "float16", 650, 20, 35, 2),
+                                                         ("lstm", "float32", 200, 20, 35, 2),
+                                                         ("lstm", "float16", 512, 32, 64, 4),
+                                                         ("gru", "float16", 256, 13, 50, 2))],
             # The float32 training row (issue 17): the staged forward and the K-split backward.
             "training_float32": [c for c in training_configs() if c.dtype == "float32"],
             # Layers the staged FMA grid kernel runs (float32 exact, B >= 16), odd shapes among

@@ -14,7 +14,9 @@ states. From those, a layer's backward:
    (``templates/backward_recurrent.cu.j2``; for large float32 layers with K split across
    clusters, ``templates/backward_ksplit.cu.j2``); ``tiles.backward_kernel_tile`` chooses;
 3. takes dW_ih = dGᵀ·x, dW_hh = dGᵀ·h_{t−1}, the biases' column sums and dx = dG·W_ih as
-   GEMMs over all steps.
+   GEMMs over all steps. Only dx is on the path to the next layer's backward: the weights'
+   gradients run on two side streams (``side_streams``), beside dx and beside the layers
+   below, joined to the caller's stream once the model's backward is queued.
 
 Every GEMM takes its operands in the layer's type and returns float32: fp16/bf16 run on
 tensor cores with float32 accumulation, as cuDNN's backward does (float32 operands: torch's
@@ -198,6 +200,16 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
     return dg, dg_h, dh0, dc0
 
 
+@lru_cache(maxsize=64)  # bounded: a pair a caller's stream
+def side_streams(device: int, stream: int) -> tuple[torch.cuda.Stream, torch.cuda.Stream]:
+    """Two streams of the device for the weights' gradients of a backward queued on the
+    raw ``stream`` (a pair per caller's stream, so that backwards on two streams never wait
+    on each other's). At LSTM fp16 H=512 B=8 S=256 dW_ih, dW_hh and dx each hold 32 of the
+    132 SMs for 10-28 µs (results/backward-profile-h100-2026-11-27-training-rows.txt), and a
+    layer's backward recurrence below holds 16: one after another they idle the rest."""
+    return torch.cuda.Stream(device), torch.cuda.Stream(device)
+
+
 def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.to(torch.float32).contiguous()
 
@@ -216,14 +228,18 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) ->
 def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
                    h: torch.Tensor, h0: torch.Tensor | None, c0: torch.Tensor | None,
                    dy: torch.Tensor, dh_n: torch.Tensor | None = None,
-                   dc_n: torch.Tensor | None = None, saved: tuple[torch.Tensor, ...] | None = None):
+                   dc_n: torch.Tensor | None = None, saved: tuple[torch.Tensor, ...] | None = None,
+                   sides: tuple[torch.cuda.Stream, torch.cuda.Stream] | None = None):
     """One layer's backward on CUDA: its merged input x [S, B, I], its h sequence
     [S, B, H], initial states (None: zeros), dy [S, B, H] and the final states' gradients;
     ``saved``: the pre-activations the training forward wrote (float32 [S, B, G·H] in the
     order the layer ran its steps; a GRU's x and h parts), else None (recomputed here).
     The products take the layer's weights' type; the results are float32. Returns (dx,
     the parameters' gradients by torch's names less the layer prefix, dh0, dc0 or None),
-    as ``reference_grad.layer_backward`` does."""
+    as ``reference_grad.layer_backward`` does. ``sides``: two streams (``side_streams``)
+    that the weights' gradients are queued on, forked from the current stream after the
+    recurrence; the caller joins them before it reads those gradients. None: all on the
+    current stream."""
     if layer.proj_size:
         raise NotImplementedError(f"backward: layer '{layer.name}' has proj_size="
                                   f"{layer.proj_size}; the CUDA backward has no LSTMP cell yet")
@@ -251,14 +267,42 @@ def layer_backward(layer: Layer, w: Mapping[str, torch.Tensor], x: torch.Tensor,
     dg_x, dg_h, dh0, dc0 = recurrence(layer, W_hh, pre, pre_h, h_prev, _f32(c0), _f32(dy),
                                       _f32(dh_n), _f32(dc_n), overwrite=saved is None)
     dg_h = dg_x if dg_h is None else dg_h
-    dw = {"weight_ih": _gemm(dg_x.T, x2), "weight_hh": _gemm(dg_h.T, h_prev2)}
-    if layer.bias:
+    dw = _weight_gradients(layer.bias, dg_x, dg_h, x2, h_prev2, sides)
+    dx = _gemm(dg_x, W_ih).view(S, B, I)
+    return (dx.flip(0) if layer.reverse else dx), dw, dh0, dc0
+
+
+def _weight_gradients(bias: bool, dg_x: torch.Tensor, dg_h: torch.Tensor, x2: torch.Tensor,
+                      h_prev2: torch.Tensor, sides) -> dict[str, torch.Tensor]:
+    """dW_ih, dW_hh and the biases' gradients of a layer from its dG (the x and h parts,
+    one tensor but for a GRU) and its [S·B, ·] operands: on the current stream where
+    ``sides`` is None, else dW_ih on the first side stream and the rest on the second, each
+    waiting for the current stream's work so far."""
+    def biases(dw: dict) -> dict:
+        if not bias:
+            return dw
         # Outside a GRU both biases add to the same sums: one pass over dG (at LSTM fp32 H=1024
         # B=64 S=256 a pass reads 256 MiB, ~100 µs), and a copy so that no two gradients share storage.
         db = dg_x.sum(0, dtype=torch.float32)
-        dw |= {"bias_ih": db, "bias_hh": dg_h.sum(0, dtype=torch.float32) if dg_h is not dg_x else db.clone()}
-    dx = _gemm(dg_x, W_ih).view(S, B, I)
-    return (dx.flip(0) if layer.reverse else dx), dw, dh0, dc0
+        return dw | {"bias_ih": db, "bias_hh": dg_h.sum(0, dtype=torch.float32) if dg_h is not dg_x else db.clone()}
+
+    if sides is None:
+        return biases({"weight_ih": _gemm(dg_x.T, x2), "weight_hh": _gemm(dg_h.T, h_prev2)})
+    main = torch.cuda.current_stream(dg_x.device)
+    for side in sides:
+        side.wait_stream(main)
+    # Read on a side stream, freed by the caller's: the allocator must not hand their
+    # memory out again before the side stream is done with it.
+    for t in {id(t): t for t in (dg_x, dg_h, x2, h_prev2)}.values():
+        t.record_stream(sides[0])
+        t.record_stream(sides[1])
+    with torch.cuda.stream(sides[0]):
+        dw = {"weight_ih": _gemm(dg_x.T, x2)}
+    with torch.cuda.stream(sides[1]):
+        dw = biases(dw | {"weight_hh": _gemm(dg_h.T, h_prev2)})
+    for t in dw.values():  # made on a side stream, read and freed after the join on the caller's
+        t.record_stream(main)
+    return dw
 
 
 def merged(sources: Sequence[str], mode: str, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -283,6 +327,9 @@ def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.T
     S, B, _ = x.shape
     every = {INPUT: x, **tensors}
 
+    main = torch.cuda.current_stream(x.device)
+    sides = side_streams(x.device.index, main.cuda_stream)
+
     def backward_of(layer: Layer, dy: torch.Tensor):
         x_layer = merged(layer.input.sources, layer.input.mode, every)
         h = every[layer.tensor_name][..., layer.column:layer.column + layer.hidden_size]
@@ -293,8 +340,13 @@ def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.T
         final = grad_final.get(layer.name)
         dh_n, dc_n = (final if layer.cell == "lstm" else (final, None)) if final is not None else (None, None)
         w = {k.partition(".")[2]: v for k, v in weights.items() if k.partition(".")[0] == layer.name}
-        return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n, (saved or {}).get(layer.name))
+        return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n, (saved or {}).get(layer.name),
+                              sides)
 
     zeros = lambda width: x.new_zeros(S, B, width, dtype=torch.float32)  # noqa: E731
-    return backpropagate(model, [None if g is None else g.float() for g in grad_outputs],
-                         backward_of, zeros)
+    try:
+        return backpropagate(model, [None if g is None else g.float() for g in grad_outputs],
+                             backward_of, zeros)
+    finally:
+        for side in sides:  # the weights' gradients, queued beside the layers below
+            main.wait_stream(side)

@@ -615,6 +615,37 @@ def test_replayed_backward_from_two_streams(gpu, torch, monkeypatch):
             assert torch.equal(a, b), k
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_weight_gradients_on_side_streams_equal_one_streams(gpu, torch, monkeypatch, cell):
+    """The weights' gradients, queued on two side streams beside the layers below them,
+    equal those of a backward that queues everything on the caller's stream, bit for bit;
+    and the caller's stream (not the default one) has them when the step returns: a sum
+    queued there at once reads them complete."""
+    import rnncc.backward as backward
+
+    torch.manual_seed(21)
+    module = twin(torch, cell, 24, 40, num_layers=3).to("cuda", torch.float16)
+    params = list(module.parameters())
+    x = torch.randn(33, 5, 24, device="cuda", dtype=torch.float16)
+    monkeypatch.setattr(backward, "graph_worthy", lambda *a: False)  # each step direct
+
+    def step():
+        xg = x.clone().requires_grad_()
+        grads = torch.autograd.grad(module(xg)[0].float().square().sum(), [xg, *params])
+        return grads, [g.float().sum() for g in grads]  # queued on the caller's stream at once
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        got, got_sums = step()
+    with monkeypatch.context() as one:
+        one.setattr(backward, "side_streams", lambda device, s: (torch.cuda.current_stream(),) * 2)
+        want, want_sums = step()
+    torch.cuda.synchronize()
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert torch.equal(a, b), k
+        assert torch.equal(got_sums[k], want_sums[k]), k
+
+
 def test_backward_graphs_capture_on_the_second_sighting_and_never_recapture(gpu, torch):
     """rnncc.call_graphs's cache on plain torch bodies: direct on the first sighting,
     captured on the second, replayed on new inputs after; a graph dropped for room is not
