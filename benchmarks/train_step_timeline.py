@@ -5,7 +5,10 @@ step's start, median of 20 steps, the GPU drained before each) where rnncc's for
 backward functions, the autograd engine's handoffs and the backward graph's replay begin
 and end. Needs a GPU.
 
-    python3 benchmarks/train_step_timeline.py [INDEX]   (INDEX of rnncc.bench.training_configs(), default 0)
+    python3 benchmarks/train_step_timeline.py [INDEX] [--fine]
+        INDEX of rnncc.bench.training_configs(), default 0; --fine also marks the training
+        forward's parts (the compiled model's lookup, its call, the program's replay and
+        each launch and GEMM it queues)
 """
 import statistics
 import sys
@@ -18,7 +21,9 @@ from backward_profile import training_case  # noqa: E402
 
 import rnncc.backward as bw  # noqa: E402
 import rnncc.call_graphs as cg  # noqa: E402
+import rnncc.call_program as cp  # noqa: E402
 import rnncc.nn as nn  # noqa: E402
+import rnncc.runtime as rt  # noqa: E402
 from rnncc.bench import training_configs  # noqa: E402
 
 STEPS = 20
@@ -42,7 +47,8 @@ def stamped(owner, name: str, static: bool = False, label: str | None = None) ->
 
 
 def main() -> None:
-    cfg = training_configs()[int(sys.argv[1]) if len(sys.argv) > 1 else 0]
+    args = [a for a in sys.argv[1:] if a != "--fine"]
+    cfg = training_configs()[int(args[0]) if args else 0]
     module, twin, x, dy = training_case(cfg)
     for _ in range(4):  # compiled, recorded, the backward's graph captured
         torch.autograd.grad(twin(x)[0], [x, *twin.parameters()], dy)
@@ -59,6 +65,17 @@ def main() -> None:
     stamped(torch.cuda.CUDAGraph, "replay", label="CUDAGraph.replay")
     stamped(torch, "_foreach_copy_")
     stamped(type(twin), "forward", label="the twin's forward")
+    if "--fine" in sys.argv:
+        for name in ("compiled_for", "gpu"):
+            stamped(nn._Runner, name, label=f"_Runner.{name}")
+        for name in ("_saving_of", "_gate_shapes", "_saved_buffers", "_given_state"):
+            stamped(nn, name)
+        for name in ("__call__", "_call", "_run", "_replayed", "_replay", "_gate_arrays"):
+            stamped(rt.CompiledModel, name, label=f"CompiledModel.{name}")
+        stamped(rt.CompiledModel, "_replay_key", True, "CompiledModel._replay_key")
+        stamped(cp.CallProgram, "run", label="CallProgram.run")
+        for name in ("launch", "gemm"):
+            stamped(cp.Queue, name, label=f"queued {name}")
     runs = []
     for _ in range(STEPS):
         marks.clear()
