@@ -61,7 +61,7 @@ ROW_SETS = {"small": ROWS,
             "training_half": [c for c in training_configs() if c.dtype == "float16"],
             # Training steps of stacks (train_short_and_odd.py's shapes without dropout): PTB
             # medium and small, a 4-layer LSTM at B=32, a GRU at an odd batch. Their layers'
-            # weight gradients run beside the layers below (backward.side_streams).
+            # weight gradients run beside each other and dx (backward.side_streams).
             "training_stacks": [Config(c, d, h, b, seq_len=s, layers=n, passes="forward+backward")
                                 for c, d, h, b, s, n in (("lstm", "float16", 650, 20, 35, 2),
                                                          ("lstm", "float32", 200, 20, 35, 2),

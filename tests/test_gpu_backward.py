@@ -617,8 +617,8 @@ def test_replayed_backward_from_two_streams(gpu, torch, monkeypatch):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_weight_gradients_on_side_streams_equal_one_streams(gpu, torch, monkeypatch, cell):
-    """The weights' gradients, queued on two side streams beside the layers below them,
-    equal those of a backward that queues everything on the caller's stream, bit for bit;
+    """The weights' gradients, queued on two side streams beside each other and dx, equal
+    those of a backward that queues everything on the caller's stream, bit for bit;
     and the caller's stream (not the default one) has them when the step returns: a sum
     queued there at once reads them complete."""
     import rnncc.backward as backward
