@@ -1,31 +1,24 @@
 """Host µs to queue one cuBLASLt GEMM through rnncc's prepared call (``cublaslt.CublasLt``,
 ctypes), beside torch's own calls of the same product: the input projection of LSTM H=512
 B=8 S=256 (D[S·B, 4H] = X·W_ihᵀ + bias), fp16 and fp32, in a tight loop (least and median
-of 7 rounds of 200 calls, the GPU drained between rounds). A training step's marks
-(train_step_timeline.py --fine) read each call 2-3× this: the loop is the warm floor.
+of 7 rounds of host_overhead.per_call_us, 200 calls each, warmed and the GPU drained around
+them). A training step's marks (train_step_timeline.py --fine) read each call 2-3× this:
+the loop is the warm floor.
 
     python3 benchmarks/library_call_host.py     (a GPU; prints the table)
 """
 import statistics
-import time
 
 import torch
+from host_overhead import per_call_us  # benchmarks/ is this script's directory
 
 from rnncc import cublaslt
 from rnncc.cublaslt import CublasLt, Matmul
 
 
 def host_us(fn, calls: int = 200, rounds: int = 7) -> tuple[float, float]:
-    out = []
-    for _ in range(rounds):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
+    """(least, median) over ``rounds`` of per_call_us's host µs to queue one call."""
+    out = [per_call_us(fn, calls)[0] for _ in range(rounds)]
     return min(out), statistics.median(out)
 
 

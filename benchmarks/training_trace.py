@@ -10,27 +10,18 @@ input and every parameter from one output gradient.
 import sys
 
 import torch
+from backward_profile import training_case  # benchmarks/ is this script's directory
 from torch.profiler import ProfilerActivity, profile
 
-import rnncc.nn
-
-
-def case(cell: str, dtype: str, H: int, B: int, S: int, layers: int):
-    torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    tdt = getattr(torch, dtype)
-    module = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell](H, H, num_layers=layers).to("cuda", tdt)
-    twin, _ = rnncc.nn.twin_of(module)
-    x = torch.randn(S, B, H, device="cuda", dtype=tdt, requires_grad=True)
-    return twin, x, torch.randn_like(x)
+from rnncc.bench import Config
 
 
 def main() -> None:
     for arg in sys.argv[1:]:
         cell, dtype, *sizes = arg.split(",")
         H, B, S, layers = (int(v) for v in (sizes + ["1"])[:4])
-        twin, x, dy = case(cell, dtype, H, B, S, layers)
+        _, twin, x, dy = training_case(Config(cell, dtype, H, B, seq_len=S, layers=layers,
+                                              passes="forward+backward"))
         params = list(twin.parameters())
 
         def step():
