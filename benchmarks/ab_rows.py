@@ -11,7 +11,7 @@ per row with rnncc's and cuDNN's median ms from the same process, eager and in C
 
 ROWS names a set of rows (default: "small", the small-batch rows; "b64": the rows where a
 grid block runs several batch tiles a step; "fma": the rows and sweep points planned on the
-FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "training_stacks": training steps of stacks; "training_float32": its float32 ones; "staged": the float32 layers on the staged FMA grid kernel and the float32 training row; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
+FMA grid kernel; "training": the bench's forward+backward rows; "training_half": its float16 ones; "training_stacks": training steps of stacks; "training_bidirectional": of bidirectional ones; "training_float32": its float32 ones; "staged": the float32 layers on the staged FMA grid kernel and the float32 training row; "stacks": its stacks; "pairs": the rows stage-h-pairs.patch is about; "clusters": the registers form's rows with several clusters at once; "short": short calls on persistent kernels; "one_step": calls of one step; "barrier_moves":
 the shapes whose plan moves if the grid models subtract the acquire poll's saving;
 "stage_groups": the tensor grid kernel's rows; "schedule_moves": stacks whose pipelined plan
 moved with the schedule's prices of 2026-11-27; "hybrid_moves": single layers and stacks
@@ -67,6 +67,15 @@ ROW_SETS = {"small": ROWS,
                                                          ("lstm", "float32", 200, 20, 35, 2),
                                                          ("lstm", "float16", 512, 32, 64, 4),
                                                          ("gru", "float16", 256, 13, 50, 2))],
+            # Training steps of bidirectional stacks, whose halves backpropagate at once
+            # (backward.lane_streams): cluster forms at small batches, the K-split at fp32 B=64.
+            "training_bidirectional": [Config(c, d, h, b, seq_len=s, layers=n, bidirectional=True,
+                                              passes="forward+backward", **({"precision": "exact"} if d == "float32" else {}))
+                                       for c, d, h, b, s, n in (("lstm", "float16", 512, 8, 256, 2),
+                                                                ("gru", "float16", 256, 13, 50, 2),
+                                                                ("lstm", "float32", 200, 20, 35, 1),
+                                                                ("lstm", "bfloat16", 1024, 8, 64, 1),
+                                                                ("lstm", "float32", 1024, 64, 32, 1))],
             # The float32 training row (issue 17): the staged forward and the K-split backward.
             "training_float32": [c for c in training_configs() if c.dtype == "float32"],
             # Layers the staged FMA grid kernel runs (float32 exact, B >= 16), odd shapes among

@@ -212,6 +212,14 @@ def side_streams(device: int, stream: int) -> tuple[torch.cuda.Stream, torch.cud
     return torch.cuda.Stream(device), torch.cuda.Stream(device)
 
 
+@lru_cache(maxsize=64)  # bounded: as side_streams
+def lane_streams(device: int, stream: int, count: int) -> tuple[torch.cuda.Stream, ...]:
+    """``count`` streams of the device beside the raw ``stream``, for the layers of a
+    backward queued there that run beside its own: the halves of a bidirectional layer,
+    each a cluster launch that holds a fraction of the SMs at small batches."""
+    return tuple(torch.cuda.Stream(device) for _ in range(count))
+
+
 def _f32(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.to(torch.float32).contiguous()
 
@@ -345,10 +353,30 @@ def model_backward(model: Model, weights: Mapping[str, torch.Tensor], x: torch.T
         return layer_backward(layer, w, x_layer, h, h0, c0, dy, dh_n, dc_n, (saved or {}).get(layer.name),
                               sides)
 
+    def together(layers: Sequence[Layer], dys: Sequence[torch.Tensor]) -> list:
+        # The first layer on the caller's stream, each other on a lane forked before any of
+        # them is queued, so that their recurrences run at once; their results are read
+        # (and freed) on the caller's stream after the join.
+        lanes = lane_streams(x.device.index, main.cuda_stream, len(layers) - 1)
+        for lane in lanes:
+            lane.wait_stream(main)
+        results = [backward_of(layers[0], dys[0])]
+        for layer, dy, lane in zip(layers[1:], dys[1:], lanes):
+            dy.record_stream(lane)  # the caller's, read on the lane
+            with torch.cuda.stream(lane):
+                dx, dw, dh0, dc0 = backward_of(layer, dy)
+            for t in (dx, dh0, dc0, *dw.values()):
+                if t is not None:
+                    t.record_stream(main)
+            results.append((dx, dw, dh0, dc0))
+        for lane in lanes:
+            main.wait_stream(lane)
+        return results
+
     zeros = lambda width: x.new_zeros(S, B, width, dtype=torch.float32)  # noqa: E731
     try:
         return backpropagate(model, [None if g is None else g.float() for g in grad_outputs],
-                             backward_of, zeros)
+                             backward_of, zeros, together=together)
     finally:
         for side in sides:  # every layer's weight gradients, before the caller reads them
             main.wait_stream(side)

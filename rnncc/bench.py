@@ -299,12 +299,13 @@ def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     tdt = getattr(torch, cfg.dtype)
     cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers).to("cuda", tdt)
+    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional).to("cuda", tdt)
     start = time.perf_counter()
     twin, _ = rnncc.nn.twin_of(module)
     inputs = [torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt).requires_grad_()
               for _ in range(3)]
-    dy = torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt)
+    out_size = cfg.hidden * (2 if cfg.bidirectional else 1)
+    dy = torch.randn(cfg.seq_len, cfg.batch, out_size, device="cuda", dtype=tdt)
     turn = iter(range(10**9))
 
     def step(m, x=None):

@@ -127,15 +127,18 @@ def tensor_sizes(model: Model) -> dict[str, int]:
 
 
 def backpropagate(model: Model, grad_outputs: Sequence, layer_backward: Callable, zeros: Callable,
-                  dropout_masks: Mapping | None = None):
+                  dropout_masks: Mapping | None = None, together: Callable | None = None):
     """The model's backward over its graph, whatever computes a layer's: the outputs'
     gradients go to their sources through the merges, then each layer from the last,
     ``layer_backward(layer, dy)`` → (dx, its parameters' gradients by torch's names less the
     layer prefix, dh0, dc0 or None), its dx through a residual's h + x, the dropout mask and
-    its input merge. ``zeros(width)``: a zero gradient [S, B, width] for a tensor nothing
-    read. Arrays are NumPy's here and PyTorch's on the GPU (``rnncc.backward``): only
-    slicing, + and * are used. Returns (the input's gradient, the weights' by key, the
-    initial states' by layer)."""
+    its input merge. ``together(layers, dys)``: the results of the layers that fill one
+    tensor (a bidirectional layer's two halves, which read nothing of each other's), in
+    their order, where they can run side by side; else each runs by ``layer_backward``.
+    ``zeros(width)``: a zero gradient [S, B, width] for a tensor nothing read. Arrays are
+    NumPy's here and PyTorch's on the GPU (``rnncc.backward``): only slicing, + and * are
+    used. Returns (the input's gradient, the weights' by key, the initial states' by
+    layer)."""
     sizes = tensor_sizes(model)
     grads: dict = {}
     for output, g in zip(model.outputs, grad_outputs):
@@ -143,21 +146,37 @@ def backpropagate(model: Model, grad_outputs: Sequence, layer_backward: Callable
             _merge_backward(output.merge, sizes, g, grads)
     weight_grads: dict = {}
     state_grads: dict = {}
-    for layer in reversed(model.layers):
-        g_tensor = grads.get(layer.tensor_name)
+    for group in tensor_groups(tuple(reversed(model.layers))):
+        g_tensor = grads.get(group[0].tensor_name)
         if g_tensor is None:
-            g_tensor = zeros(sizes[layer.tensor_name])
-        g_out = g_tensor[..., layer.column:layer.column + layer.out_size]
-        dx, dw, dh0, dc0 = layer_backward(layer, g_out)
-        if layer.residual:  # out = h + x
-            dx = dx + g_out
-        if dropout_masks and layer.name in dropout_masks:  # x = merged input × mask
-            dx = dx * dropout_masks[layer.name]
-        _merge_backward(layer.input, sizes, dx, grads)
-        weight_grads |= {f"{layer.name}.{k}": v for k, v in dw.items()}
-        state_grads[layer.name] = (dh0, dc0) if layer.cell == "lstm" else dh0
+            g_tensor = zeros(sizes[group[0].tensor_name])
+        g_outs = [g_tensor[..., l.column:l.column + l.out_size] for l in group]
+        if together is not None and len(group) > 1:
+            results = together(group, g_outs)
+        else:
+            results = [layer_backward(l, g) for l, g in zip(group, g_outs)]
+        for layer, g_out, (dx, dw, dh0, dc0) in zip(group, g_outs, results):
+            if layer.residual:  # out = h + x
+                dx = dx + g_out
+            if dropout_masks and layer.name in dropout_masks:  # x = merged input × mask
+                dx = dx * dropout_masks[layer.name]
+            _merge_backward(layer.input, sizes, dx, grads)
+            weight_grads |= {f"{layer.name}.{k}": v for k, v in dw.items()}
+            state_grads[layer.name] = (dh0, dc0) if layer.cell == "lstm" else dh0
     d_input = grads.get(INPUT)
     return (zeros(model.input_size) if d_input is None else d_input), weight_grads, state_grads
+
+
+def tensor_groups(layers: Sequence[Layer]) -> list[tuple[Layer, ...]]:
+    """``layers`` in runs of neighbours that fill one tensor (a bidirectional layer's
+    halves): none reads another's tensor, and every reader of it comes after the run."""
+    groups: list[tuple[Layer, ...]] = []
+    for layer in layers:
+        if groups and groups[-1][0].tensor_name == layer.tensor_name:
+            groups[-1] += (layer,)
+        else:
+            groups.append((layer,))
+    return groups
 
 
 def grad(model: Model, weights: Mapping[str, np.ndarray], x: np.ndarray,

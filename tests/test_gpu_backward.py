@@ -646,6 +646,55 @@ def test_weight_gradients_on_side_streams_equal_one_streams(gpu, torch, monkeypa
         assert torch.equal(got_sums[k], want_sums[k]), k
 
 
+@pytest.mark.parametrize("cell,dtype", [("lstm", "float16"), ("gru", "float32")])
+def test_bidirectional_halves_on_two_streams_equal_one_after_the_other(gpu, torch, monkeypatch, cell, dtype):
+    """A bidirectional stack's halves backpropagate at once, one on a lane stream
+    (backward.lane_streams): the gradients of x, h0, c0 and every parameter, the final
+    states' gradients given, equal those of one half after the other bit for bit, on a
+    caller's stream not the default one (a sum queued there at once reads them complete),
+    and replayed from rnncc's call graphs (direct, captured, replayed) too."""
+    import rnncc.backward as backward
+    import rnncc.nn as rnn
+
+    torch.manual_seed(24)
+    tdt = getattr(torch, dtype)
+    S, B, I, H, L = 29, 5, 24, 40, 2
+    module = twin(torch, cell, I, H, num_layers=L, bidirectional=True).to("cuda", tdt)
+    params = list(module.parameters())
+    x = torch.randn(S, B, I, device="cuda", dtype=tdt)
+    d_out = torch.randn(S, B, 2 * H, device="cuda", dtype=tdt)
+    d_final = [torch.randn(2 * L, B, H, device="cuda", dtype=tdt) for _ in range(2 if cell == "lstm" else 1)]
+    worthy = backward.graph_worthy
+    monkeypatch.setattr(backward, "graph_worthy", lambda *a: False)  # each step direct
+    queued = []
+    real = backward.lane_streams
+    monkeypatch.setattr(backward, "lane_streams", lambda *a: queued.append(a[2]) or real(*a))
+
+    def step():
+        xg = x.clone().requires_grad_()
+        y, state = module(xg)
+        finals = list(state) if isinstance(state, tuple) else [state]
+        grads = torch.autograd.grad([y, *finals], [xg, *params], [d_out, *d_final])
+        return grads, [g.float().sum() for g in grads]  # queued on the caller's stream at once
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        got, got_sums = step()
+    assert queued == [1] * L
+    with monkeypatch.context() as one:
+        one.setattr(backward, "lane_streams", lambda device, s, count: (torch.cuda.current_stream(),) * count)
+        want, want_sums = step()
+    torch.cuda.synchronize()
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert torch.equal(a, b), k
+        assert torch.equal(got_sums[k], want_sums[k]), k
+    monkeypatch.setattr(backward, "graph_worthy", worthy)
+    assert worthy(rnn._model_of(module._specs[dtype]), S, B)
+    for _ in range(3):  # direct, captured by rnncc's call graphs, replayed
+        for k, (a, b) in enumerate(zip(step()[0], want)):
+            assert torch.equal(a, b), k
+
+
 def test_backward_graphs_capture_on_the_second_sighting_and_never_recapture(gpu, torch):
     """rnncc.call_graphs's cache on plain torch bodies: direct on the first sighting,
     captured on the second, replayed on new inputs after; a graph dropped for room is not

@@ -152,3 +152,33 @@ def test_grad_refuses_a_wrong_number_of_output_gradients():
     weights = rnncc.weights.init(model, seed=0)
     with pytest.raises(ValueError, match="got 2 output gradients, expected 1"):
         reference_grad.grad(model, weights, np.zeros((2, 1, 3)), [np.zeros((2, 1, 4))] * 2)
+
+
+def test_a_bidirectional_layers_halves_backpropagate_together():
+    """backpropagate hands the two halves of each bidirectional layer to ``together`` at
+    once (rnncc.backward runs them on two streams), and the gradients equal those of one
+    half after the other; a plain stack's layers come one at a time."""
+    model, _ = rnncc.from_torch(torch.nn.GRU(4, 5, num_layers=2, bidirectional=True))
+    weights = rnncc.weights.init(model, seed=3)
+    rng = np.random.default_rng(4)
+    x, g = rng.standard_normal((6, 3, 4)), rng.standard_normal((6, 3, 10))
+    record: dict = {}
+    rnncc.reference.run(model, weights, x, record=record)
+
+    def backward_of(layer, dy):
+        return reference_grad.layer_backward(layer, weights, record[layer.name][1], dy)
+    zeros = lambda width: np.zeros((6, 3, width))  # noqa: E731
+    groups = []
+
+    def together(layers, dys):
+        groups.append(tuple(l.name for l in layers))
+        return [backward_of(l, dy) for l, dy in zip(layers, dys)]
+    want = reference_grad.backpropagate(model, [g], backward_of, zeros)
+    got = reference_grad.backpropagate(model, [g], backward_of, zeros, together=together)
+    assert groups == [("l1_reverse", "l1"), ("l0_reverse", "l0")]
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1].keys() == want[1].keys()
+    for k in want[1]:
+        np.testing.assert_array_equal(got[1][k], want[1][k])
+    stack, _ = rnncc.from_torch(torch.nn.LSTM(4, 5, num_layers=3))
+    assert reference_grad.tensor_groups(stack.layers) == [(l,) for l in stack.layers]
