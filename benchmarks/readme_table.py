@@ -77,7 +77,8 @@ def bench_table() -> str:
             (f" (twin {judged:.2f}×)" if judged != r["speedup"] else "")
         math = {"tensor": ", tensor cores"}.get(r.get("math"), "")
         if r.get("schedule", "sequential") != "sequential":  # a stack's layers side by side
-            math += f"; {r['schedule'].replace('pipelined', 'layers pipelined,')}"
+            # "pipelined C=64" and a training row's "pipelined, then the backward (…)"
+            math += "; " + re.sub(r"^pipelined,? ", "layers pipelined, ", r["schedule"])
         rows.append(f"| {network(r)} | {r.get('kind', r['dtype'])} | {r['hidden']} | {r['batch']} | "
                     f"{r['seq_len']} | {r['persistence']}{math} | "
                     f"{r['rnncc_ms']:.3f} ({r['rnncc_us_per_step']:.1f}) | "
