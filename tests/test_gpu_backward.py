@@ -615,6 +615,28 @@ def test_replayed_backward_from_two_streams(gpu, torch, monkeypatch):
             assert torch.equal(a, b), k
 
 
+def assert_one_stream_gives_the_same(torch, monkeypatch, step, streams: str, one_stream):
+    """``step()`` → (gradients, their sums queued at once on the caller's stream), run on a
+    caller's stream that is not the default one, equals ``step()`` with
+    ``backward.<streams>`` replaced by ``one_stream`` (everything on the current stream),
+    bit for bit, sums too: the caller's stream has the gradients when the step returns.
+    Returns the one-stream gradients."""
+    import rnncc.backward as backward
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        got, got_sums = step()
+    with monkeypatch.context() as one:
+        one.setattr(backward, streams, one_stream)
+        want, want_sums = step()
+    torch.cuda.synchronize()
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert torch.equal(a, b), k
+        assert torch.equal(got_sums[k], want_sums[k]), k
+    return want
+
+
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_weight_gradients_on_side_streams_equal_one_streams(gpu, torch, monkeypatch, cell):
     """The weights' gradients, queued on two side streams beside each other and dx, equal
@@ -633,17 +655,8 @@ def test_weight_gradients_on_side_streams_equal_one_streams(gpu, torch, monkeypa
         xg = x.clone().requires_grad_()
         grads = torch.autograd.grad(module(xg)[0].float().square().sum(), [xg, *params])
         return grads, [g.float().sum() for g in grads]  # queued on the caller's stream at once
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        got, got_sums = step()
-    with monkeypatch.context() as one:
-        one.setattr(backward, "side_streams", lambda device, s: (torch.cuda.current_stream(),) * 2)
-        want, want_sums = step()
-    torch.cuda.synchronize()
-    for k, (a, b) in enumerate(zip(got, want)):
-        assert torch.equal(a, b), k
-        assert torch.equal(got_sums[k], want_sums[k]), k
+    assert_one_stream_gives_the_same(torch, monkeypatch, step, "side_streams",
+                                     lambda device, s: (torch.cuda.current_stream(),) * 2)
 
 
 @pytest.mark.parametrize("cell,dtype", [("lstm", "float16"), ("gru", "float32")])
@@ -676,18 +689,9 @@ def test_bidirectional_halves_on_two_streams_equal_one_after_the_other(gpu, torc
         finals = list(state) if isinstance(state, tuple) else [state]
         grads = torch.autograd.grad([y, *finals], [xg, *params], [d_out, *d_final])
         return grads, [g.float().sum() for g in grads]  # queued on the caller's stream at once
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        got, got_sums = step()
-    assert queued == [1] * L
-    with monkeypatch.context() as one:
-        one.setattr(backward, "lane_streams", lambda device, s, count: (torch.cuda.current_stream(),) * count)
-        want, want_sums = step()
-    torch.cuda.synchronize()
-    for k, (a, b) in enumerate(zip(got, want)):
-        assert torch.equal(a, b), k
-        assert torch.equal(got_sums[k], want_sums[k]), k
+    want = assert_one_stream_gives_the_same(torch, monkeypatch, step, "lane_streams",
+                                            lambda device, s, count: (torch.cuda.current_stream(),) * count)
+    assert queued == [1] * L  # a lane a bidirectional layer (the one-stream run replaced lane_streams)
     monkeypatch.setattr(backward, "graph_worthy", worthy)
     assert worthy(rnn._model_of(module._specs[dtype]), S, B)
     for _ in range(3):  # direct, captured by rnncc's call graphs, replayed
