@@ -19,12 +19,13 @@ from rnncc.ir import CELL_GATES
 from rnncc.target import get
 from rnncc.tiles import backward_kernel_tile
 
-# (cell, dtype, H, B, S): the mma cluster form (plain and hybrid, one gate to four) and the
-# FMA cluster form (float32)
+# (cell, dtype, H, B, S): the mma cluster form (plain and hybrid, one gate to four), the
+# FMA cluster form (float32), and LSTMs on the grid and K-split forms (their c scan)
 CASES = [("lstm", "float16", 512, 8, 256), ("gru", "float16", 512, 8, 256), ("rnn_tanh", "float16", 1024, 8, 256),
          ("lstm", "float16", 256, 64, 256), ("lstm", "float16", 650, 8, 256), ("gru", "float16", 700, 8, 256),
          ("rnn_tanh", "bfloat16", 333, 8, 256), ("lstm", "float32", 128, 16, 32), ("gru", "float32", 256, 64, 256),
-         ("rnn_tanh", "float32", 512, 8, 256), ("lstm", "float32", 256, 8, 256)]
+         ("rnn_tanh", "float32", 512, 8, 256), ("lstm", "float32", 256, 8, 256),
+         ("lstm", "bfloat16", 1024, 8, 256), ("lstm", "float16", 650, 20, 35), ("lstm", "float32", 1024, 64, 256)]
 
 
 def planned_tile(cell: str, dtype: str, H: int, B: int):

@@ -44,7 +44,7 @@ from .passes.workspace import TENSOR_MAP_BYTES
 from .reference_grad import backpropagate
 from .runtime import DEFAULT_SPIN_TIMEOUT_MS
 from .tiles import (CLUSTER_BACKWARD_TILES, BackwardKernelTile, KSplitBackwardTile, backward_kernel_tile,
-                    grid_shared_max, backward_tile)
+                    backward_tile, cluster_backward_exchange_bytes, grid_shared_max)
 
 
 def _dynamic_shared_max(target: target_mod.Target) -> int:
@@ -176,12 +176,16 @@ def recurrence(layer: Layer, w_hh: torch.Tensor, pre: torch.Tensor, pre_h: torch
     c_seq = empty((S, B, H)) if lstm else None
     clusters = isinstance(tile, CLUSTER_BACKWARD_TILES)  # clusters along y share nothing: no barrier
     barrier = None if clusters else torch.zeros(launch.BARRIER_WORDS, dtype=torch.int32, device=device)
+    # the cluster form's global copies of its dG slices, where it multicasts them (every slot
+    # is written before it is sent)
+    exchange = torch.empty(cluster_backward_exchange_bytes(tile, G, w_hh.element_size(), B), dtype=torch.uint8,
+                           device=device) if any(p.name == "exchange" for p in k.params) else None
     spin_ms = float(os.environ.get("RNNCC_SPIN_TIMEOUT_MS", DEFAULT_SPIN_TIMEOUT_MS))
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
     values = {"pre": ptr(pre), "dg": ptr(dg), "pre_h": ptr(pre_h), "dg_h": ptr(dg_h),
               "h_prev": ptr(h_prev), "c_seq": ptr(c_seq), "c0": ptr(c0), "w_hh": ptr(w_hh),
               "dy": ptr(dy), "dh_n": ptr(dh_n), "dc_n": ptr(dc_n), "dh0": ptr(dh0),
-              "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier),
+              "dc0": ptr(dc0), "seq_len": S, "batch": B, "barrier": ptr(barrier), "exchange": ptr(exchange),
               "status": status.address(0), "spin_timeout_ns": int(spin_ms * 1e6)}
     if isinstance(tile, KSplitBackwardTile):
         # each block's map of dG (lane_product.cuh.j2, tensor_map_staging): its template's

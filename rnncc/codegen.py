@@ -836,10 +836,20 @@ def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
         variant = f"c{tile.cluster}_m{tile.m_tiles}_k{tile.k_split}_n{tile.batch_per_cluster}"
     decisions = [f"backward tile: clusters of {tile.cluster} blocks, {product}, "
                  f"{tile.batch_per_cluster} batch rows a cluster"]
+    # Each step's dG slice reaches the peers by one multicast copy from a global copy of it,
+    # but for the hybrid form, whose registers are budgeted to the limit without that copy
+    # (tiles.hybrid_register_steps): one bulk copy a peer there.
+    multicast = fma or not tile.register_steps
+    if multicast:
+        params = params + (_ptr("exchange", "T", "[clusters][2][CLUSTER][BATCH·G·UNITS] out: each block's dG slice of "
+                                "a step (scratch, step parity): the source of its multicast to the peers", const=False),)
+    decisions.append("dG slices sent " + ("by one multicast copy a step from a global copy of each" if multicast
+                                          else "by one bulk copy a peer"))
     source = environment().get_template("backward_cluster.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile,
-        fma=fma, hybrid=not fma and tile.register_steps > 0, shared_bytes=tile.shared_bytes(gates, itemsize))
+        fma=fma, hybrid=not fma and tile.register_steps > 0, multicast=multicast,
+        shared_bytes=tile.shared_bytes(gates, itemsize))
     name, entry, source = _identify(f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_{variant}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1),
                         dynamic_shared=tile.shared_bytes(gates, itemsize), cluster=tile.cluster)

@@ -1344,6 +1344,14 @@ def ksplit_backward_tile(gates: int, hidden: int, batch: int, clusters_at_once: 
 
 # The cluster forms of the backward recurrence: no grid barrier, clusters along y share nothing.
 CLUSTER_BACKWARD_TILES = (ClusterBackwardTile, FmaClusterBackwardTile)
+
+
+def cluster_backward_exchange_bytes(tile: ClusterBackwardTile | FmaClusterBackwardTile, gates: int,
+                                    itemsize: int, batch: int) -> int:
+    """The global copies a cluster backward keeps of its blocks' dG slices, the source of
+    each step's multicast to the peers: [clusters][2 (step parity)][K rows × the cluster's
+    batch rows] in the layer's type (float32 for the FMA form)."""
+    return tile.clusters(batch) * 2 * tile.k_rows(gates) * tile.batch_per_cluster * itemsize
 BackwardKernelTile = Union[BackwardTile, ClusterBackwardTile, FmaClusterBackwardTile, KSplitBackwardTile]
 # A lane of the FMA cluster form keeps at most this many W_hh values (its K share).
 FMA_BACKWARD_SHARE = 64

@@ -489,7 +489,7 @@ def test_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
     """The cluster form of the backward recurrence, at the tiles its shapes take (clusters of
     1 to 16, batch tiles of 8 and 16 rows, one and two elements a thread), compiles without
     local memory in fp16 and bf16; its name and code follow the tile, and its exchange is
-    the bounded bulk one."""
+    the bounded one, by a multicast copy from the global copy of each slice it is given."""
     shapes = ((1, 1), (33, 5), (96, 20), (256, 8), (512, 64)) if gates > 1 else ((100, 3), (700, 8), (1024, 8))
     for (hidden, batch), dtype in zip(shapes, itertools.cycle(("float16", "bfloat16"))):
         tile = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, 227 * 1024)
@@ -498,10 +498,21 @@ def test_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
         assert k.name.startswith(f"backward_cluster_{cell}_h{hidden}_{short}_c{tile.cluster}_m{tile.m_tiles}")
         assert k.cluster == tile.cluster and k.block == (tile.threads, 1, 1)
         assert k.dynamic_shared == tile.shared_bytes(gates, 2) and "{{" not in k.source
-        assert "cp.async.bulk.shared::cluster" in k.source and "spin_expired" in k.source
+        assert ".multicast::cluster" in k.source and "spin_expired" in k.source
+        assert [p.name for p in k.params][-1] == "exchange" and "T* __restrict__ exchange" in k.params[-1].decl
         build.compile_cubin(k, "sm_90a")
         r = build.resources(k, "sm_90a")
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
+
+
+def test_cluster_backward_exchange_bytes():
+    """The global copies a cluster backward multicasts its dG slices from: two (step
+    parity) of every K row × the cluster's batch rows, a cluster along y each."""
+    tile = tiles.ClusterBackwardTile(16, 2, 4, 8)  # LSTM fp16 H=512 B=8's
+    assert tiles.cluster_backward_exchange_bytes(tile, 4, 2, 8) == 2 * 2048 * 8 * 2
+    assert tiles.cluster_backward_exchange_bytes(tile, 4, 2, 20) == 3 * 2 * 2048 * 8 * 2  # clusters of 8, 8, 4 rows
+    fma = tiles.FmaClusterBackwardTile(4, 32, 8, 1)
+    assert tiles.cluster_backward_exchange_bytes(fma, 4, 4, 16) == 2 * (4 * 4 * 32) * fma.batch_per_cluster * 4
 
 
 @pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1)])
@@ -509,7 +520,7 @@ def test_fma_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
     """The float32 cluster form of the backward recurrence (FMA, W_hh in each lane's
     registers), at the tiles its shapes take (clusters of 1 to 16, 1 to 32 units a block, 1
     to 16 warps along K, lanes of 1 to 8 rows), compiles without local memory; its name and
-    code follow the tile; its exchange is the bounded bulk one and its product has no mma."""
+    code follow the tile; its exchange is the bounded multicast one and its product has no mma."""
     for hidden, batch in ((1, 1), (33, 5), (128, 16), (256, 64), (100, 3)):
         tile = tiles.fma_backward_cluster_tile(gates, hidden, batch, 16, 226 * 1024)
         assert tile is not None, (cell, hidden)
@@ -518,7 +529,7 @@ def test_fma_backward_cluster_kernels_render_and_compile(nvcc, cell, gates):
                                  f"_k{tile.k_split}_r{tile.lane_rows}")
         assert k.cluster == tile.cluster and k.block == (tile.threads, 1, 1)
         assert k.dynamic_shared == tile.shared_bytes(gates) and "{{" not in k.source
-        assert "cp.async.bulk.shared::cluster" in k.source and "spin_expired" in k.source
+        assert ".multicast::cluster" in k.source and "spin_expired" in k.source and k.params[-1].name == "exchange"
         assert "mma.sync" not in k.source and "float w_reg[SHARE]" in k.source
         build.compile_cubin(k, "sm_90a")
         r = build.resources(k, "sm_90a")
@@ -755,8 +766,9 @@ def test_hybrid_backward_cluster_tile():
 def test_hybrid_backward_cluster_kernels_render_and_compile(nvcc, cell, gates, shapes):
     """The hybrid form at the tiles its shapes take on the H200 (288 to 480 threads, 8 and
     16 rows a cluster, one and two elements a thread) compiles without local memory: the
-    register budget (tiles.hybrid_register_steps) leaves ptxas room for the rest; its name
-    says how many k-steps stay in registers."""
+    register budget (tiles.hybrid_register_steps) leaves ptxas room for the rest (a bulk copy
+    a peer, no global copy of the slice to multicast from); its name says how many k-steps
+    stay in registers."""
     h200 = target.get("h200")
     for (hidden, batch), dtype in zip(shapes, itertools.cycle(("float16", "bfloat16"))):
         tile = tiles.backward_cluster_tile(gates, hidden, batch, 2, 16, h200.shared_memory_per_block_optin, 132,
@@ -765,6 +777,7 @@ def test_hybrid_backward_cluster_kernels_render_and_compile(nvcc, cell, gates, s
         k = codegen.render_backward(cell, hidden, gates, dtype, tile)
         assert k.name.endswith(f"_n{tile.batch_per_cluster}_rs{tile.register_steps}_{k.name.rsplit('_', 1)[1]}")
         assert k.dynamic_shared == tile.shared_bytes(gates, 2) and "w_smem" in k.source and "{{" not in k.source
+        assert ".multicast::cluster" not in k.source and "exchange" not in [p.name for p in k.params]
         build.compile_cubin(k, "sm_90a")
         r = build.resources(k, "sm_90a")
         assert r.spill_stores == r.spill_loads == r.stack_frame == 0, (cell, hidden, dtype, r)
