@@ -511,8 +511,8 @@ def test_cluster_backward_exchange_bytes():
     tile = tiles.ClusterBackwardTile(16, 2, 4, 8)  # LSTM fp16 H=512 B=8's
     assert tiles.cluster_backward_exchange_bytes(tile, 4, 2, 8) == 2 * 2048 * 8 * 2
     assert tiles.cluster_backward_exchange_bytes(tile, 4, 2, 20) == 3 * 2 * 2048 * 8 * 2  # clusters of 8, 8, 4 rows
-    fma = tiles.FmaClusterBackwardTile(4, 32, 8, 1)
-    assert tiles.cluster_backward_exchange_bytes(fma, 4, 4, 16) == 2 * (4 * 4 * 32) * fma.batch_per_cluster * 4
+    fma = tiles.FmaClusterBackwardTile(4, 32, 8, 1)  # lanes of 32 units × 1 row: a row a cluster
+    assert fma.batch_per_cluster == 1 and tiles.cluster_backward_exchange_bytes(fma, 4, 4, 16) == 16 * 2 * (4 * 4 * 32) * 4
 
 
 @pytest.mark.parametrize("cell,gates", [("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1)])
