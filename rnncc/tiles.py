@@ -1344,6 +1344,11 @@ def ksplit_backward_tile(gates: int, hidden: int, batch: int, clusters_at_once: 
 
 # The cluster forms of the backward recurrence: no grid barrier, clusters along y share nothing.
 CLUSTER_BACKWARD_TILES = (ClusterBackwardTile, FmaClusterBackwardTile)
+BackwardKernelTile = Union[BackwardTile, ClusterBackwardTile, FmaClusterBackwardTile, KSplitBackwardTile]
+# A lane of the FMA cluster form keeps at most this many W_hh values (its K share).
+FMA_BACKWARD_SHARE = 64
+FMA_BACKWARD_UNITS = 32  # a lane a unit: at most a warp's lanes
+FMA_BACKWARD_WARPS = 16  # past 8 warps only where 8 would hold more than FMA_BACKWARD_SHARE
 
 
 def cluster_backward_exchange_bytes(tile: ClusterBackwardTile | FmaClusterBackwardTile, gates: int,
@@ -1352,11 +1357,6 @@ def cluster_backward_exchange_bytes(tile: ClusterBackwardTile | FmaClusterBackwa
     each step's multicast to the peers: [clusters][2 (step parity)][K rows × the cluster's
     batch rows] in the layer's type (float32 for the FMA form)."""
     return tile.clusters(batch) * 2 * tile.k_rows(gates) * tile.batch_per_cluster * itemsize
-BackwardKernelTile = Union[BackwardTile, ClusterBackwardTile, FmaClusterBackwardTile, KSplitBackwardTile]
-# A lane of the FMA cluster form keeps at most this many W_hh values (its K share).
-FMA_BACKWARD_SHARE = 64
-FMA_BACKWARD_UNITS = 32  # a lane a unit: at most a warp's lanes
-FMA_BACKWARD_WARPS = 16  # past 8 warps only where 8 would hold more than FMA_BACKWARD_SHARE
 
 
 def fma_backward_cluster_tiles(gates: int, hidden: int, batch: int, max_cluster: int,
