@@ -839,7 +839,8 @@ def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
     # Each step's dG slice reaches the peers by one multicast copy from a global copy of it,
     # but for the hybrid form, whose registers are budgeted to the limit without that copy
     # (tiles.hybrid_register_steps): one bulk copy a peer there.
-    multicast = fma or not tile.register_steps
+    hybrid = not fma and tile.register_steps > 0
+    multicast = not hybrid
     if multicast:
         params = params + (_ptr("exchange", "T", "[clusters][2][CLUSTER][BATCH·G·UNITS] out: each block's dG slice of "
                                 "a step (scratch, step parity): the source of its multicast to the peers", const=False),)
@@ -848,7 +849,7 @@ def _render_backward_cluster(cell: str, hidden: int, gates: int, dtype: str,
     source = environment().get_template("backward_cluster.cu.j2").render(
         kernel=_code_header(f"{cell} layer backward, H={hidden}", dtype, decisions),
         entry=_ENTRY, params=params, cell=cell, hidden=hidden, gates=gates, dtype=dtype, tile=tile,
-        fma=fma, hybrid=not fma and tile.register_steps > 0, multicast=multicast,
+        fma=fma, hybrid=hybrid, multicast=multicast,
         shared_bytes=tile.shared_bytes(gates, itemsize))
     name, entry, source = _identify(f"backward_cluster_{cell}_h{hidden}_{_SHORT_DTYPE[dtype]}_{variant}", source)
     return KernelSource(name, "backward", cell, entry, source, params, (tile.threads, 1, 1),
