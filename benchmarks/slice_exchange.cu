@@ -17,6 +17,7 @@
 //   6 none: no exchange (the block's own slice, a block barrier): the floor of the rest
 #include <cooperative_groups.h>
 #include <cstdint>
+#include "cluster_common.cuh"
 namespace cg = cooperative_groups;
 #ifndef CL
 #define CL 16
@@ -36,11 +37,6 @@ constexpr int BUFFER = CL * SLICE;  // bytes of a buffer
 static_assert(SLICE % (16 * PARTS) == 0 && CHUNKS <= NT, "slice shape");
 
 __device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ unsigned mapa(unsigned local, int peer) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
-    return remote;
-}
 
 extern "C" __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT)
 exchange(uint4* out, uint4* scratch, int steps) {
@@ -95,7 +91,8 @@ exchange(uint4* out, uint4* scratch, int steps) {
             const int peer = (rank + 1 + tid / PART_COUNT) % CL, part = tid % PART_COUNT;
             const unsigned bytes = SLICE / PART_COUNT, offset = part * bytes;
             asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         :: "r"(mapa(source + offset, peer)), "r"(source + offset), "r"(bytes), "r"(mapa(nbar, peer))
+                         :: "r"(peer_address(nxt + rank * SLICE + offset, peer)), "r"(source + offset), "r"(bytes),
+                            "r"(peer_address(&bar[(s + 1) & 1], peer))
                          : "memory");
         }
 #endif
@@ -105,7 +102,8 @@ exchange(uint4* out, uint4* scratch, int steps) {
             const int peer = (rank + 1 + FIRST + e / CHUNKS) % CL, k = e % CHUNKS;
             const uint4 v = reinterpret_cast<const uint4*>(nxt + rank * SLICE)[k];
             asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-                         :: "r"(mapa(source + 16 * k, peer)), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(mapa(nbar, peer))
+                         :: "r"(peer_address(nxt + rank * SLICE + 16 * k, peer)), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w),
+                            "r"(peer_address(&bar[(s + 1) & 1], peer))
                          : "memory");
         }
 #endif
