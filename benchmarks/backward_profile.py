@@ -14,7 +14,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import rnncc.nn
-from rnncc.bench import Config, training_configs
+from rnncc.bench import Config, training_configs, training_module
 
 
 def kernels(step) -> list[tuple[str, float]]:
@@ -29,18 +29,13 @@ def kernels(step) -> list[tuple[str, float]]:
 
 
 def training_case(cfg):
-    """(torch.nn's module of cfg.layers layers, both ways where cfg.bidirectional, its twin,
-    an input requiring grad, the output's gradient) of a forward+backward row, seeded, with TF32 where the row's kind says."""
-    torch.manual_seed(0)
-    tf32 = cfg.kind == "float32 tf32"
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    """(torch.nn's module of a forward+backward row, rnncc.bench.training_module's, its twin,
+    an input requiring grad, the output's gradient)."""
+    module, out_size = training_module(cfg)
     tdt = getattr(torch, cfg.dtype)
-    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional).to("cuda", tdt)
     twin, _ = rnncc.nn.twin_of(module)
     x = torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt, requires_grad=True)
-    dy = torch.randn(cfg.seq_len, cfg.batch, cfg.hidden * (2 if cfg.bidirectional else 1), device="cuda", dtype=tdt)
+    dy = torch.randn(cfg.seq_len, cfg.batch, out_size, device="cuda", dtype=tdt)
     return module, twin, x, dy
 
 

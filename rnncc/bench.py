@@ -288,6 +288,21 @@ def run_packed_config(cfg: Config, warmup: int, repeats: int) -> dict:
             "schedule": f"one call with lengths, {plan.schedule.value.kind}", "compile_s": compile_s}
 
 
+def training_module(cfg: Config):
+    """torch.nn's module of a forward+backward row (cfg.layers layers, both ways where
+    cfg.bidirectional, input size = H) on the GPU in the row's type, seeded, with TF32 where
+    the row's kind says; and the width of its output (its gradient's)."""
+    import torch
+
+    torch.manual_seed(0)
+    tf32 = cfg.kind == "float32 tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
+    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional)
+    return module.to("cuda", getattr(torch, cfg.dtype)), cfg.hidden * (2 if cfg.bidirectional else 1)
+
+
 def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
     """A training step's passes: the twin of a torch.nn module beside the module (cuDNN),
     same weights and inputs, each timed from the forward to the gradients of the input and
@@ -296,18 +311,12 @@ def run_training_config(cfg: Config, warmup: int, repeats: int) -> dict:
 
     import rnncc.nn
 
-    torch.manual_seed(0)
-    tf32 = cfg.kind == "float32 tf32"
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    tdt = getattr(torch, cfg.dtype)
-    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cfg.cell]
-    module = cls(cfg.hidden, cfg.hidden, num_layers=cfg.layers, bidirectional=cfg.bidirectional).to("cuda", tdt)
+    module, out_size = training_module(cfg)
+    tf32, tdt = cfg.kind == "float32 tf32", getattr(torch, cfg.dtype)
     start = time.perf_counter()
     twin, _ = rnncc.nn.twin_of(module)
     inputs = [torch.randn(cfg.seq_len, cfg.batch, cfg.hidden, device="cuda", dtype=tdt).requires_grad_()
               for _ in range(3)]
-    out_size = cfg.hidden * (2 if cfg.bidirectional else 1)
     dy = torch.randn(cfg.seq_len, cfg.batch, out_size, device="cuda", dtype=tdt)
     turn = iter(range(10**9))
 
