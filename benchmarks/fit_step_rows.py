@@ -78,9 +78,9 @@ def main(files: list[str]) -> None:
     measured = np.array([p["us"] for p in data])
 
     def priced(p) -> float:
-        """µs of cost.step_rows_seconds at point ``p`` (graphed: the sweeps' GPU time)."""
-        return cost.step_rows_seconds(p["B"], p["H"], len(CELL_GATES[p["cell"]]), p["tile"], target, p["itemsize"],
-                                      graphed=True) * 1e6
+        """µs of cost.step_rows_seconds at point ``p`` (its GPU time, what the sweeps measured)."""
+        return cost.step_rows_seconds(p["B"], p["H"], len(CELL_GATES[p["cell"]]), p["tile"], target,
+                                      p["itemsize"]) * 1e6
 
     def prices(x) -> np.ndarray:
         with constants(x):

@@ -2461,7 +2461,7 @@ def test_the_rows_step_price_is_its_measurement():
                 if m:
                     tile = StepRows(int(m[1]), int(m[2]))
                     priced = step_rows_seconds(r["batch"], r["hidden"], len(CELL_GATES[r["cell"]]), tile, h200,
-                                               DTYPES[r["dtype"]].itemsize, graphed=True) * 1e6
+                                               DTYPES[r["dtype"]].itemsize) * 1e6
                     ratios[(name, r["cell"], r["dtype"], r["hidden"], r["batch"], label)] = us / priced
     assert len(ratios) == 265
     logs = np.log(np.array(list(ratios.values())))

@@ -198,15 +198,14 @@ def fma_cycles_per_k(tile, gates: int, float4_weights: bool) -> float:
 
 
 def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Target,
-                 itemsize: int, k: int | None = None, graphed: bool = False) -> float:
-    """One recurrent step h·W_hhᵀ + cell, over K = ``k`` (h's width; default ``hidden``,
+                 itemsize: int, k: int | None = None) -> float:
+    """One recurrent step h·W_hhᵀ + cell (its GPU time), over K = ``k`` (h's width; default ``hidden``,
     proj_size for a projected LSTM): the busiest SM's issue cycles (FMAs and shared
     loads) or its L2 traffic, slowed when fewer than STEP_WARPS_TO_HIDE
     warps share an SM, and by √(padded rows / B) for batch rows computed for nothing.
     The three STEP_ constants were fitted to two sweeps on an H100 (25–30 tiles × 7
     shapes, benchmarks/results/step-tile-sweep-h100-2026-11-23.json): over the measured
-    tiles the pick is 7% slower than the fastest on average, 30% at worst. Not ``graphed``:
-    eager_step_seconds of that."""
+    tiles the pick is 7% slower than the fastest on average, 30% at worst."""
     blocks = math.ceil(hidden / tile.units_per_block) * math.ceil(batch / tile.batch_per_block)
     per_sm = math.ceil(blocks / target.sm_count)
     warps = math.ceil(tile.threads / 32)
@@ -222,8 +221,7 @@ def step_seconds(batch: int, hidden: int, gates: int, tile: StepTile, target: Ta
         / STEP_L2_BYTES_PER_CLOCK
     utilisation = min(1.0, per_sm * warps / STEP_WARPS_TO_HIDE)
     padding = math.sqrt(math.ceil(batch / tile.batch_per_block) * tile.batch_per_block / batch)
-    gpu = padding * max(issue, l2) / utilisation / clock_hz(target) * STEP_MEASURED_OVER_MODEL
-    return gpu if graphed else eager_step_seconds(gpu)
+    return padding * max(issue, l2) / utilisation / clock_hz(target) * STEP_MEASURED_OVER_MODEL
 
 
 # The step of a few batch rows as matrix-vector products (recurrent_step_rows.cu.j2): a
@@ -276,9 +274,8 @@ def step_rows_tiles(batch: int, k: int, itemsize: int, target: Target) -> list[S
 
 
 def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, target: Target,
-                      itemsize: int, k: int | None = None, graphed: bool = False) -> float:
-    """One step of the step-rows kernel over K = ``k`` (default ``hidden``): its GPU time in
-    a graph, or for a host's launch a step (not ``graphed``) eager_step_seconds of it."""
+                      itemsize: int, k: int | None = None) -> float:
+    """One step of the step-rows kernel over K = ``k`` (default ``hidden``): its GPU time."""
     k = k or hidden
     y_blocks = math.ceil(batch / tile.rows)
     blocks = math.ceil(hidden / tile.warps) * y_blocks
@@ -291,8 +288,7 @@ def step_rows_seconds(batch: int, hidden: int, gates: int, tile: StepRows, targe
         (target.fp32_flops * sms / target.sm_count * STEP_ROWS_FMA_EFFICIENCY)
     cells = y_blocks * tile.rows * math.ceil(hidden / tile.warps) * tile.warps / sms
     sums = cells * (gates * STEP_ROWS_OUTPUT_SECONDS + STEP_ROWS_CELL_SECONDS)
-    gpu = STEP_ROWS_FIXED_SECONDS + memory + compute + sums
-    return gpu if graphed else eager_step_seconds(gpu)
+    return STEP_ROWS_FIXED_SECONDS + memory + compute + sums
 
 
 # The rows kernels on tensor cores (rows_mma.cuh.j2: the step's and the projection's of a
@@ -367,17 +363,15 @@ ROWS_MMA_THREE_GROUPS_SECONDS = 0.4e-6
 
 
 def step_rows_tensor_seconds(batch: int, hidden: int, gates: int, tile: StepRowsTensor, target: Target,
-                             itemsize: int, k: int | None = None, graphed: bool = False) -> float:
-    """One step of the tensor rows kernel over K = ``k`` (default ``hidden``): its GPU time in
-    a graph, or for a host's launch a step (not ``graphed``) eager_step_seconds of it."""
+                             itemsize: int, k: int | None = None) -> float:
+    """One step of the tensor rows kernel over K = ``k`` (default ``hidden``): its GPU time."""
     k = k or hidden
     unaligned = 0.0 if k * itemsize % 16 == 0 else \
         ROWS_MMA_UNALIGNED_SECONDS + ROWS_MMA_UNALIGNED_ROW_SECONDS * min(batch, 8 * tile.n_tiles)
     staged = math.ceil(hidden / tile.units) * batch * k * itemsize / ROWS_MMA_STAGE_BYTES_PER_SECOND
     three_groups = ROWS_MMA_THREE_GROUPS_SECONDS if tile.row_groups == 3 else 0.0
-    gpu = unaligned + staged + three_groups + \
+    return unaligned + staged + three_groups + \
         rows_mma_seconds(gates * hidden, batch, k, tile.row_groups, tile.k_split, tile.n_tiles, itemsize)
-    return gpu if graphed else eager_step_seconds(gpu)
 
 
 # Blocks along the rows of X of the projection's tensor rows kernel, each reading all of W_ih:
@@ -408,10 +402,12 @@ def step_kernel_seconds(batch: int, hidden: int, gates: int, tile: StepTile | St
     """A step of rnncc's step kernel in any form: tiles (step_seconds), rows, rows on tensor
     cores; for a host's launch a step (not ``graphed``) eager_step_seconds of its GPU time."""
     if isinstance(tile, StepRows):
-        return step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
-    if isinstance(tile, StepRowsTensor):
-        return step_rows_tensor_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
-    return step_seconds(batch, hidden, gates, tile, target, itemsize, k, graphed)
+        gpu = step_rows_seconds(batch, hidden, gates, tile, target, itemsize, k)
+    elif isinstance(tile, StepRowsTensor):
+        gpu = step_rows_tensor_seconds(batch, hidden, gates, tile, target, itemsize, k)
+    else:
+        gpu = step_seconds(batch, hidden, gates, tile, target, itemsize, k)
+    return gpu if graphed else eager_step_seconds(gpu)
 
 
 def step_tiles(gates: int, async_copy: bool) -> list[StepTile]:
